@@ -1,0 +1,13 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// runAggregate is a placeholder until its issue lands.
+func runAggregate(_ context.Context, _ []string, _, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "borda: not implemented yet")
+	return 1
+}

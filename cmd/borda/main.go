@@ -1,0 +1,87 @@
+// Command borda is the Borda edge gateway: one binary, several commands.
+//
+//	borda serve            the reverse proxy, rate limits and webhook ingress
+//	borda forward          re-deliver queued webhooks to the legacy endpoint
+//	borda consume-events   keep whatsapp_instances current
+//	borda aggregate        fold Redis counters into PostgreSQL gateway_metrics
+//	borda migrate          create or update the PostgreSQL tables
+//	borda dlq list|replay  inspect and replay dead letters
+//	borda limits relax|show  relax a rate-limit rule during an incident
+//	borda config check     validate and print the effective config
+//	borda version          print the version
+//
+// Exit codes: 0 success, 1 runtime failure, 2 usage or invalid config.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is stamped at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the gateway: proxy, rate limits, webhook ingress", runServe},
+		{"forward", "re-deliver queued webhooks to the legacy endpoint (HMAC, retries, DLQ)", runForward},
+		{"consume-events", "keep whatsapp_instances current from connection.update events", runConsumeEvents},
+		{"aggregate", "fold Redis telemetry counters into PostgreSQL gateway_metrics once", runAggregate},
+		{"migrate", "create or update the PostgreSQL tables", runMigrate},
+		{"dlq", "list or replay dead-lettered webhooks (list|replay)", runDLQ},
+		{"limits", "relax a rate-limit rule for a while, or show relaxes (relax|show)", runLimits},
+		{"config", "validate and print the effective config (check)", runConfig},
+		{"version", "print the version", runVersion},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	if args[0] == "--version" {
+		args[0] = "version"
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "borda: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: borda <command> [flags]   (borda <command> --help for its flags)")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nEvery command takes --config FILE (default configs/local.yaml, or $BORDA_CONFIG).")
+}
+
+func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
+	fmt.Fprintf(stdout, "borda %s\n", version)
+	return 0
+}

@@ -1,0 +1,253 @@
+// Package configs loads, validates and redacts Borda's configuration: one
+// YAML file per environment (configs/local.yaml, staging.yaml,
+// production.yaml) plus the environment-variable overrides of design.md §2.
+//
+// Every section is optional. Load parses durations, CIDRs and URLs once, so a
+// component never parses configuration on a request, and refuses unknown
+// keys. Validate returns one error per problem, each naming its field.
+package configs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Environments accepted in `environment`, with their Redis key prefixes.
+const (
+	EnvProduction  = "production"
+	EnvStaging     = "staging"
+	EnvDevelopment = "development"
+)
+
+// DefaultPath is the config file used when neither --config nor
+// BORDA_CONFIG names one.
+const DefaultPath = "configs/local.yaml"
+
+// Config is the whole configuration of every borda command. Field comments
+// give units and defaults; zero values are replaced by Default's.
+type Config struct {
+	// Environment is production, staging or development (default
+	// development). It fixes the Redis key prefix (olp:, olp-stg:, olp-dev:).
+	Environment string `yaml:"environment"`
+	// Listen is the public listener address (default ":8080").
+	Listen string `yaml:"listen"`
+	// AdminListen serves /metrics, /healthz, /readyz and /debug/pprof/
+	// (default "127.0.0.1:9091"). Empty string keeps the default; "off"
+	// disables the admin listener.
+	AdminListen string `yaml:"admin_listen"`
+	// TrustedProxies lists the CIDRs (or bare IPs) of peers whose client-IP
+	// headers are believed. Empty: no peer is trusted.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	// ClientIPHeader is the header a trusted peer sets with the client IP
+	// (X-Real-IP, CF-Connecting-IP). Empty: the rightmost untrusted
+	// X-Forwarded-For entry.
+	ClientIPHeader string `yaml:"client_ip_header"`
+	// IPv6PrefixLen is the prefix length IPv6 clients are grouped by for
+	// rate limits (default 64; 128 keys each address on its own).
+	IPv6PrefixLen int `yaml:"ipv6_prefix_len"`
+
+	Redis      Redis      `yaml:"redis"`
+	AMQP       AMQP       `yaml:"amqp"`
+	Database   Database   `yaml:"database"`
+	Auth       Auth       `yaml:"auth"`
+	CORS       CORS       `yaml:"cors"`
+	Routes     []Route    `yaml:"routes"`
+	RateLimits RateLimits `yaml:"rate_limits"`
+	Telemetry  Telemetry  `yaml:"telemetry"`
+	Webhook    Webhook    `yaml:"webhook"`
+	Forward    Forward    `yaml:"forward"`
+	Shutdown   Shutdown   `yaml:"shutdown"`
+
+	// TrustedPrefixes is TrustedProxies parsed by Load.
+	TrustedPrefixes []netip.Prefix `yaml:"-"`
+}
+
+// Redis configures the store behind rate limits, telemetry, relax and the
+// forwarder's idempotency keys.
+type Redis struct {
+	// URL is redis:// or rediss:// (REDIS_URL overrides). Empty and no
+	// Upstash REST credentials: the embedded in-memory store (one instance).
+	URL Secret `yaml:"url"`
+	// KeyPrefix overrides the environment's prefix; it must start with it
+	// (olp-stg:t42: is accepted in staging, olp: is not).
+	KeyPrefix string `yaml:"key_prefix"`
+	// RestURL and RestToken reach Upstash over its REST API
+	// (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN). Used only when
+	// URL is empty.
+	RestURL   string `yaml:"rest_url"`
+	RestToken Secret `yaml:"rest_token"`
+	// DialTimeout bounds a new connection (default 200ms).
+	DialTimeout Duration `yaml:"dial_timeout"`
+	// ReadTimeout and WriteTimeout bound one command on the wire
+	// (default 100ms each). The request path adds its own, shorter,
+	// deadline (rate_limits.timeout).
+	ReadTimeout  Duration `yaml:"read_timeout"`
+	WriteTimeout Duration `yaml:"write_timeout"`
+	// PoolSize is the connection pool size per node (default 10 × GOMAXPROCS).
+	PoolSize int `yaml:"pool_size"`
+	// Cluster treats URL as a Redis Cluster seed (redis[s]://host:port?addr=host2:port2).
+	Cluster bool `yaml:"cluster"`
+}
+
+// AMQP configures the RabbitMQ connection (AMQP_URL overrides).
+type AMQP struct {
+	URL Secret `yaml:"url"`
+}
+
+// Database configures PostgreSQL (DATABASE_URL overrides). Empty: metric
+// aggregation is off and the commands that need it refuse to start.
+type Database struct {
+	URL Secret `yaml:"url"`
+}
+
+// Shutdown configures graceful shutdown.
+type Shutdown struct {
+	// Drain bounds how long in-flight HTTP requests may finish after
+	// SIGTERM (default 5s).
+	Drain Duration `yaml:"drain"`
+	// ReadinessGrace is how long /readyz answers 503 before the listener
+	// stops accepting, so load balancers take the instance out first
+	// (default 0: stop at once).
+	ReadinessGrace Duration `yaml:"readiness_grace"`
+}
+
+// Default returns the configuration every loaded file starts from.
+func Default() Config {
+	return Config{
+		Environment:   EnvDevelopment,
+		Listen:        ":8080",
+		AdminListen:   "127.0.0.1:9091",
+		IPv6PrefixLen: 64,
+		Redis: Redis{
+			DialTimeout:  Duration(200e6),
+			ReadTimeout:  Duration(100e6),
+			WriteTimeout: Duration(100e6),
+		},
+		AMQP:       AMQP{URL: "amqp://guest:guest@127.0.0.1:5672/"},
+		Auth:       defaultAuth(),
+		RateLimits: defaultRateLimits(),
+		Telemetry:  defaultTelemetry(),
+		Webhook:    defaultWebhook(),
+		Forward:    defaultForward(),
+		Shutdown:   Shutdown{Drain: Duration(5e9)},
+	}
+}
+
+// Load reads the YAML file at path over Default, applies the environment
+// overrides (see ApplyEnv) and parses derived fields. It returns a
+// *ValidationError listing every problem when the file is syntactically
+// valid but wrong, or another error when the file cannot be read or parsed
+// (unknown keys are a parse error naming the key and line).
+func Load(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(data, os.LookupEnv)
+}
+
+// Parse is Load without the file system: data is the YAML document and
+// lookup reads environment variables (os.LookupEnv in production, a map in
+// tests).
+func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
+	cfg := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("parsing config: %w", err)
+	}
+	if err := ApplyEnv(&cfg, lookup); err != nil {
+		return Config{}, err
+	}
+	if err := cfg.validate(lookup); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// ApplyEnv overrides cfg with the environment variables of design.md §2:
+// ENVIRONMENT, REDIS_URL, UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN,
+// AMQP_URL, DATABASE_URL, WEBHOOK_TOKENS (comma-separated),
+// LEGACY_WEBHOOK_URL, LEGACY_WEBHOOK_HMAC_SECRET, AUTH_JWKS_URL and the
+// variable named by auth.jwt_secret_env (AUTH_JWT_SECRET). An empty
+// variable counts as unset.
+func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
+	get := func(name string) (string, bool) {
+		v, ok := lookup(name)
+		v = strings.TrimSpace(v)
+		return v, ok && v != ""
+	}
+	if v, ok := get("ENVIRONMENT"); ok {
+		cfg.Environment = v
+	}
+	if v, ok := get("REDIS_URL"); ok {
+		cfg.Redis.URL = Secret(v)
+	}
+	if v, ok := get("UPSTASH_REDIS_REST_URL"); ok {
+		cfg.Redis.RestURL = v
+	}
+	if v, ok := get("UPSTASH_REDIS_REST_TOKEN"); ok {
+		cfg.Redis.RestToken = Secret(v)
+	}
+	if v, ok := get("AMQP_URL"); ok {
+		cfg.AMQP.URL = Secret(v)
+	}
+	if v, ok := get("DATABASE_URL"); ok {
+		cfg.Database.URL = Secret(v)
+	}
+	if v, ok := get("WEBHOOK_TOKENS"); ok {
+		cfg.Webhook.Tokens = splitSecrets(v)
+	}
+	if v, ok := get("LEGACY_WEBHOOK_URL"); ok {
+		cfg.Forward.URL = v
+	}
+	if v, ok := get("LEGACY_WEBHOOK_HMAC_SECRET"); ok {
+		cfg.Forward.HMACSecret = Secret(v)
+	}
+	if v, ok := get("AUTH_JWKS_URL"); ok {
+		cfg.Auth.JWKSURL = v
+	}
+	if name := cfg.Auth.JWTSecretEnv; name != "" {
+		if v, ok := get(name); ok {
+			cfg.Auth.JWTSecret = Secret(v)
+		}
+	}
+	return nil
+}
+
+func splitSecrets(v string) Secrets {
+	var out Secrets
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, Secret(p))
+		}
+	}
+	return out
+}
+
+// Redacted returns the configuration as YAML with every secret replaced by
+// "[redacted]" (connection URLs included, as they carry passwords), for `borda config check`
+// and start-up logs.
+func (c Config) Redacted() ([]byte, error) {
+	return yaml.Marshal(c)
+}
+
+// StoreKind names the rate-limit/telemetry store the configuration selects:
+// "redis" (URL set), "upstash-rest" (REST URL and token set) or "memory".
+func (c Config) StoreKind() string {
+	switch {
+	case c.Redis.URL != "":
+		return "redis"
+	case c.Redis.RestURL != "":
+		return "upstash-rest"
+	default:
+		return "memory"
+	}
+}

@@ -1,0 +1,127 @@
+package configs
+
+import (
+	"fmt"
+	"net/url"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Forward configures `borda forward` (design.md §7).
+type Forward struct {
+	// Queue is the queue consumed (default
+	// yzex-connect-whatsapp-legacy-forward-queue). Its retry queues are
+	// named "<queue>-retry-<delay>" and its dead-letter queue
+	// "yzex-connect-whatsapp-legacy-forward-dlq".
+	Queue string `yaml:"queue"`
+	// DLQ is the dead-letter queue (default
+	// yzex-connect-whatsapp-legacy-forward-dlq).
+	DLQ string `yaml:"dlq"`
+	// Prefetch is the number of unacked deliveries per worker (default 20).
+	Prefetch int `yaml:"prefetch"`
+	// Timeout bounds one POST to the legacy endpoint (default 10s).
+	Timeout Duration `yaml:"timeout"`
+	// RetryDelays is the retry ladder (default 1m, 5m, 15m, 60m); after the
+	// last rung a failure goes to the DLQ. Each delay keeps its text as
+	// written, which names its retry queue ("<queue>-retry-60m").
+	RetryDelays []Delay `yaml:"retry_delays"`
+	// Breaker opens after Failures consecutive failures for OpenFor
+	// (default 10, 30s); while open nothing is consumed.
+	Breaker Breaker `yaml:"breaker"`
+	// LeaseTTL is the TTL of the "processing" idempotency key (default 3 ×
+	// timeout); it must exceed Timeout.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// RetentionTTL is the TTL of the "forwarded" idempotency key (default 7
+	// days).
+	RetentionTTL Duration `yaml:"retention_ttl"`
+	// URL is the legacy endpoint (LEGACY_WEBHOOK_URL).
+	URL string `yaml:"url"`
+	// HMACSecret signs each POST (LEGACY_WEBHOOK_HMAC_SECRET).
+	HMACSecret Secret `yaml:"-"`
+	// EventsQueue is the queue `borda consume-events` reads (default
+	// yzex-connect-whatsapp-events-queue).
+	EventsQueue string `yaml:"events_queue"`
+}
+
+func defaultForward() Forward {
+	return Forward{
+		Queue:        "yzex-connect-whatsapp-legacy-forward-queue",
+		DLQ:          "yzex-connect-whatsapp-legacy-forward-dlq",
+		EventsQueue:  "yzex-connect-whatsapp-events-queue",
+		Prefetch:     20,
+		Timeout:      Duration(10e9),
+		RetryDelays:  []Delay{{"1m", 60e9}, {"5m", 300e9}, {"15m", 900e9}, {"60m", 3600e9}},
+		Breaker:      Breaker{Failures: 10, OpenFor: Duration(30e9)},
+		RetentionTTL: Duration(7 * 24 * 3600e9),
+	}
+}
+
+func (c *Config) validateForward(p *problems) {
+	f := &c.Forward
+	if f.Queue == "" {
+		p.addf("forward.queue", "is required")
+	}
+	if f.DLQ == "" {
+		p.addf("forward.dlq", "is required")
+	}
+	if f.Prefetch < 1 {
+		p.addf("forward.prefetch", "must be at least 1")
+	}
+	if f.Timeout <= 0 {
+		p.addf("forward.timeout", "must be positive")
+	}
+	if len(f.RetryDelays) == 0 {
+		p.addf("forward.retry_delays", "must list at least one delay")
+	}
+	seen := map[string]bool{}
+	for i, d := range f.RetryDelays {
+		if d.D <= 0 {
+			p.addf(fmt.Sprintf("forward.retry_delays[%d]", i), "must be positive")
+		}
+		if seen[d.Name] {
+			p.addf(fmt.Sprintf("forward.retry_delays[%d]", i), "%q is listed twice", d.Name)
+		}
+		seen[d.Name] = true
+	}
+	if f.LeaseTTL == 0 {
+		f.LeaseTTL = 3 * f.Timeout
+	}
+	if f.LeaseTTL <= f.Timeout {
+		p.addf("forward.lease_ttl", "%s must exceed forward.timeout (%s), else two redeliveries may both POST", f.LeaseTTL, f.Timeout)
+	}
+	if f.RetentionTTL <= 0 {
+		p.addf("forward.retention_ttl", "must be positive")
+	}
+	if f.Breaker.Failures < 1 {
+		p.addf("forward.breaker.failures", "must be at least 1")
+	}
+	if f.Breaker.OpenFor <= 0 {
+		p.addf("forward.breaker.open_for", "must be positive")
+	}
+	if f.URL != "" {
+		if u, err := url.Parse(f.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.addf("forward.url", "%q is not an absolute http(s) URL", f.URL)
+		}
+	}
+}
+
+// Delay is one rung of the retry ladder: its duration and its text as
+// written in the file ("1m", "60m"), which names the rung's retry queue.
+type Delay struct {
+	Name string
+	D    time.Duration
+}
+
+// UnmarshalYAML parses a Go duration string and keeps the text.
+func (d *Delay) UnmarshalYAML(n *yaml.Node) error {
+	var v Duration
+	if err := v.UnmarshalYAML(n); err != nil {
+		return err
+	}
+	*d = Delay{Name: n.Value, D: v.D()}
+	return nil
+}
+
+// MarshalYAML writes the delay as written.
+func (d Delay) MarshalYAML() (any, error) { return d.Name, nil }

@@ -1,0 +1,255 @@
+package configs
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// Route maps requests to an upstream. Matching: webhook paths first, then
+// the most specific host (exact over *.wildcard over any), then the longest
+// path_prefix.
+type Route struct {
+	// Name identifies the route in metrics, logs and telemetry keys
+	// (letters, digits, '-' and '_'; required, unique).
+	Name string `yaml:"name"`
+	// Hosts are exact host names or "*.example.org" wildcards (which match
+	// one or more labels before example.org, not example.org itself).
+	// Empty: any host.
+	Hosts []string `yaml:"hosts"`
+	// PathPrefix is matched on whole segments: "/api" matches /api and
+	// /api/x, not /apix (default "/").
+	PathPrefix string `yaml:"path_prefix"`
+	// Upstream is the absolute http(s) URL requests are proxied to; its
+	// path is joined with the request path.
+	Upstream string `yaml:"upstream"`
+	// StripPrefix removes PathPrefix before joining with the upstream path.
+	StripPrefix bool `yaml:"strip_prefix"`
+	// PreserveHost sends the client's Host upstream; default false sends the
+	// upstream's host and the original in X-Forwarded-Host.
+	PreserveHost bool `yaml:"preserve_host"`
+	// Timeout bounds the whole upstream exchange up to the response headers
+	// (default 30s); passing it answers 504.
+	Timeout Duration `yaml:"timeout"`
+	// FlushInterval is how often the response body is flushed to the client
+	// while copying (default 0: the standard library's choice, which
+	// flushes text/event-stream and unknown-length streams at once; -1ns
+	// flushes after every write).
+	FlushInterval Duration `yaml:"flush_interval"`
+	// RateLimits names the rules that apply to this route, besides rules
+	// that name this route (or "*") in their own `routes`.
+	RateLimits []string `yaml:"rate_limits"`
+	// ExposeHeaders adds the rate-limit headers to allowed responses too
+	// (they are always on 429s).
+	ExposeHeaders bool `yaml:"expose_headers"`
+	// CORS names a policy from cors.policies. Empty: no CORS handling.
+	CORS string `yaml:"cors"`
+	// Cookies says which cookies the upstream gets and how Set-Cookie
+	// comes back.
+	Cookies RouteCookies `yaml:"cookies"`
+
+	// UpstreamURL is Upstream parsed by Validate.
+	UpstreamURL *url.URL `yaml:"-"`
+}
+
+// RouteCookies is a route's cookie policy.
+type RouteCookies struct {
+	// Forward lists the cookies sent upstream; every olp_* cookie not listed
+	// is removed. Nil keeps the default (olp_auth as Authorization, olp_mural
+	// as a cookie); an empty list forwards no olp_* cookie.
+	Forward []CookieForward `yaml:"forward"`
+	// Domain rewrites the Domain attribute of upstream Set-Cookie headers
+	// (as nginx's proxy_cookie_domain). Empty: left as sent.
+	Domain string `yaml:"domain"`
+	// SameSite for olp_* cookies leaving the gateway: Lax (default), Strict
+	// or None.
+	SameSite string `yaml:"same_site"`
+}
+
+// CookieForward maps one request cookie to what the upstream receives.
+type CookieForward struct {
+	// Cookie is the cookie name.
+	Cookie string `yaml:"cookie"`
+	// As is "authorization" (sent as Authorization: Bearer <value> when the
+	// request has no Authorization of its own) or empty (sent as the
+	// cookie it is).
+	As string `yaml:"as"`
+}
+
+// Auth configures verified identity (usuario_id, escola_id) for user and
+// escola rate limits and telemetry.
+type Auth struct {
+	// JWTSecretEnv names the environment variable holding the HS256 secret
+	// (default AUTH_JWT_SECRET).
+	JWTSecretEnv string `yaml:"jwt_secret_env"`
+	// JWKSURL is the JWKS document for RS256/ES256 (AUTH_JWKS_URL
+	// overrides); keys are fetched off the request path and cached.
+	JWKSURL string `yaml:"jwks_url"`
+	// UserClaim is the claim path holding usuario_id (default "sub").
+	UserClaim string `yaml:"user_claim"`
+	// EscolaClaim is the dotted claim path holding escola_id (default
+	// "app_metadata.escola_id").
+	EscolaClaim string `yaml:"escola_claim"`
+	// Leeway is the clock skew allowed on exp/nbf/iat (default 30s).
+	Leeway Duration `yaml:"leeway"`
+	// Issuer and Audience, when set, are required to match.
+	Issuer   string `yaml:"issuer"`
+	Audience string `yaml:"audience"`
+
+	// JWTSecret is read from the variable named by JWTSecretEnv.
+	JWTSecret Secret `yaml:"-"`
+}
+
+func defaultAuth() Auth {
+	return Auth{
+		JWTSecretEnv: "AUTH_JWT_SECRET",
+		UserClaim:    "sub",
+		EscolaClaim:  "app_metadata.escola_id",
+		Leeway:       Duration(30e9),
+	}
+}
+
+// CORS holds named CORS policies that routes refer to.
+type CORS struct {
+	Policies map[string]CORSPolicy `yaml:"policies"`
+}
+
+// CORSPolicy is one CORS policy (served by github.com/rs/cors).
+type CORSPolicy struct {
+	// AllowedOrigins are exact origins ("https://portal.example.org").
+	// Patterns and "*" are refused when AllowCredentials is set, and so is
+	// "null".
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// AllowedMethods (default GET, POST, HEAD).
+	AllowedMethods []string `yaml:"allowed_methods"`
+	// AllowedHeaders the browser may send.
+	AllowedHeaders []string `yaml:"allowed_headers"`
+	// ExposedHeaders scripts may read (default: the rate-limit headers and
+	// X-Request-Id).
+	ExposedHeaders []string `yaml:"exposed_headers"`
+	// AllowCredentials sends Access-Control-Allow-Credentials: true.
+	AllowCredentials bool `yaml:"allow_credentials"`
+	// MaxAge is how long a preflight may be cached (whole seconds on the
+	// wire; default 0: not sent).
+	MaxAge Duration `yaml:"max_age"`
+}
+
+func (c *Config) validateGateway(p *problems) {
+	if c.IPv6PrefixLen < 32 || c.IPv6PrefixLen > 128 {
+		p.addf("ipv6_prefix_len", "must be between 32 and 128, got %d", c.IPv6PrefixLen)
+	}
+	c.TrustedPrefixes = c.TrustedPrefixes[:0]
+	for i, s := range c.TrustedProxies {
+		pfx, err := parsePrefix(s)
+		if err != nil {
+			p.addf(fmt.Sprintf("trusted_proxies[%d]", i), "%q is not a CIDR or IP address", s)
+			continue
+		}
+		c.TrustedPrefixes = append(c.TrustedPrefixes, pfx)
+	}
+	for name, pol := range c.CORS.Policies {
+		field := "cors.policies." + name
+		if len(pol.AllowedOrigins) == 0 {
+			p.addf(field+".allowed_origins", "must list at least one origin")
+		}
+		for i, o := range pol.AllowedOrigins {
+			f := fmt.Sprintf("%s.allowed_origins[%d]", field, i)
+			switch {
+			case strings.Contains(o, "*") && pol.AllowCredentials:
+				p.addf(f, "%q: wildcard or pattern origins are refused with allow_credentials (list exact origins)", o)
+			case o == "null" && pol.AllowCredentials:
+				p.addf(f, `"null" is refused with allow_credentials`)
+			case o != "*" && !strings.Contains(o, "*") && o != "null":
+				u, err := url.Parse(o)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+					p.addf(f, "%q is not an origin (scheme://host[:port])", o)
+				}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		field := fmt.Sprintf("routes[%d]", i)
+		if r.Name == "" {
+			p.addf(field+".name", "is required")
+		} else if !validName(r.Name) {
+			p.addf(field+".name", "%q: use letters, digits, '-' and '_'", r.Name)
+		} else if seen[r.Name] {
+			p.addf(field+".name", "%q is used by another route", r.Name)
+		}
+		seen[r.Name] = true
+		if r.PathPrefix == "" {
+			r.PathPrefix = "/"
+		}
+		if !strings.HasPrefix(r.PathPrefix, "/") {
+			p.addf(field+".path_prefix", "%q must start with /", r.PathPrefix)
+		}
+		u, err := url.Parse(r.Upstream)
+		if r.Upstream == "" {
+			p.addf(field+".upstream", "is required")
+		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.addf(field+".upstream", "%q is not an absolute http(s) URL", r.Upstream)
+		} else {
+			r.UpstreamURL = u
+		}
+		for j, h := range r.Hosts {
+			if h == "" || strings.Contains(h[1:], "*") || (strings.HasPrefix(h, "*") && !strings.HasPrefix(h, "*.")) {
+				p.addf(fmt.Sprintf("%s.hosts[%d]", field, j), "%q: use an exact host or *.domain", h)
+			}
+		}
+		if r.Timeout == 0 {
+			r.Timeout = Duration(30e9)
+		}
+		if r.Timeout < 0 {
+			p.addf(field+".timeout", "must be positive")
+		}
+		if r.CORS != "" {
+			if _, ok := c.CORS.Policies[r.CORS]; !ok {
+				p.addf(field+".cors", "%q is not a policy in cors.policies", r.CORS)
+			}
+		}
+		for j, fw := range r.Cookies.Forward {
+			f := fmt.Sprintf("%s.cookies.forward[%d]", field, j)
+			if fw.Cookie == "" {
+				p.addf(f+".cookie", "is required")
+			}
+			if fw.As != "" && fw.As != "authorization" {
+				p.addf(f+".as", "%q: want \"authorization\" or nothing", fw.As)
+			}
+		}
+		switch strings.ToLower(r.Cookies.SameSite) {
+		case "", "lax", "strict", "none":
+		default:
+			p.addf(field+".cookies.same_site", "%q: want Lax, Strict or None", r.Cookies.SameSite)
+		}
+	}
+	if c.Auth.JWKSURL != "" {
+		if u, err := url.Parse(c.Auth.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.addf("auth.jwks_url", "%q is not an absolute http(s) URL", c.Auth.JWKSURL)
+		}
+	}
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		return pfx.Masked(), err
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+func validName(s string) bool {
+	for _, r := range s {
+		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return s != ""
+}

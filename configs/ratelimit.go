@@ -1,0 +1,156 @@
+package configs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// RateLimits configures the limiter (design.md §4).
+type RateLimits struct {
+	// Timeout is the hard deadline of one store decision on the request
+	// path (default 30ms); passing it fails open.
+	Timeout Duration `yaml:"timeout"`
+	// OnStoreError is "allow" (default: the request passes) or "local"
+	// (ip rules keep an in-process per-instance limit while the store is
+	// unreachable).
+	OnStoreError string `yaml:"on_store_error"`
+	// Breaker stops calling a failing store.
+	Breaker Breaker `yaml:"breaker"`
+	// RelaxPoll is how often each instance reads relax factors
+	// ({prefix}cfg:relax:{rule}) from the store (default 5s).
+	RelaxPoll Duration `yaml:"relax_poll"`
+	// Rules are evaluated together, in one store round trip per request.
+	Rules []Rule `yaml:"rules"`
+}
+
+// Breaker is a circuit breaker setting (sony/gobreaker semantics).
+type Breaker struct {
+	// Failures is the number of consecutive failures that opens it.
+	Failures int `yaml:"failures"`
+	// OpenFor is how long it stays open before one probe is let through.
+	OpenFor Duration `yaml:"open_for"`
+}
+
+// Rule is one rate-limit rule.
+type Rule struct {
+	// Name identifies the rule in keys, headers and metrics (letters,
+	// digits, '-', '_'). The seed's names: burst (ip), api (user), escola.
+	Name string `yaml:"name"`
+	// Scope is what is counted: ip, user (usuario_id), escola (escola_id)
+	// or route.
+	Scope string `yaml:"scope"`
+	// Algorithm is fixed_window (default; INCR with the TTL set on the first
+	// increment) or gcra.
+	Algorithm string `yaml:"algorithm"`
+	// Limit is the number of requests allowed per Window (> 0).
+	Limit int64 `yaml:"limit"`
+	// Window is the period Limit applies to (≥ 1s, whole seconds).
+	Window Duration `yaml:"window"`
+	// Mode is enforce (default; 429 over the limit), observe (the request
+	// passes, marked X-RateLimit-Would-Block) or off.
+	Mode string `yaml:"mode"`
+	// ObserveLimit, when > 0 and below Limit, is a tighter limit tried in
+	// observe mode while Limit keeps enforcing.
+	ObserveLimit int64 `yaml:"observe_limit"`
+	// Routes lists the routes the rule applies to ("*" for all), besides
+	// routes that name the rule in their own rate_limits.
+	Routes []string `yaml:"routes"`
+	// Message is the PT-BR detail of the 429; "{retry_after}" is replaced
+	// by the seconds to wait. Empty: the scope's default message.
+	Message string `yaml:"message"`
+}
+
+// Rate-limit vocabularies.
+var (
+	RuleScopes     = []string{"ip", "user", "escola", "route"}
+	RuleAlgorithms = []string{"fixed_window", "gcra"}
+	RuleModes      = []string{"enforce", "observe", "off"}
+)
+
+func defaultRateLimits() RateLimits {
+	return RateLimits{
+		Timeout:      Duration(30e6),
+		OnStoreError: "allow",
+		Breaker:      Breaker{Failures: 5, OpenFor: Duration(5e9)},
+		RelaxPoll:    Duration(5e9),
+	}
+}
+
+func (c *Config) validateRateLimits(p *problems) {
+	rl := &c.RateLimits
+	if rl.Timeout <= 0 {
+		p.addf("rate_limits.timeout", "must be positive")
+	}
+	if rl.OnStoreError != "allow" && rl.OnStoreError != "local" {
+		p.addf("rate_limits.on_store_error", "%q: want allow or local", rl.OnStoreError)
+	}
+	if rl.Breaker.Failures < 1 {
+		p.addf("rate_limits.breaker.failures", "must be at least 1")
+	}
+	if rl.Breaker.OpenFor <= 0 {
+		p.addf("rate_limits.breaker.open_for", "must be positive")
+	}
+	if rl.RelaxPoll <= 0 {
+		p.addf("rate_limits.relax_poll", "must be positive")
+	}
+	names := map[string]bool{}
+	for i := range rl.Rules {
+		r := &rl.Rules[i]
+		f := fmt.Sprintf("rate_limits.rules[%d]", i)
+		if !validName(r.Name) {
+			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", r.Name)
+		} else if names[r.Name] {
+			p.addf(f+".name", "%q is used by another rule", r.Name)
+		}
+		names[r.Name] = true
+		if r.Algorithm == "" {
+			r.Algorithm = "fixed_window"
+		}
+		if r.Mode == "" {
+			r.Mode = "enforce"
+		}
+		if !oneOf(r.Scope, RuleScopes) {
+			p.addf(f+".scope", "%q: want one of %s", r.Scope, strings.Join(RuleScopes, ", "))
+		}
+		if !oneOf(r.Algorithm, RuleAlgorithms) {
+			p.addf(f+".algorithm", "%q: want one of %s", r.Algorithm, strings.Join(RuleAlgorithms, ", "))
+		}
+		if !oneOf(r.Mode, RuleModes) {
+			p.addf(f+".mode", "%q: want one of %s", r.Mode, strings.Join(RuleModes, ", "))
+		}
+		if r.Limit <= 0 {
+			p.addf(f+".limit", "must be positive")
+		}
+		if r.ObserveLimit < 0 || (r.ObserveLimit > 0 && r.ObserveLimit >= r.Limit) {
+			p.addf(f+".observe_limit", "must be below limit (%d)", r.Limit)
+		}
+		if r.Window.D().Seconds() < 1 || r.Window.D()%1e9 != 0 {
+			p.addf(f+".window", "%s: must be whole seconds, at least 1s", r.Window)
+		}
+	}
+	routes := map[string]bool{}
+	for _, rt := range c.Routes {
+		routes[rt.Name] = true
+		for j, name := range rt.RateLimits {
+			if !names[name] {
+				p.addf(fmt.Sprintf("routes[%s].rate_limits[%d]", rt.Name, j), "%q is not a rule in rate_limits.rules", name)
+			}
+		}
+	}
+	for i, r := range rl.Rules {
+		for j, rt := range r.Routes {
+			if rt != "*" && !routes[rt] {
+				p.addf(fmt.Sprintf("rate_limits.rules[%d].routes[%d]", i, j), "%q is not a route name", rt)
+			}
+		}
+	}
+}
+
+func oneOf(s string, set []string) bool {
+	for _, v := range set {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}

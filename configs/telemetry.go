@@ -1,0 +1,47 @@
+package configs
+
+// Telemetry configures per-minute counters in Redis and their aggregation
+// into PostgreSQL (design.md §5).
+type Telemetry struct {
+	// Enabled turns the Redis counters on (default true; they need a Redis
+	// or Upstash store, and are off on the embedded store).
+	Enabled bool `yaml:"enabled"`
+	// AggregateEvery is the period of the aggregation inside `borda serve`
+	// when database.url is set (default 1h).
+	AggregateEvery Duration `yaml:"aggregate_every"`
+	// QueueSize bounds the events waiting to be flushed (default 65536);
+	// beyond it events are dropped and counted.
+	QueueSize int `yaml:"queue_size"`
+	// FlushEvery is the longest an event waits before its batch is written
+	// (default 1s).
+	FlushEvery Duration `yaml:"flush_every"`
+	// MaxEndpointsPerRoute caps distinct endpoint templates per route per
+	// minute (default 200); the overflow counts as "{route}:other".
+	MaxEndpointsPerRoute int `yaml:"max_endpoints_per_route"`
+}
+
+func defaultTelemetry() Telemetry {
+	return Telemetry{
+		Enabled:              true,
+		AggregateEvery:       Duration(3600e9),
+		QueueSize:            65536,
+		FlushEvery:           Duration(1e9),
+		MaxEndpointsPerRoute: 200,
+	}
+}
+
+func (c *Config) validateTelemetry(p *problems) {
+	t := c.Telemetry
+	if t.AggregateEvery <= 0 {
+		p.addf("telemetry.aggregate_every", "must be positive")
+	}
+	if t.QueueSize < 1 {
+		p.addf("telemetry.queue_size", "must be at least 1")
+	}
+	if t.FlushEvery <= 0 {
+		p.addf("telemetry.flush_every", "must be positive")
+	}
+	if t.MaxEndpointsPerRoute < 1 {
+		p.addf("telemetry.max_endpoints_per_route", "must be at least 1")
+	}
+}

@@ -1,0 +1,171 @@
+package configs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Webhook configures the WhatsApp webhook ingress (design.md §6). The flat
+// fields describe one source; Sources adds more, each with its own path,
+// credentials, id fields and routing key.
+type Webhook struct {
+	// Path is the ingress path; sub-paths reach the same ingress (the last
+	// segment names the event). Empty: ingress off.
+	Path string `yaml:"path"`
+	// Exchange is the topic exchange events are published to
+	// (default yzex.events).
+	Exchange string `yaml:"exchange"`
+	// RoutingKey of published events (default
+	// yzex.events.connect.whatsapp.legacy_forward).
+	RoutingKey string `yaml:"routing_key"`
+	// ConfirmTimeout bounds the wait for the broker's confirm (default 3s);
+	// passing it answers 503 CONFIRM_TIMEOUT.
+	ConfirmTimeout Duration `yaml:"confirm_timeout"`
+	// MaxBodyBytes caps the request body in bytes (default 10485760);
+	// beyond it: 413.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// QueueType is the type of the forward queue and the DLQ: quorum
+	// (default) or classic.
+	QueueType string `yaml:"queue_type"`
+	// DedupSize is the number of event ids remembered (default 20000).
+	DedupSize int `yaml:"dedup_size"`
+	// DedupTTL is how long an event id is remembered (default 30m).
+	DedupTTL Duration `yaml:"dedup_ttl"`
+	// PublishChannels is the number of confirm-mode channels on the one
+	// publishing connection (default 4).
+	PublishChannels int `yaml:"publish_channels"`
+	// MaxInFlight caps unconfirmed publishes across all channels (default
+	// 1024); beyond it requests answer 503.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// IDFields are the body fields (dotted paths) whose values, joined,
+	// identify an event when no delivery-id header is present (default:
+	// Evolution's instance, event, data.key.id).
+	IDFields []string `yaml:"id_fields"`
+	// Sources are further ingress sources.
+	Sources []WebhookSource `yaml:"sources"`
+
+	// Tokens are the accepted credentials (WEBHOOK_TOKENS, comma-separated;
+	// several for rotation).
+	Tokens Secrets `yaml:"-"`
+}
+
+// WebhookSource is one provider's ingress.
+type WebhookSource struct {
+	// Name identifies the source in the envelope, logs and metrics.
+	Name string `yaml:"name"`
+	// Path is the source's ingress path (sub-paths included).
+	Path string `yaml:"path"`
+	// RoutingKey overrides webhook.routing_key for this source.
+	RoutingKey string `yaml:"routing_key"`
+	// TokensEnv names the environment variable with this source's tokens
+	// (comma-separated). Empty: webhook.tokens (WEBHOOK_TOKENS).
+	TokensEnv string `yaml:"tokens_env"`
+	// Signature, when set, verifies an HMAC signature over the raw body.
+	Signature *WebhookSignature `yaml:"signature"`
+	// IDFields override webhook.id_fields for this source.
+	IDFields []string `yaml:"id_fields"`
+	// RedactFields are top-level body fields removed before publishing
+	// (opt-in; the envelope records it and the original's SHA-256).
+	RedactFields []string `yaml:"redact_fields"`
+
+	// Tokens are read from TokensEnv.
+	Tokens Secrets `yaml:"-"`
+}
+
+// WebhookSignature configures signature verification for a source.
+type WebhookSignature struct {
+	// Scheme is github (X-Hub-Signature-256), stripe (t=…,v1=…) or
+	// standard (Standard Webhooks).
+	Scheme string `yaml:"scheme"`
+	// SecretEnv names the environment variable holding the secret(s),
+	// comma-separated for rotation.
+	SecretEnv string `yaml:"secret_env"`
+	// Tolerance is the accepted timestamp skew (default 5m).
+	Tolerance Duration `yaml:"tolerance"`
+
+	// Secrets are read from SecretEnv.
+	Secrets Secrets `yaml:"-"`
+}
+
+func defaultWebhook() Webhook {
+	return Webhook{
+		Exchange:        "yzex.events",
+		RoutingKey:      "yzex.events.connect.whatsapp.legacy_forward",
+		ConfirmTimeout:  Duration(3e9),
+		MaxBodyBytes:    10 << 20,
+		QueueType:       "quorum",
+		DedupSize:       20000,
+		DedupTTL:        Duration(30 * 60e9),
+		PublishChannels: 4,
+		MaxInFlight:     1024,
+		IDFields:        []string{"instance", "event", "data.key.id"},
+	}
+}
+
+func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)) {
+	w := &c.Webhook
+	if w.Path != "" && (!strings.HasPrefix(w.Path, "/") || strings.HasSuffix(w.Path, "/")) {
+		p.addf("webhook.path", "%q must start with / and not end with /", w.Path)
+	}
+	if w.Exchange == "" {
+		p.addf("webhook.exchange", "is required")
+	}
+	if w.RoutingKey == "" {
+		p.addf("webhook.routing_key", "is required")
+	}
+	if w.ConfirmTimeout <= 0 {
+		p.addf("webhook.confirm_timeout", "must be positive")
+	}
+	if w.MaxBodyBytes < 1 {
+		p.addf("webhook.max_body_bytes", "must be positive (bytes)")
+	}
+	if w.QueueType != "quorum" && w.QueueType != "classic" {
+		p.addf("webhook.queue_type", "%q: want quorum or classic", w.QueueType)
+	}
+	if w.DedupSize < 1 {
+		p.addf("webhook.dedup_size", "must be at least 1")
+	}
+	if w.DedupTTL <= 0 {
+		p.addf("webhook.dedup_ttl", "must be positive")
+	}
+	if w.PublishChannels < 1 {
+		p.addf("webhook.publish_channels", "must be at least 1")
+	}
+	if w.MaxInFlight < 1 {
+		p.addf("webhook.max_in_flight", "must be at least 1")
+	}
+	paths := map[string]bool{w.Path: w.Path != ""}
+	for i := range w.Sources {
+		s := &w.Sources[i]
+		f := fmt.Sprintf("webhook.sources[%d]", i)
+		if !validName(s.Name) {
+			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", s.Name)
+		}
+		if !strings.HasPrefix(s.Path, "/") || strings.HasSuffix(s.Path, "/") {
+			p.addf(f+".path", "%q must start with / and not end with /", s.Path)
+		} else if paths[s.Path] {
+			p.addf(f+".path", "%q is used by another source", s.Path)
+		}
+		paths[s.Path] = true
+		if s.TokensEnv != "" && lookup != nil {
+			if v, ok := lookup(s.TokensEnv); ok {
+				s.Tokens = splitSecrets(v)
+			}
+		}
+		if sig := s.Signature; sig != nil {
+			if sig.Scheme != "github" && sig.Scheme != "stripe" && sig.Scheme != "standard" {
+				p.addf(f+".signature.scheme", "%q: want github, stripe or standard", sig.Scheme)
+			}
+			if sig.Tolerance == 0 {
+				sig.Tolerance = Duration(5 * 60e9)
+			}
+			if sig.SecretEnv == "" {
+				p.addf(f+".signature.secret_env", "is required")
+			} else if lookup != nil {
+				if v, ok := lookup(sig.SecretEnv); ok {
+					sig.Secrets = splitSecrets(v)
+				}
+			}
+		}
+	}
+}

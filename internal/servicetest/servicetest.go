@@ -1,0 +1,104 @@
+// Package servicetest gives tests the real Redis, RabbitMQ and PostgreSQL on
+// this machine, and names that no other test uses.
+//
+// When a server is unreachable the test is skipped with a message naming
+// it, unless BORDA_REQUIRE_SERVICES=1 (set by .ci/run), where it fails.
+// Addresses come from BORDA_TEST_REDIS_URL, BORDA_TEST_AMQP_URL and
+// BORDA_TEST_DATABASE_URL, defaulting to the local servers on 127.0.0.1.
+package servicetest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Default addresses of the local servers.
+const (
+	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
+	DefaultAMQPURL     = "amqp://guest:guest@127.0.0.1:5672/"
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+)
+
+// Required reports whether BORDA_REQUIRE_SERVICES=1.
+func Required() bool { return os.Getenv("BORDA_REQUIRE_SERVICES") == "1" }
+
+// RedisURL returns the test Redis URL, or skips (fails when required).
+func RedisURL(t testing.TB) string {
+	return reachable(t, "Redis", env("BORDA_TEST_REDIS_URL", DefaultRedisURL))
+}
+
+// AMQPURL returns the test RabbitMQ URL, or skips (fails when required).
+func AMQPURL(t testing.TB) string {
+	return reachable(t, "RabbitMQ", env("BORDA_TEST_AMQP_URL", DefaultAMQPURL))
+}
+
+// DatabaseURL returns the test PostgreSQL URL, or skips (fails when
+// required).
+func DatabaseURL(t testing.TB) string {
+	return reachable(t, "PostgreSQL", env("BORDA_TEST_DATABASE_URL", DefaultDatabaseURL))
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func reachable(t testing.TB, what, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatalf("servicetest: bad %s URL %q: %v", what, raw, err)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		switch u.Scheme {
+		case "redis", "rediss":
+			host = net.JoinHostPort(u.Hostname(), "6379")
+		case "amqp":
+			host = net.JoinHostPort(u.Hostname(), "5672")
+		default:
+			host = net.JoinHostPort(u.Hostname(), "5432")
+		}
+	}
+	c, err := net.DialTimeout("tcp", host, 2*time.Second)
+	if err != nil {
+		if Required() {
+			t.Fatalf("%s at %s is unreachable and BORDA_REQUIRE_SERVICES=1: %v", what, host, err)
+		}
+		t.Skipf("%s at %s is unreachable (%v); skipping (set BORDA_REQUIRE_SERVICES=1 to fail instead)", what, host, err)
+	}
+	c.Close()
+	return raw
+}
+
+var unsafe = regexp.MustCompile(`[^a-z0-9]+`)
+
+// Name returns a name no other test run uses, built from the test's name:
+// "borda-t-<test>-<random>", lower-case, safe for queue names and key
+// segments.
+func Name(t testing.TB) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	n := strings.Trim(unsafe.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(n) > 40 {
+		n = n[:40]
+	}
+	return "borda-t-" + n + "-" + hex.EncodeToString(b)
+}
+
+// KeyPrefix returns a Redis key prefix unique to this test, under the
+// development environment's prefix: "olp-dev:t<random>:".
+func KeyPrefix(t testing.TB) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return "olp-dev:t" + hex.EncodeToString(b) + ":"
+}

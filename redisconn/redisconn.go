@@ -1,0 +1,66 @@
+// Package redisconn builds the go-redis client every Borda component shares,
+// with settings chosen for a request path that must never wait on Redis
+// longer than its own deadline (edge-cases.md rows 19 and 20):
+//
+//   - ContextTimeoutEnabled: a context deadline bounds the whole command,
+//     not only the wait for a pooled connection;
+//   - MaxRetries -1: no retry multiplies a dead server's latency;
+//   - short dial, read, write and pool timeouts (configs.Redis).
+package redisconn
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+// ErrNoURL is returned by New when cfg.URL is empty.
+var ErrNoURL = errors.New("redisconn: redis.url is empty")
+
+// New returns a client for cfg.URL (redis:// or rediss://; a Redis Cluster
+// seed when cfg.Cluster). It does not dial: the first command does, so a
+// gateway starts while Redis is down. Errors: ErrNoURL, or a parse error
+// naming the URL's problem.
+func New(cfg configs.Redis) (redis.UniversalClient, error) {
+	raw := cfg.URL.Reveal()
+	if raw == "" {
+		return nil, ErrNoURL
+	}
+	pool := cfg.PoolSize
+	if pool == 0 {
+		pool = 10 * runtime.GOMAXPROCS(0)
+	}
+	if cfg.Cluster {
+		opt, err := redis.ParseClusterURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("parsing redis.url as a cluster URL: %w", err)
+		}
+		opt.ContextTimeoutEnabled = true
+		opt.MaxRetries = -1
+		opt.DialTimeout = cfg.DialTimeout.D()
+		opt.ReadTimeout = cfg.ReadTimeout.D()
+		opt.WriteTimeout = cfg.WriteTimeout.D()
+		opt.PoolTimeout = cfg.DialTimeout.D()
+		opt.PoolSize = pool
+		opt.DisableIdentity = true
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parsing redis.url: %w", err)
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.DialTimeout = cfg.DialTimeout.D()
+	opt.ReadTimeout = cfg.ReadTimeout.D()
+	opt.WriteTimeout = cfg.WriteTimeout.D()
+	opt.PoolTimeout = cfg.DialTimeout.D()
+	opt.PoolSize = pool
+	opt.DisableIdentity = true
+	return redis.NewClient(opt), nil
+}
+

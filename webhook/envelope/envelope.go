@@ -1,0 +1,99 @@
+// Package envelope defines the message the webhook ingress publishes to
+// RabbitMQ and every consumer reads (design.md §6): the provider's raw
+// request bytes, untouched, with the event id and the request metadata.
+//
+// Wire form (JSON, content type application/json):
+//
+//	{"id":"…","source":"evolution","received_at":"2026-01-01T06:50:00.412Z",
+//	 "content_type":"application/json","headers":{"user-agent":"…"},
+//	 "body_b64":"<standard base64 of the raw bytes>","sha256":"<lower-case hex>"}
+//
+// When a source redacts body fields before publishing, "redacted" lists
+// them and "original_sha256" is the digest of the bytes as received.
+package envelope
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ContentType is the AMQP content type of an encoded Envelope.
+const ContentType = "application/json"
+
+// Envelope is one received webhook event.
+type Envelope struct {
+	// ID is the event id (delivery-id header, configured body fields, or
+	// the SHA-256 of the body); it is also the AMQP message_id.
+	ID string `json:"id"`
+	// Source is the ingress source name ("whatsapp" for the flat config).
+	Source string `json:"source"`
+	// ReceivedAt is when the ingress read the request, RFC 3339 UTC.
+	ReceivedAt time.Time `json:"received_at"`
+	// ContentType is the request's Content-Type as sent.
+	ContentType string `json:"content_type"`
+	// Headers are the allowlisted request headers, lower-case names.
+	Headers map[string]string `json:"headers"`
+	// Body is the raw request body; JSON encodes it as standard base64.
+	Body []byte `json:"body_b64"`
+	// SHA256 is the lower-case hex SHA-256 of Body.
+	SHA256 string `json:"sha256"`
+	// Redacted lists body fields removed before publishing (opt-in).
+	Redacted []string `json:"redacted,omitempty"`
+	// OriginalSHA256 is the digest of the body as received, when Redacted
+	// is set.
+	OriginalSHA256 string `json:"original_sha256,omitempty"`
+}
+
+// Errors returned by Decode.
+var (
+	// ErrMalformed: the message is not an envelope (bad JSON, bad base64,
+	// missing id).
+	ErrMalformed = errors.New("envelope: malformed")
+	// ErrDigestMismatch: the body's SHA-256 differs from the sha256 field.
+	ErrDigestMismatch = errors.New("envelope: sha256 does not match body")
+)
+
+// New builds an envelope for body, computing its digest.
+func New(id, source, contentType string, headers map[string]string, body []byte, receivedAt time.Time) Envelope {
+	return Envelope{
+		ID:          id,
+		Source:      source,
+		ReceivedAt:  receivedAt.UTC(),
+		ContentType: contentType,
+		Headers:     headers,
+		Body:        body,
+		SHA256:      Digest(body),
+	}
+}
+
+// Digest returns the lower-case hex SHA-256 of b.
+func Digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// Encode returns the wire form.
+func (e Envelope) Encode() ([]byte, error) {
+	return json.Marshal(e)
+}
+
+// Decode parses the wire form and checks the digest. It returns an error
+// wrapping ErrMalformed or ErrDigestMismatch; a mismatch still returns the
+// decoded envelope so the caller can dead-letter it with its id.
+func Decode(data []byte) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(data, &e); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if e.ID == "" {
+		return e, fmt.Errorf("%w: no id", ErrMalformed)
+	}
+	if got := Digest(e.Body); got != e.SHA256 {
+		return e, fmt.Errorf("%w: sha256 %q, body hashes to %q", ErrDigestMismatch, e.SHA256, got)
+	}
+	return e, nil
+}

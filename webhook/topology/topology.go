@@ -1,0 +1,147 @@
+// Package topology declares Borda's RabbitMQ exchanges and queues
+// (design.md §6) idempotently, for the ingress, the forwarder, the status
+// consumer and the DLQ tools alike.
+//
+//	yzex.events        topic   ← ingress publishes (routing key …legacy_forward)
+//	  ├─ <forward queue>      bound to the forward routing key
+//	  └─ <events queue>       bound to yzex.events.connect.whatsapp.#
+//	yzex.events.retry  topic   ← forwarder republishes a failed delivery
+//	  └─ <forward queue>-retry-<delay>  fixed TTL, dead-letters through the
+//	                                    default exchange straight back to the
+//	                                    forward queue (no other consumer sees it)
+//	yzex.events.dlx    direct  ← forwarder dead-letters
+//	  └─ <dlq>
+//
+// The forward queue and the DLQ are quorum queues by default (replicated on
+// a cluster); retry queues are quorum queues with at-least-once
+// dead-lettering (RabbitMQ ≥ 3.10), so a message is not lost when its TTL
+// fires during a leader change. With queue_type classic they are classic
+// queues and TTL dead-lettering is at-most-once (docs/forwarder.md).
+//
+// Declaring a queue that exists with other arguments fails with
+// PRECONDITION_FAILED (406): the error names the queue; delete it or keep
+// the old queue_type.
+package topology
+
+import (
+	"fmt"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+// Exchange names fixed by the contract.
+const (
+	RetryExchange = "yzex.events.retry"
+	DLXExchange   = "yzex.events.dlx"
+	// EventsBinding routes every WhatsApp event to the events queue.
+	EventsBinding = "yzex.events.connect.whatsapp.#"
+)
+
+// Topology names every exchange and queue.
+type Topology struct {
+	Exchange      string // topic, where the ingress publishes
+	RoutingKey    string // the forward queue's binding
+	ForwardQueue  string
+	EventsQueue   string
+	DLQ           string
+	Retry         []configs.Delay
+	QueueType     string // quorum or classic
+	RetryExchange string
+	DLXExchange   string
+}
+
+// FromConfig names the topology of cfg.
+func FromConfig(cfg configs.Config) Topology {
+	return Topology{
+		Exchange:      cfg.Webhook.Exchange,
+		RoutingKey:    cfg.Webhook.RoutingKey,
+		ForwardQueue:  cfg.Forward.Queue,
+		EventsQueue:   cfg.Forward.EventsQueue,
+		DLQ:           cfg.Forward.DLQ,
+		Retry:         cfg.Forward.RetryDelays,
+		QueueType:     cfg.Webhook.QueueType,
+		RetryExchange: RetryExchange,
+		DLXExchange:   DLXExchange,
+	}
+}
+
+// RetryQueue is the name of rung i's queue: "<forward queue>-retry-<delay>".
+func (t Topology) RetryQueue(i int) string {
+	return t.ForwardQueue + "-retry-" + t.Retry[i].Name
+}
+
+// RetryRoutingKey is the routing key, on RetryExchange, of rung i (the
+// queue's own name).
+func (t Topology) RetryRoutingKey(i int) string { return t.RetryQueue(i) }
+
+// DLQRoutingKey is the routing key, on DLXExchange, of the DLQ.
+func (t Topology) DLQRoutingKey() string { return t.DLQ }
+
+// Declarer is the part of *amqp.Channel that Declare uses.
+type Declarer interface {
+	ExchangeDeclare(name, kind string, durable, autoDelete, internal, noWait bool, args amqp.Table) error
+	QueueDeclare(name string, durable, autoDelete, exclusive, noWait bool, args amqp.Table) (amqp.Queue, error)
+	QueueBind(name, key, exchange string, noWait bool, args amqp.Table) error
+}
+
+var _ Declarer = (*amqp.Channel)(nil)
+
+// Declare declares every exchange, queue and binding. It is idempotent. An
+// error names the object that failed; after an error the channel is closed
+// by the broker and must not be reused.
+func (t Topology) Declare(ch Declarer) error {
+	for _, ex := range []struct{ name, kind string }{
+		{t.Exchange, amqp.ExchangeTopic},
+		{t.RetryExchange, amqp.ExchangeTopic},
+		{t.DLXExchange, amqp.ExchangeDirect},
+	} {
+		if err := ch.ExchangeDeclare(ex.name, ex.kind, true, false, false, false, nil); err != nil {
+			return fmt.Errorf("declaring exchange %s: %w", ex.name, err)
+		}
+	}
+	queue := func(name string, args amqp.Table, bindings ...[2]string) error {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, args); err != nil {
+			return fmt.Errorf("declaring queue %s: %w", name, err)
+		}
+		for _, b := range bindings {
+			if err := ch.QueueBind(name, b[1], b[0], false, nil); err != nil {
+				return fmt.Errorf("binding queue %s to %s (%s): %w", name, b[0], b[1], err)
+			}
+		}
+		return nil
+	}
+	if err := queue(t.ForwardQueue, t.args(nil), [2]string{t.Exchange, t.RoutingKey}); err != nil {
+		return err
+	}
+	if err := queue(t.EventsQueue, t.args(nil), [2]string{t.Exchange, EventsBinding}); err != nil {
+		return err
+	}
+	if err := queue(t.DLQ, t.args(nil), [2]string{t.DLXExchange, t.DLQRoutingKey()}); err != nil {
+		return err
+	}
+	for i, d := range t.Retry {
+		args := amqp.Table{
+			"x-message-ttl":             d.D.Milliseconds(),
+			"x-dead-letter-exchange":    "",
+			"x-dead-letter-routing-key": t.ForwardQueue,
+		}
+		if t.QueueType == "quorum" {
+			args["x-dead-letter-strategy"] = "at-least-once"
+			args["x-overflow"] = "reject-publish"
+		}
+		if err := queue(t.RetryQueue(i), t.args(args), [2]string{t.RetryExchange, t.RetryRoutingKey(i)}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t Topology) args(extra amqp.Table) amqp.Table {
+	a := amqp.Table{"x-queue-type": t.QueueType}
+	for k, v := range extra {
+		a[k] = v
+	}
+	return a
+}
