@@ -63,4 +63,3 @@ func New(cfg configs.Redis) (redis.UniversalClient, error) {
 	opt.DisableIdentity = true
 	return redis.NewClient(opt), nil
 }
-
