@@ -27,7 +27,8 @@ type RateLimits struct {
 type Breaker struct {
 	// Failures is the number of consecutive failures that opens it.
 	Failures int `yaml:"failures"`
-	// OpenFor is how long it stays open before one probe is let through.
+	// OpenFor is how long it stays open before one probe is let through
+	// (rate_limits default 2s; the probe runs off the request path).
 	OpenFor Duration `yaml:"open_for"`
 }
 
@@ -71,7 +72,7 @@ func defaultRateLimits() RateLimits {
 	return RateLimits{
 		Timeout:      Duration(30e6),
 		OnStoreError: "allow",
-		Breaker:      Breaker{Failures: 5, OpenFor: Duration(5e9)},
+		Breaker:      Breaker{Failures: 5, OpenFor: Duration(2e9)},
 		RelaxPoll:    Duration(5e9),
 	}
 }
@@ -124,6 +125,9 @@ func (c *Config) validateRateLimits(p *problems) {
 		if r.ObserveLimit < 0 || (r.ObserveLimit > 0 && r.ObserveLimit >= r.Limit) {
 			p.addf(f+".observe_limit", "must be below limit (%d)", r.Limit)
 		}
+		if r.ObserveLimit > 0 && r.Algorithm == "gcra" {
+			p.addf(f+".observe_limit", "is supported with fixed_window only (a GCRA bucket has one rate)")
+		}
 		if r.Window.D().Seconds() < 1 || r.Window.D()%1e9 != 0 {
 			p.addf(f+".window", "%s: must be whole seconds, at least 1s", r.Window)
 		}
@@ -144,6 +148,21 @@ func (c *Config) validateRateLimits(p *problems) {
 			}
 		}
 	}
+}
+
+// ValidateRateLimits checks rl against routes alone, as a hot reload of
+// the rules needs: it fills rule defaults (algorithm fixed_window, mode
+// enforce) in place and returns a *ValidationError naming each bad field,
+// or nil.
+func ValidateRateLimits(rl *RateLimits, routes []Route) error {
+	c := Config{RateLimits: *rl, Routes: routes}
+	var p problems
+	c.validateRateLimits(&p)
+	*rl = c.RateLimits
+	if len(p) > 0 {
+		return &ValidationError{Problems: p}
+	}
+	return nil
 }
 
 func oneOf(s string, set []string) bool {

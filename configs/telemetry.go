@@ -1,5 +1,13 @@
 package configs
 
+import "fmt"
+
+// ReservedRouteNames cannot name a route: a telemetry counter key
+// "{prefix}m:{route}:{path}:{minute}" of such a route would read as the
+// school, block, would-block or status counter of the same name
+// (design.md §5), and "unrouted" counts requests no route matched.
+var ReservedRouteNames = []string{"escola", "blocked", "would_block", "status", "unrouted"}
+
 // Telemetry configures per-minute counters in Redis and their aggregation
 // into PostgreSQL (design.md §5).
 type Telemetry struct {
@@ -43,5 +51,12 @@ func (c *Config) validateTelemetry(p *problems) {
 	}
 	if t.MaxEndpointsPerRoute < 1 {
 		p.addf("telemetry.max_endpoints_per_route", "must be at least 1")
+	}
+	for i, r := range c.Routes {
+		for _, name := range ReservedRouteNames {
+			if r.Name == name {
+				p.addf(fmt.Sprintf("routes[%d].name", i), "%q is reserved by telemetry counter keys (reserved: %v)", r.Name, ReservedRouteNames)
+			}
+		}
 	}
 }

@@ -87,6 +87,21 @@ forward:
 
 // deleteTopology removes the test's queues and exchange.
 func (n names) deleteTopology(t *testing.T, amqpURL string) {
+	n.deleteQueues(t, amqpURL)
+	n.withChannel(func(ch *amqp.Channel) { _ = ch.ExchangeDelete(n.exchange, false, false) }, amqpURL)
+}
+
+// deleteQueues removes the test's queues, leaving the exchange: a publish
+// to it is then unroutable.
+func (n names) deleteQueues(t *testing.T, amqpURL string) {
+	n.withChannel(func(ch *amqp.Channel) {
+		for _, q := range []string{n.queue, n.events, n.dlq, n.queue + "-retry-1s"} {
+			_, _ = ch.QueueDelete(q, false, false, false)
+		}
+	}, amqpURL)
+}
+
+func (n names) withChannel(fn func(*amqp.Channel), amqpURL string) {
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
 		return
@@ -96,10 +111,7 @@ func (n names) deleteTopology(t *testing.T, amqpURL string) {
 	if err != nil {
 		return
 	}
-	for _, q := range []string{n.queue, n.events, n.dlq, n.queue + "-retry-1s"} {
-		_, _ = ch.QueueDelete(q, false, false, false)
-	}
-	_ = ch.ExchangeDelete(n.exchange, false, false)
+	fn(ch)
 }
 
 func upstream(name string) *httptest.Server {
@@ -132,7 +144,7 @@ func TestServeEndToEnd(t *testing.T) {
 		}
 		resp := get(t, p.public+"/hello", "nowhere.localhost")
 		resp.Body.Close()
-		if resp.StatusCode != 404 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 404 || !strings.HasPrefix(ct, "application/json") && !strings.HasPrefix(ct, "application/problem+json") {
 			t.Errorf("unknown host: %d %s, want 404 JSON", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 	})
@@ -190,6 +202,7 @@ func TestServeEndToEnd(t *testing.T) {
 	})
 
 	t.Run("webhook lands in RabbitMQ byte for byte", func(t *testing.T) {
+		waitReady(t, p.public+"/readyz/webhook")
 		body, err := os.ReadFile(payloads + "evolution-v2-messages-upsert.json")
 		if err != nil {
 			t.Fatal(err)
@@ -213,7 +226,7 @@ func TestServeEndToEnd(t *testing.T) {
 	})
 
 	t.Run("a routing key no queue binds gets 503", func(t *testing.T) {
-		n.deleteTopology(t, amqpURL)
+		n.deleteQueues(t, amqpURL)
 		body, _ := os.ReadFile(payloads + "zapster-message-received.json")
 		status, reply := postWebhook(t, p.public, body)
 		if status != 503 || !strings.Contains(reply, `"SERVICE_UNAVAILABLE"`) {
@@ -271,6 +284,29 @@ func TestServeStartsWithTheEmbeddedStore(t *testing.T) {
 	if codes[200] != 5 || codes[429] != 2 {
 		t.Errorf("codes %v, want 5 × 200 and 2 × 429", codes)
 	}
+	// No WEBHOOK_TOKENS: the gateway still serves, the ingress answers 503
+	// (providers retry a 503; a 401 would drop the event) and is not ready.
+	body, _ := os.ReadFile(payloads + "evolution-v2-send-message.json")
+	if status, reply := postWebhook(t, p.public, body); status != 503 || !strings.Contains(reply, "NOT_CONFIGURED") {
+		t.Errorf("webhook without tokens: %d %s, want 503 NOT_CONFIGURED", status, reply)
+	}
+	if r := get(t, p.public+"/readyz/webhook", ""); r.StatusCode != 503 {
+		t.Errorf("/readyz/webhook = %d, want 503", r.StatusCode)
+	}
+}
+
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r := get(t, url, "")
+		r.Body.Close()
+		if r.StatusCode == 200 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s not 200 within 10 s", url)
 }
 
 func postWebhook(t *testing.T, base string, body []byte) (int, string) {

@@ -2,12 +2,190 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/ratelimit"
+	"github.com/olp-edu/borda/redisconn"
 )
 
-// runLimits is a placeholder until its issue lands.
-func runLimits(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "borda: not implemented yet")
-	return 1
+// limitsTimeout bounds each store call of `borda limits`.
+const limitsTimeout = 5 * time.Second
+
+// runLimits is `borda limits relax|show`:
+//
+//	borda limits relax --rule NAME --factor F --for DURATION
+//	borda limits show
+//
+// relax writes {prefix}cfg:relax:{rule} = F with TTL DURATION; every
+// running instance multiplies that rule's limit by F within
+// rate_limits.relax_poll and drops it when the key expires. F ≥ 1.
+func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "Usage: borda limits relax --rule NAME --factor F --for DURATION | borda limits show")
+		return 2
+	}
+	switch args[0] {
+	case "relax":
+		return runLimitsRelax(ctx, args[1:], stdout, stderr)
+	case "show":
+		return runLimitsShow(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "borda limits: unknown subcommand %q (want relax or show)\n", args[0])
+		return 2
+	}
+}
+
+func runLimitsRelax(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := newFlags("limits relax", stderr)
+	rule := fs.String("rule", "", "rule name (rate_limits.rules[].name)")
+	factor := fs.Float64("factor", 0, "multiply the rule's limit by this factor (≥ 1)")
+	dur := fs.Duration("for", 0, "how long the relax lasts (e.g. 15m; at most 24h)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, code, ok := loadConfig(*cfgPath, stderr)
+	if !ok {
+		return code
+	}
+	var problems []string
+	if !hasRule(cfg, *rule) {
+		problems = append(problems, fmt.Sprintf("--rule %q: not a rule in rate_limits.rules", *rule))
+	}
+	if math.IsNaN(*factor) || *factor < 1 {
+		problems = append(problems, "--factor: must be at least 1 (a relax only raises limits)")
+	}
+	if *dur <= 0 || *dur > ratelimit.MaxRelax {
+		problems = append(problems, fmt.Sprintf("--for: must be positive and at most %v", ratelimit.MaxRelax))
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "borda limits relax: "+p)
+		}
+		return 2
+	}
+	store, ks, closeStore, err := sharedStore(cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "borda limits relax: %v\n", err)
+		return 1
+	}
+	defer closeStore()
+	cctx, cancel := context.WithTimeout(ctx, limitsTimeout)
+	defer cancel()
+	if err := ratelimit.Relax(cctx, store, ks, *rule, *factor, *dur); err != nil {
+		fmt.Fprintf(stderr, "borda limits relax: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "relaxed %s ×%s for %v (key %s); running instances apply it within %v\n",
+		*rule, fmt.Sprint(*factor), *dur, ks.Relax(*rule), cfg.RateLimits.RelaxPoll)
+	return 0
+}
+
+func runLimitsShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, cfgPath := newFlags("limits show", stderr)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, code, ok := loadConfig(*cfgPath, stderr)
+	if !ok {
+		return code
+	}
+	names := make([]string, len(cfg.RateLimits.Rules))
+	for i, r := range cfg.RateLimits.Rules {
+		names[i] = r.Name
+	}
+	relax := make([]ratelimit.RelaxValue, len(names))
+	note := ""
+	if store, ks, closeStore, err := sharedStore(cfg); err != nil {
+		note = "relax: " + err.Error()
+	} else {
+		defer closeStore()
+		cctx, cancel := context.WithTimeout(ctx, limitsTimeout)
+		defer cancel()
+		if relax, err = ratelimit.ReadRelaxes(cctx, store, ks, names); err != nil {
+			fmt.Fprintf(stderr, "borda limits show: %v\n", err)
+			return 1
+		}
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RULE\tSCOPE\tALGORITHM\tLIMIT\tWINDOW\tMODE\tROUTES\tRELAX")
+	for i, r := range cfg.RateLimits.Rules {
+		rx := "-"
+		if relax[i].Factor >= 1 {
+			rx = fmt.Sprintf("×%s for %v", fmt.Sprint(relax[i].Factor), relax[i].TTL.Round(time.Second))
+		}
+		limit := fmt.Sprint(r.Limit)
+		if r.ObserveLimit > 0 {
+			limit += fmt.Sprintf(" (observe %d)", r.ObserveLimit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%s\n", r.Name, r.Scope, r.Algorithm, limit, r.Window, r.Mode,
+			strings.Join(ruleRoutes(cfg, r), ","), rx)
+	}
+	_ = tw.Flush()
+	if note != "" {
+		fmt.Fprintln(stdout, note)
+	}
+	return 0
+}
+
+func hasRule(cfg configs.Config, name string) bool {
+	for _, r := range cfg.RateLimits.Rules {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// ruleRoutes lists the routes a rule applies to: its own routes and the
+// routes that name it.
+func ruleRoutes(cfg configs.Config, r configs.Rule) []string {
+	out := append([]string(nil), r.Routes...)
+	for _, rt := range cfg.Routes {
+		for _, n := range rt.RateLimits {
+			if n == r.Name {
+				out = append(out, rt.Name)
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"-"}
+	}
+	return out
+}
+
+// sharedStore opens the store every instance reads relax keys from. The
+// embedded store is refused: a relax written there would reach no other
+// process.
+func sharedStore(cfg configs.Config) (ratelimit.Store, keyspace.Keyspace, func(), error) {
+	ks, err := keyspace.New(cfg.KeyPrefix())
+	if err != nil {
+		return nil, ks, nil, err
+	}
+	if cfg.StoreKind() == "memory" {
+		return nil, ks, nil, errors.New("no shared store configured (set REDIS_URL or UPSTASH_REDIS_REST_URL + UPSTASH_REDIS_REST_TOKEN); the embedded store lives inside each borda serve process")
+	}
+	var rdb redis.UniversalClient
+	closeStore := func() {}
+	if cfg.StoreKind() == "redis" {
+		if rdb, err = redisconn.New(cfg.Redis); err != nil {
+			return nil, ks, nil, err
+		}
+		closeStore = func() { _ = rdb.Close() }
+	}
+	store, err := ratelimit.NewStore(cfg, rdb, nil)
+	if err != nil {
+		closeStore()
+		return nil, ks, nil, err
+	}
+	return store, ks, closeStore, nil
 }

@@ -2,11 +2,117 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/gateway"
 )
 
-func runServe(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "borda: not implemented yet")
-	return 1
+// runServe implements `borda serve --config FILE`: the gateway until SIGTERM
+// or SIGINT, then the shutdown order of design.md §3: readiness 503, stop
+// accepting, drain in-flight HTTP (shutdown.drain), drain outstanding AMQP
+// confirms, flush telemetry, close connections. SIGHUP reloads the
+// rate-limit rules from the same file; a bad file is logged and the running
+// rules stay.
+func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
+	fs, path := newFlags("serve", stderr)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, code, ok := loadConfig(*path, stderr)
+	if !ok {
+		return code
+	}
+	logger := newLogger(stderr)
+	app, err := newApp(ctx, cfg, logger)
+	if err != nil {
+		logger.Error("starting borda serve", "err", err)
+		return 1
+	}
+	defer app.close()
+
+	public := gateway.NewHTTPServer(cfg.Listen, app.gateway.Handler(), logger)
+	servers := []*http.Server{public}
+	if cfg.AdminListen != "off" {
+		servers = append(servers, gateway.NewHTTPServer(cfg.AdminListen, app.gateway.AdminHandler(), logger))
+	}
+	listeners := make([]net.Listener, 0, len(servers))
+	for _, srv := range servers {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			for _, l := range listeners {
+				l.Close()
+			}
+			logger.Error("listening", "addr", srv.Addr, "err", err)
+			return 1
+		}
+		listeners = append(listeners, ln)
+	}
+	serveErr := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() {
+			if err := srv.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- err
+			}
+		}()
+	}
+	logger.Info("borda serve started", "listen", listeners[0].Addr().String(), "admin", cfg.AdminListen,
+		"environment", cfg.Environment, "store", cfg.StoreKind(), "routes", len(cfg.Routes), "version", version)
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	exit := 0
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-serveErr:
+			logger.Error("serving", "err", err)
+			exit = 1
+			break loop
+		case <-hup:
+			app.reload(*path)
+		}
+	}
+
+	logger.Info("shutting down", "drain", cfg.Shutdown.Drain.String())
+	app.gateway.SetDraining()
+	if g := cfg.Shutdown.ReadinessGrace.D(); g > 0 {
+		time.Sleep(g)
+	}
+	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Drain.D())
+	defer cancel()
+	for _, srv := range servers {
+		if err := srv.Shutdown(drainCtx); err != nil {
+			logger.Warn("in-flight requests cut at the drain deadline", "addr", srv.Addr, "err", err)
+			srv.Close()
+		}
+	}
+	app.shutdown(logger)
+	logger.Info("stopped")
+	return exit
 }
+
+// reload re-reads the rate-limit rules from path (SIGHUP).
+func (a *app) reload(path string) {
+	cfg, err := configs.Load(path)
+	if err != nil {
+		a.log.Error("reload refused: keeping the running rules", "config", path, "err", err)
+		return
+	}
+	if err := a.limiter.Reload(cfg.RateLimits, cfg.Routes); err != nil {
+		a.log.Error("reload refused: keeping the running rules", "config", path, "err", err)
+		return
+	}
+	a.log.Info("rate-limit rules reloaded", "config", path, "rules", len(cfg.RateLimits.Rules))
+}
+

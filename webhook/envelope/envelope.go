@@ -8,6 +8,7 @@
 //	 "content_type":"application/json","headers":{"user-agent":"…"},
 //	 "body_b64":"<standard base64 of the raw bytes>","sha256":"<lower-case hex>"}
 //
+// "event" (omitted when empty) is the event name the URL carried.
 // When a source redacts body fields before publishing, "redacted" lists
 // them and "original_sha256" is the digest of the bytes as received.
 package envelope
@@ -41,6 +42,10 @@ type Envelope struct {
 	Body []byte `json:"body_b64"`
 	// SHA256 is the lower-case hex SHA-256 of Body.
 	SHA256 string `json:"sha256"`
+	// Event is the event name taken from the URL (the last sub-path
+	// segment, or what Evolution's "webhook by events" appended), when
+	// there is one; consumers should prefer the body's own event field.
+	Event string `json:"event,omitempty"`
 	// Redacted lists body fields removed before publishing (opt-in).
 	Redacted []string `json:"redacted,omitempty"`
 	// OriginalSHA256 is the digest of the body as received, when Redacted

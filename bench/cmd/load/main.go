@@ -1,0 +1,270 @@
+// Command load measures, in one run and on loopback, the saturation
+// throughput and the latency at a fixed rate of five targets in front of
+// the same upstream, and prints them as ratios:
+//
+//	upstream      the upstream alone (the floor)
+//	bare-go       a bare httputil.ReverseProxy with a tuned transport
+//	nginx         nginx, one worker, keep-alive upstream pool
+//	borda         borda serve, full middleware chain, no rate-limit rule
+//	borda-3rules  borda serve with three rate-limit rules on Redis
+//
+// The proxy under test is pinned to -proxy-cpu (GOMAXPROCS or
+// worker_processes 1); the generator and the upstream run on -client-cpu.
+//
+//	go run ./bench/cmd/load                 # 10 s saturation + 10 s at 1 000 req/s per target
+//	go run ./bench/cmd/load -ci             # 2 s + 2 s, for CI
+//
+// Borda writes its counters under olp-dev:bench<id>: on -redis, and the
+// run deletes them at the end. Exit status: 1 when a target could not run;
+// with -strict, also when a target ratio is missed (figures never fail CI
+// otherwise: they depend on the machine).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/olp-edu/borda/bench/harness"
+	"github.com/olp-edu/borda/bench/loadgen"
+)
+
+type options struct {
+	ci                   bool
+	sat, fixed, warmup   time.Duration
+	rate, workers        int
+	proxyCPU, clientCPU  string
+	borda, redisURL, out string
+	strict, keep         bool
+	targets              string
+}
+
+func main() {
+	var o options
+	flag.BoolVar(&o.ci, "ci", false, "short run for CI (2 s per measurement)")
+	flag.DurationVar(&o.sat, "sat", 10*time.Second, "saturation measurement per target")
+	flag.DurationVar(&o.fixed, "fixed", 10*time.Second, "fixed-rate measurement per target")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unrecorded warm-up before each measurement")
+	flag.IntVar(&o.rate, "rate", 1000, "fixed rate, requests per second")
+	flag.IntVar(&o.workers, "conns", 64, "concurrent connections at saturation")
+	flag.StringVar(&o.proxyCPU, "proxy-cpu", "1", "CPU list the proxy under test is pinned to (taskset); empty: no pinning")
+	flag.StringVar(&o.clientCPU, "client-cpu", "0", "CPU list of the generator and the upstream")
+	flag.StringVar(&o.borda, "borda", "", "borda binary (default: go build ./cmd/borda)")
+	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis for borda's rules and telemetry")
+	flag.StringVar(&o.targets, "targets", "upstream,bare-go,nginx,borda,borda-3rules", "targets to measure, comma-separated")
+	flag.StringVar(&o.out, "out", "", "also write the result table (Markdown) to this file")
+	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target ratio is missed")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
+	flag.Parse()
+	if o.ci {
+		o.sat, o.fixed, o.warmup = 2*time.Second, 2*time.Second, 500*time.Millisecond
+	}
+	if err := harness.PinSelf(o.clientCPU); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, o))
+}
+
+type target struct {
+	name string
+	url  string
+	res  [2]loadgen.Result // saturation, fixed
+	err  error
+}
+
+func run(ctx context.Context, o options) int {
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "borda-bench-load-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		return 1
+	}
+	if o.keep {
+		fmt.Println("work directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	bins := map[string]string{}
+	for _, pkg := range []string{"./bench/cmd/upstream", "./bench/cmd/bareproxy", "./cmd/borda"} {
+		if pkg == "./cmd/borda" && o.borda != "" {
+			bins[pkg] = o.borda
+			continue
+		}
+		if bins[pkg], err = harness.Build(ctx, root, dir, pkg); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			return 1
+		}
+	}
+	upAddr, _ := harness.FreeAddr()
+	up, err := harness.Start(dir, "upstream", o.clientCPU, nil, bins["./bench/cmd/upstream"], "-listen", upAddr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		return 1
+	}
+	defer up.Stop(2 * time.Second)
+	if err := harness.WaitTCP(ctx, upAddr, 5*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		return 1
+	}
+	runID := fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
+	prefix := "olp-dev:" + runID + ":"
+	defer cleanupRedis(o.redisURL, prefix)
+
+	fmt.Printf("machine: %s\nproxy pinned to CPU %q, generator and upstream to CPU %q\n", harness.Machine(), o.proxyCPU, o.clientCPU)
+	fmt.Printf("per target: %s saturation (%d connections), %s at %d req/s, %s warm-up each\n\n", o.sat, o.workers, o.fixed, o.rate, o.warmup)
+	var results []*target
+	failed := false
+	for _, name := range strings.Split(o.targets, ",") {
+		t := &target{name: strings.TrimSpace(name)}
+		results = append(results, t)
+		stop, err := startTarget(ctx, dir, bins, o, t, upAddr, prefix)
+		if err != nil {
+			t.err = err
+			failed = true
+			fmt.Printf("%-13s FAILED: %v\n", t.name, err)
+			continue
+		}
+		measure(ctx, o, t)
+		stop()
+		fmt.Printf("%-13s %8.0f req/s   p50 %-8v p99 %-8v (at %d req/s; %d errors, %v statuses)\n", t.name, t.res[0].RPS(),
+			round(t.res[1].Latencies.Quantile(0.5)), round(t.res[1].Latencies.Quantile(0.99)), o.rate,
+			t.res[0].Errors+t.res[1].Errors, t.res[1].Status)
+		if ctx.Err() != nil {
+			return 1
+		}
+	}
+	table, missed := report(results, o)
+	fmt.Println()
+	fmt.Print(table)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(table), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+		}
+	}
+	if failed || (o.strict && missed) {
+		return 1
+	}
+	return 0
+}
+
+// startTarget starts the process behind t (none for the upstream), waits
+// until a request through it answers 200, and returns its stop function.
+func startTarget(ctx context.Context, dir string, bins map[string]string, o options, t *target, upAddr, prefix string) (func(), error) {
+	addr, err := harness.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	var p *harness.Process
+	switch t.name {
+	case "upstream":
+		t.url = "http://" + upAddr + "/api/items/123"
+		return func() {}, nil
+	case "bare-go":
+		p, err = harness.Start(dir, "bareproxy", o.proxyCPU, []string{"GOMAXPROCS=" + cpuCount(o.proxyCPU)},
+			bins["./bench/cmd/bareproxy"], "-listen", addr, "-upstream", "http://"+upAddr)
+	case "nginx":
+		p, err = harness.StartNginx(dir, o.proxyCPU, addr, upAddr)
+	case "borda", "borda-3rules":
+		admin, _ := harness.FreeAddr()
+		spec := harness.BordaSpec{Listen: addr, Admin: admin, Upstream: "http://" + upAddr, RedisURL: o.redisURL, KeyPrefix: prefix}
+		if t.name == "borda-3rules" {
+			spec.Rules = 3
+		}
+		p, err = harness.StartBorda(dir, t.name, o.proxyCPU, bins["./cmd/borda"], spec)
+	default:
+		return nil, fmt.Errorf("unknown target %q", t.name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.url = "http://" + addr + "/api/items/123"
+	stop := func() { p.Stop(5 * time.Second) }
+	if err := waitOK(ctx, t.url, 15*time.Second); err != nil {
+		if ok, exitErr := p.Exited(); ok {
+			err = fmt.Errorf("%s exited (%v): %s", p.Name, exitErr, strings.TrimSpace(p.Tail(600)))
+		} else {
+			err = fmt.Errorf("%w; log tail: %s", err, strings.TrimSpace(p.Tail(600)))
+		}
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+func waitOK(ctx context.Context, url string, timeout time.Duration) error {
+	c := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		resp, err := c.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no 200 from %s within %s (last: %s)", url, timeout, last)
+}
+
+func measure(ctx context.Context, o options, t *target) {
+	c := loadgen.NewClient(o.workers, 5*time.Second)
+	t.res[0] = loadgen.Saturate(ctx, c, loadgen.Get(t.url, ""), o.workers, o.warmup, o.sat)
+	c.CloseIdleConnections()
+	c = loadgen.NewClient(256, 5*time.Second)
+	t.res[1] = loadgen.Fixed(ctx, c, loadgen.Get(t.url, ""), o.rate, 256, o.warmup, o.fixed)
+	c.CloseIdleConnections()
+}
+
+func cleanupRedis(redisURL, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := harness.KeysWithoutTTL(ctx, redisURL, prefix); err == nil && n > 0 {
+		fmt.Printf("WARNING: %d Redis keys under %s have no TTL\n", n, prefix)
+	}
+	if n, err := harness.DeleteKeys(ctx, redisURL, prefix); err == nil && n > 0 {
+		fmt.Printf("deleted %d Redis keys under %s\n", n, prefix)
+	}
+}
+
+func cpuCount(cpus string) string {
+	n := 0
+	for _, part := range strings.Split(cpus, ",") {
+		var a, b int
+		if _, err := fmt.Sscanf(part, "%d-%d", &a, &b); err == nil {
+			n += b - a + 1
+		} else if part != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprint(n)
+}
+
+func round(d time.Duration) time.Duration {
+	if d > time.Millisecond {
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}

@@ -1,0 +1,103 @@
+package harness
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+func TestBordaSpecWritesValidConfig(t *testing.T) {
+	for _, spec := range []BordaSpec{
+		{Listen: "127.0.0.1:1", Admin: "127.0.0.1:2", Upstream: "http://127.0.0.1:3"},
+		{Listen: "127.0.0.1:1", Admin: "127.0.0.1:2", Upstream: "http://127.0.0.1:3", RedisURL: "redis://127.0.0.1:6379/0",
+			KeyPrefix: "olp-dev:bench1:", Rules: 3, Webhook: true, Name: "bench-1", Token: "t", AMQPURL: "amqp://guest:guest@127.0.0.1:5672/"},
+		{Listen: "127.0.0.1:1", Admin: "127.0.0.1:2", Upstream: "http://127.0.0.1:3", Rules: 1, EnforceLimit: 50},
+	} {
+		path, err := spec.WriteConfig(t.TempDir(), "borda")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := os.ReadFile(path)
+		env := map[string]string{}
+		for _, kv := range spec.Env() {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		cfg, err := configs.Parse(data, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		if err != nil {
+			t.Fatalf("config for %+v: %v\n%s", spec, err, data)
+		}
+		if len(cfg.RateLimits.Rules) != spec.Rules {
+			t.Errorf("rules = %d, want %d", len(cfg.RateLimits.Rules), spec.Rules)
+		}
+		if spec.KeyPrefix != "" && cfg.KeyPrefix() != spec.KeyPrefix {
+			t.Errorf("key prefix = %q, want %q", cfg.KeyPrefix(), spec.KeyPrefix)
+		}
+		if spec.Webhook && (cfg.Webhook.Path != WebhookPath || cfg.Forward.Queue != spec.ForwardQueue()) {
+			t.Errorf("webhook = %+v, forward queue %q", cfg.Webhook.Path, cfg.Forward.Queue)
+		}
+	}
+}
+
+func TestFaultProxyCutAndRestore(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s := bufio.NewScanner(c)
+				for s.Scan() {
+					c.Write([]byte(s.Text() + "\n"))
+				}
+			}()
+		}
+	}()
+	p, err := NewFaultProxy(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	echo := func() error {
+		c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte("ping\n")); err != nil {
+			return err
+		}
+		_, err = bufio.NewReader(c).ReadString('\n')
+		return err
+	}
+	if err := echo(); err != nil {
+		t.Fatalf("through the proxy: %v", err)
+	}
+	c, _ := net.Dial("tcp", p.Addr())
+	time.Sleep(50 * time.Millisecond)
+	p.Cut()
+	c.SetReadDeadline(time.Now().Add(time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Error("an open connection survived Cut")
+	}
+	if err := echo(); err == nil {
+		t.Error("a new connection got through while cut")
+	}
+	p.Restore()
+	if err := echo(); err != nil {
+		t.Fatalf("after Restore: %v", err)
+	}
+}

@@ -1,0 +1,59 @@
+package harness
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+)
+
+// PinSelf re-executes the running program under `taskset -c cpus` (once;
+// BORDA_BENCH_PINNED marks the second run), so the load generator and the
+// upstream stay off the CPUs the proxy under test is pinned to. Without
+// taskset, or with cpus empty, it does nothing.
+func PinSelf(cpus string) error {
+	if cpus == "" || os.Getenv("BORDA_BENCH_PINNED") == "1" {
+		return nil
+	}
+	ts, err := exec.LookPath("taskset")
+	if err != nil {
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding own executable: %w", err)
+	}
+	argv := append([]string{ts, "-c", cpus, exe}, os.Args[1:]...)
+	return syscall.Exec(ts, argv, append(os.Environ(), "BORDA_BENCH_PINNED=1"))
+}
+
+// Machine describes the machine a figure was measured on.
+func Machine() string {
+	model := "unknown CPU"
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+		f.Close()
+	}
+	var u syscall.Utsname
+	kernel := ""
+	if syscall.Uname(&u) == nil {
+		var b strings.Builder
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			b.WriteByte(byte(c))
+		}
+		kernel = b.String()
+	}
+	return fmt.Sprintf("%d CPUs (%s), Linux %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
+}

@@ -1,0 +1,65 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// NginxPath returns the nginx binary, or an error saying how to install it.
+func NginxPath() (string, error) {
+	for _, p := range []string{"nginx", "/usr/sbin/nginx"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("nginx not installed: apt-get install -y nginx-light")
+}
+
+// StartNginx writes a minimal reverse-proxy config under dir/nginx and runs
+// nginx in the foreground (daemon off, one worker, keep-alive to the
+// upstream, no access log): the reference proxy of the load bench.
+func StartNginx(dir, cpus, listen, upstream string) (*Process, error) {
+	bin, err := NginxPath()
+	if err != nil {
+		return nil, err
+	}
+	prefix := filepath.Join(dir, "nginx")
+	if err := os.MkdirAll(filepath.Join(prefix, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	conf := fmt.Sprintf(`worker_processes 1;
+daemon off;
+master_process on;
+pid %[1]s/nginx.pid;
+error_log %[1]s/logs/error.log warn;
+events { worker_connections 4096; multi_accept on; }
+http {
+    access_log off;
+    client_body_temp_path %[1]s/body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+    keepalive_requests 1000000;
+    upstream up { server %[3]s; keepalive 256; }
+    server {
+        listen %[2]s reuseport;
+        location / {
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $remote_addr;
+            proxy_set_header X-Real-IP $remote_addr;
+        }
+    }
+}
+`, prefix, listen, upstream)
+	path := filepath.Join(prefix, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	return Start(dir, "nginx", cpus, nil, bin, "-p", prefix, "-c", path, "-e", filepath.Join(prefix, "logs", "error.log"))
+}

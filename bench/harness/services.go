@@ -1,0 +1,129 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+)
+
+// StartRedis runs a private redis-server on a free loopback port, with no
+// persistence, for faults that must not touch the shared Redis (SIGSTOP,
+// kill). It returns the process and its redis:// URL.
+func StartRedis(ctx context.Context, dir, name, addr string) (*Process, string, error) {
+	if addr == "" {
+		var err error
+		if addr, err = FreeAddr(); err != nil {
+			return nil, "", err
+		}
+	}
+	p, err := Start(dir, name, "", nil, "redis-server",
+		"--bind", "127.0.0.1", "--port", fmt.Sprint(Port(addr)), "--save", "", "--appendonly", "no",
+		"--dir", dir, "--dbfilename", filepath.Base(dir)+".rdb")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := WaitTCP(ctx, addr, 5*time.Second); err != nil {
+		p.Stop(time.Second)
+		return nil, "", fmt.Errorf("starting redis-server: %w", err)
+	}
+	return p, "redis://" + addr + "/0", nil
+}
+
+// DeleteKeys removes every key under prefix (SCAN + UNLINK, never KEYS) and
+// returns how many it removed.
+func DeleteKeys(ctx context.Context, redisURL, prefix string) (int, error) {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return 0, fmt.Errorf("parsing redis URL: %w", err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	n := 0
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	var batch []string
+	for iter.Next(ctx) {
+		batch = append(batch, iter.Val())
+		if len(batch) == 500 {
+			if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+				return n, fmt.Errorf("deleting keys: %w", err)
+			}
+			n += len(batch)
+			batch = batch[:0]
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return n, fmt.Errorf("scanning keys: %w", err)
+	}
+	if len(batch) > 0 {
+		if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+			return n, fmt.Errorf("deleting keys: %w", err)
+		}
+		n += len(batch)
+	}
+	return n, nil
+}
+
+// KeysWithoutTTL counts keys under prefix that have no TTL (TTL -1); Borda
+// must never leave one.
+func KeysWithoutTTL(ctx context.Context, redisURL, prefix string) (int, error) {
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return 0, fmt.Errorf("parsing redis URL: %w", err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	n := 0
+	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if ttl, err := rdb.TTL(ctx, iter.Val()).Result(); err == nil && ttl == -1 {
+			n++
+		}
+	}
+	return n, iter.Err()
+}
+
+// QueueDepth returns the number of ready messages in queue (a passive
+// declare: it never creates the queue).
+func QueueDepth(amqpURL, queue string) (int, error) {
+	conn, err := amqp.DialConfig(amqpURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		return 0, fmt.Errorf("dialing amqp: %w", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, fmt.Errorf("opening channel: %w", err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+	if err != nil {
+		return 0, fmt.Errorf("inspecting queue %s: %w", queue, err)
+	}
+	return q.Messages, nil
+}
+
+// DeleteTopology deletes the queues and the exchange a bench run declared
+// (errors ignored: a queue may not exist when serve never started).
+func DeleteTopology(amqpURL string, s BordaSpec) {
+	conn, err := amqp.DialConfig(amqpURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	for _, q := range append([]string{s.ForwardQueue(), s.EventsQueue(), s.DLQ()}, s.RetryQueues()...) {
+		ch, err := conn.Channel() // a failed delete closes the channel
+		if err != nil {
+			return
+		}
+		_, _ = ch.QueueDelete(q, false, false, false)
+		ch.Close()
+	}
+	if ch, err := conn.Channel(); err == nil {
+		_ = ch.ExchangeDelete(s.Exchange(), false, false)
+		ch.Close()
+	}
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/ratelimit"
+	"github.com/olp-edu/borda/redisconn"
+	"github.com/olp-edu/borda/telemetry"
+	"github.com/olp-edu/borda/webhook"
+)
+
+// app holds every component `borda serve` runs, built once at start.
+type app struct {
+	log       *slog.Logger
+	registry  *prometheus.Registry
+	redis     redis.UniversalClient // nil on the embedded or REST store
+	db        *pgxpool.Pool         // nil without database.url
+	limiter   *ratelimit.Limiter
+	recorder  *telemetry.Recorder // nil when telemetry is off
+	publisher *webhook.Publisher  // nil when the ingress is off
+	gateway   *gateway.Server
+	stopBg    context.CancelFunc
+	bgDone    chan struct{}
+}
+
+// newApp builds the components in dependency order. Nothing here waits on
+// Redis, RabbitMQ or PostgreSQL: each connects in the background, so the
+// gateway serves (and /healthz answers) while a dependency is down.
+func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app, error) {
+	a := &app{log: logger, registry: prometheus.NewRegistry(), bgDone: make(chan struct{})}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ks, err := keyspace.New(cfg.KeyPrefix())
+	if err != nil {
+		return nil, err
+	}
+	store, err := a.store(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.limiter, err = ratelimit.New(cfg.RateLimits, cfg.Routes, ks, store, a.registry, logger)
+	if err != nil {
+		return nil, fmt.Errorf("building rate limiter: %w", err)
+	}
+	deps := gateway.Deps{Limiter: a.limiter, Registry: a.registry, Logger: logger, Checks: map[string]func(context.Context) error{}}
+
+	switch {
+	case !cfg.Telemetry.Enabled:
+		logger.Info("telemetry counters off (telemetry.enabled: false)")
+	case a.redis == nil:
+		logger.Info("telemetry counters off: they need redis.url (the embedded and REST stores do not keep them)")
+	default:
+		a.recorder, err = telemetry.NewRecorder(cfg.Telemetry, ks, telemetry.NewRedisSink(a.redis), a.registry, logger)
+		if err != nil {
+			return nil, fmt.Errorf("building telemetry recorder: %w", err)
+		}
+		deps.Recorder = a.recorder
+	}
+
+	if cfg.Webhook.Path != "" || len(cfg.Webhook.Sources) > 0 {
+		a.publisher, err = webhook.NewPublisher(cfg, logger, a.registry)
+		if err != nil {
+			return nil, fmt.Errorf("building webhook publisher: %w", err)
+		}
+		ingress, err := webhook.NewIngress(cfg, a.publisher, logger, a.registry)
+		if err != nil {
+			// The portal keeps being served; the webhook paths answer 503
+			// (providers retry) and /readyz/webhook names the problem.
+			logger.Error("webhook ingress not configured; its paths answer 503 until fixed", "err", err)
+			_ = a.publisher.Close(context.Background())
+			a.publisher = nil
+			u := webhook.NewUnconfigured(cfg, err)
+			deps.Webhook = u
+			deps.Checks["webhook"] = func(context.Context) error { return u.Ready() }
+		} else {
+			deps.Webhook = ingress
+			deps.Checks["webhook"] = func(context.Context) error { return a.publisher.Ready() }
+		}
+	}
+
+	a.gateway, err = gateway.New(cfg, deps)
+	if err != nil {
+		a.close()
+		return nil, fmt.Errorf("building gateway: %w", err)
+	}
+
+	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
+	a.stopBg = stop
+	a.limiter.Start(bg)
+	if a.recorder != nil {
+		if err := a.recorder.Start(bg); err != nil {
+			stop()
+			return nil, fmt.Errorf("starting telemetry recorder: %w", err)
+		}
+	}
+	go func() {
+		defer close(a.bgDone)
+		a.aggregate(bg, cfg, ks)
+	}()
+	return a, nil
+}
+
+// store picks the rate-limit store: Redis (redis.url), Upstash REST
+// (rest_url + rest_token), or the embedded in-memory store.
+func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
+	switch cfg.StoreKind() {
+	case "redis":
+		rdb, err := redisconn.New(cfg.Redis)
+		if err != nil {
+			return nil, err
+		}
+		a.redis = rdb
+		return ratelimit.NewRedisStore(rdb), nil
+	case "upstash-rest":
+		return ratelimit.NewRESTStore(cfg.Redis.RestURL, cfg.Redis.RestToken, &http.Client{Timeout: 2 * time.Second})
+	default:
+		a.log.Warn("no Redis configured: rate limits use the embedded in-memory store, which counts for this instance only")
+		return ratelimit.NewMemoryStore(0), nil
+	}
+}
+
+// aggregate runs the hourly aggregation when database.url and redis.url
+// are set; it returns when ctx ends.
+func (a *app) aggregate(ctx context.Context, cfg configs.Config, ks keyspace.Keyspace) {
+	if cfg.Database.URL == "" || a.redis == nil || !cfg.Telemetry.Enabled {
+		return
+	}
+	db, err := pgxpool.New(ctx, cfg.Database.URL.Reveal())
+	if err != nil {
+		a.log.Error("aggregation off: bad database.url", "err", err)
+		return
+	}
+	a.db = db
+	agg, err := telemetry.NewAggregator(a.redis, db, ks, cfg.Environment, a.registry, a.log)
+	if err != nil {
+		a.log.Error("aggregation off", "err", err)
+		return
+	}
+	agg.Run(ctx, cfg.Telemetry.AggregateEvery.D())
+}
+
+// shutdown runs the steps after HTTP has drained: outstanding confirms,
+// telemetry flush, background work, connections.
+func (a *app) shutdown(logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if a.publisher != nil {
+		if err := a.publisher.Close(ctx); err != nil {
+			logger.Warn("closing webhook publisher", "err", err)
+		}
+		a.publisher = nil
+	}
+	if a.recorder != nil {
+		if err := a.recorder.Stop(ctx); err != nil {
+			logger.Warn("flushing telemetry", "err", err)
+		}
+		a.recorder = nil
+	}
+}
+
+// close releases everything; safe to call after shutdown and on a
+// half-built app.
+func (a *app) close() {
+	if a.stopBg != nil {
+		a.stopBg()
+		<-a.bgDone
+		a.stopBg = nil
+	}
+	a.shutdown(a.log)
+	if a.limiter != nil {
+		a.limiter.Stop()
+	}
+	if a.gateway != nil {
+		_ = a.gateway.Close()
+	}
+	if a.db != nil {
+		a.db.Close()
+	}
+	if a.redis != nil {
+		if err := a.redis.Close(); err != nil && !errors.Is(err, redis.ErrClosed) {
+			a.log.Warn("closing redis", "err", err)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package cookies
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+// OwnedPrefix starts the name of every cookie the portal itself sets
+// (olp_auth, olp_mural, ...). It is matched case-insensitively: an
+// OLP_AUTH cookie is treated as the portal's too, so it cannot slip past
+// the filter to a third-party upstream.
+const OwnedPrefix = "olp_"
+
+// Forward says how one request cookie reaches a route's upstream.
+type Forward struct {
+	// Cookie is the cookie name, matched exactly (RFC 6265 names are
+	// case-sensitive).
+	Cookie string
+	// AsAuthorization sends the value as "Authorization: Bearer <value>"
+	// instead of as a cookie, and only when the request carries no
+	// Authorization header of its own; the cookie itself is not forwarded.
+	AsAuthorization bool
+}
+
+// DefaultForward is the policy of a route that does not configure
+// cookies.forward: olp_auth as Authorization: Bearer, olp_mural as the
+// cookie it is.
+func DefaultForward() []Forward {
+	return []Forward{{Cookie: "olp_auth", AsAuthorization: true}, {Cookie: "olp_mural"}}
+}
+
+// ForwardFromConfig converts a route's cookies.forward list. nil (the key
+// absent) gives DefaultForward; an empty, non-nil list forwards no olp_*
+// cookie at all.
+func ForwardFromConfig(fw []configs.CookieForward) []Forward {
+	if fw == nil {
+		return DefaultForward()
+	}
+	out := make([]Forward, 0, len(fw))
+	for _, f := range fw {
+		out = append(out, Forward{Cookie: f.Cookie, AsAuthorization: f.As == "authorization"})
+	}
+	return out
+}
+
+// IsOwned reports whether name is one of the portal's cookies (OwnedPrefix,
+// case-insensitively).
+func IsOwned(name string) bool {
+	return len(name) >= len(OwnedPrefix) && strings.EqualFold(name[:len(OwnedPrefix)], OwnedPrefix)
+}
+
+// ApplyRequest rewrites the outbound request header h in place according
+// to forward:
+//
+//   - cookies whose name does not start with olp_ pass untouched (byte for
+//     byte, malformed pairs included);
+//   - an olp_* cookie listed in forward passes as a cookie, or becomes
+//     "Authorization: Bearer <value>" when listed AsAuthorization and h has
+//     no Authorization yet (the first such cookie wins; a value that is not
+//     a valid token68-like string is dropped instead of making the request
+//     unsendable);
+//   - every other olp_* cookie is removed.
+//
+// Several Cookie lines (HTTP/2 clients split them) are merged into one,
+// as RFC 6265 §5.4 requires for HTTP/1.1; an empty result removes the
+// header.
+func ApplyRequest(h http.Header, forward []Forward) {
+	lines := h["Cookie"]
+	if len(lines) == 0 {
+		return
+	}
+	hasAuth := len(h["Authorization"]) > 0 && h["Authorization"][0] != ""
+	changed := len(lines) > 1
+	kept := make([]string, 0, 8)
+	for _, line := range lines {
+		for part := range strings.SplitSeq(line, ";") {
+			pair := strings.TrimSpace(part)
+			if pair == "" {
+				changed = true
+				continue
+			}
+			name, value, _ := strings.Cut(pair, "=")
+			name = strings.TrimSpace(name)
+			if !IsOwned(name) {
+				kept = append(kept, pair)
+				continue
+			}
+			fw, listed := lookup(forward, name)
+			switch {
+			case !listed:
+				changed = true
+			case fw.AsAuthorization:
+				changed = true
+				if v := unquote(strings.TrimSpace(value)); !hasAuth && validBearer(v) {
+					h.Set("Authorization", "Bearer "+v)
+					hasAuth = true
+				}
+			default:
+				kept = append(kept, pair)
+			}
+		}
+	}
+	if !changed {
+		return
+	}
+	if len(kept) == 0 {
+		delete(h, "Cookie")
+		return
+	}
+	h["Cookie"] = []string{strings.Join(kept, "; ")}
+}
+
+// Value returns the value of the first cookie named name in h's Cookie
+// lines, unquoted, without allocating for the other cookies. Malformed
+// pairs are skipped.
+func Value(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			n, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+			if ok && strings.TrimSpace(n) == name {
+				return unquote(strings.TrimSpace(v)), true
+			}
+		}
+	}
+	return "", false
+}
+
+func lookup(forward []Forward, name string) (Forward, bool) {
+	for _, f := range forward {
+		if f.Cookie == name {
+			return f, true
+		}
+	}
+	return Forward{}, false
+}
+
+func unquote(v string) string {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// validBearer accepts the characters of RFC 6750 b64token plus the other
+// visible ASCII a JWT or opaque token may carry, refusing separators that
+// would corrupt the header (space, comma, semicolon, quote, backslash).
+func validBearer(v string) bool {
+	if v == "" || len(v) > 16<<10 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c <= ' ' || c >= 0x7f || c == ',' || c == ';' || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}

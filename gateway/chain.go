@@ -1,0 +1,215 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/ratelimit"
+	"github.com/olp-edu/borda/telemetry"
+)
+
+// The request flow of style.md, built once in New:
+//
+//	observe   request ID, client IP, writer wrapper; after the response:
+//	          access log, metrics, telemetry.Record
+//	recover   a panic becomes a logged 500 (http.ErrAbortHandler passes)
+//	dispatch  webhook paths on any Host; else route match, 404 when none
+//	  per route:
+//	  CORS      rs/cors; preflights answered 204 here
+//	  identify  verified JWT → cookies.Identity in the context
+//	  limit     ratelimit Verdict; 429 here without touching the body
+//	  proxy     ReverseProxy Rewrite (URL, X-Forwarded-*, cookie filter),
+//	            ModifyResponse (Set-Cookie policy), ErrorHandler
+//
+// recover sits inside observe, so a panic's 500 is logged and counted like
+// any other response; route match sits before CORS because the CORS
+// policy is the route's.
+
+// observe is the outermost layer.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ex := &exchange{start: time.Now()}
+		ex.w.reset(w)
+		ex.id = requestID(r.Header.Get("X-Request-Id"))
+		r.Header["X-Request-Id"] = []string{ex.id}
+		h := w.Header()
+		h["X-Request-Id"] = []string{ex.id}
+		if s.draining.Load() {
+			h["Connection"] = []string{"close"}
+		}
+		ex.client, ex.trusted = s.ip.resolve(r.RemoteAddr, r.Header)
+		ex.subjectIP = s.ip.subject(ex.client)
+		r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+		defer s.finish(ex, r)
+		next.ServeHTTP(&ex.w, r)
+	})
+}
+
+// finish records one finished request: metrics, telemetry and the access
+// log. It runs deferred, so aborted requests (http.ErrAbortHandler) are
+// recorded too.
+func (s *Server) finish(ex *exchange, r *http.Request) {
+	status := ex.w.statusOr(http.StatusOK)
+	if ex.clientGone {
+		status = statusClientClosed
+	}
+	dur := time.Since(ex.start)
+	label := ex.label
+	if label == "" {
+		label = labelUnrouted
+	}
+	s.metrics.requests.WithLabelValues(label, codeLabel(status), methodLabel(r.Method)).Inc()
+	s.metrics.duration.WithLabelValues(label).Observe(dur.Seconds())
+	if s.recorder != nil {
+		route := ""
+		if ex.route != nil {
+			route = ex.route.Name
+		} else if ex.label == labelWebhook {
+			route = labelWebhook
+		}
+		s.recorder.Record(telemetry.Event{
+			Time:       ex.start.Add(dur),
+			Route:      route,
+			Path:       r.URL.Path,
+			Status:     status,
+			Escola:     ex.identity.EscolaID,
+			Blocked:    ex.verdict.Blocked(),
+			WouldBlock: ex.verdict.WouldBlock(),
+		})
+	}
+	lvl := slog.LevelInfo
+	if status >= 500 {
+		lvl = slog.LevelWarn
+	}
+	if !s.log.Enabled(r.Context(), lvl) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, 12)
+	attrs = append(attrs,
+		slog.String("route", label),
+		slog.String("method", r.Method),
+		slog.String("host", r.Host),
+		slog.String("path", r.URL.Path), // never the query: it may carry tokens
+		slog.Int("status", status),
+		slog.Float64("duration_s", dur.Seconds()),
+		slog.Int64("bytes", ex.w.bytes),
+		slog.String("client_ip", ex.client.String()),
+		slog.String("request_id", ex.id),
+	)
+	if tid := traceID(r.Header.Get("Traceparent")); tid != "" {
+		attrs = append(attrs, slog.String("trace_id", tid))
+	}
+	if ex.w.hijacked {
+		attrs = append(attrs, slog.Bool("upgraded", true))
+	}
+	if ex.verdict.Blocked() {
+		attrs = append(attrs, slog.Bool("rate_limited", true))
+	} else if ex.verdict.WouldBlock() {
+		attrs = append(attrs, slog.Bool("would_block", true))
+	}
+	if !ex.identity.Anonymous() {
+		attrs = append(attrs, slog.Bool("verified", true))
+	}
+	s.log.LogAttrs(r.Context(), lvl, "http request", attrs...)
+}
+
+// statusClientClosed is nginx's 499: the client closed the connection
+// before the response (logged and counted, never sent).
+const statusClientClosed = 499
+
+// recoverer turns a panic into a 500 problem when nothing was sent yet.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { //nolint:errorlint // sentinel panic value
+				panic(v)
+			}
+			ex := exchangeFrom(r.Context())
+			s.log.ErrorContext(r.Context(), "panic serving request", "panic", v,
+				"request_id", ex.id, "stack", string(debug.Stack()))
+			if ex.w.wroteHeader {
+				panic(http.ErrAbortHandler)
+			}
+			writeProblem(w, problemInternal, ex.id)
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// dispatch sends webhook paths to the ingress on any Host, then matches
+// the route table; no route answers 404.
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
+	ex := exchangeFrom(r.Context())
+	path := r.URL.EscapedPath()
+	if s.webhook != nil {
+		for _, p := range s.webhookPaths {
+			if _, ok := matchPrefix(path, p); ok {
+				ex.label = labelWebhook
+				s.webhook.ServeHTTP(w, r)
+				return
+			}
+		}
+	}
+	rt, rest := s.router.match(r.Host, path)
+	if rt == nil {
+		ex.label = labelUnrouted
+		mergeVary(w.Header(), "Origin")
+		writeProblem(w, problemNotFound, ex.id)
+		return
+	}
+	ex.route, ex.rest, ex.label = rt, rest, rt.Name
+	ex.w.varyOrigin = rt.varyOrigin
+	rt.handler.ServeHTTP(w, r)
+}
+
+// identify puts the verified identity of the request in its context.
+func (s *Server) identify(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := s.verifier.FromRequest(r.Header); ok {
+			exchangeFrom(r.Context()).identity = id
+			r = r.WithContext(cookies.WithIdentity(r.Context(), id))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limit asks the Limiter for the request's Verdict. A block answers the
+// 429 of design.md §4 here: the upstream is not called and the body is
+// not read (so an Expect: 100-continue client never gets its 100).
+// Rate-limit headers go on allowed responses when the route exposes them,
+// and always with a would-block, which is also told to the upstream.
+func (s *Server) limit(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ex := exchangeFrom(r.Context())
+		v := s.limiter.Decide(r.Context(), ratelimit.Subject{
+			Route:  ex.route.Name,
+			IP:     ex.subjectIP,
+			User:   ex.identity.UserID,
+			Escola: ex.identity.EscolaID,
+		})
+		ex.verdict = v
+		if v.Blocked() {
+			ratelimit.WriteTooManyRequests(w, v)
+			return
+		}
+		if v.WouldBlock() {
+			ratelimit.WriteHeaders(w.Header(), v)
+			w.Header().Set(headerWouldBlock, "true")
+		} else if ex.route.exposeHeaders && len(v.Decisions) > 0 {
+			ratelimit.WriteHeaders(w.Header(), v)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// headerWouldBlock marks a request an observe-mode rule would have
+// blocked, on the response and on the request to the upstream.
+const headerWouldBlock = "X-RateLimit-Would-Block"

@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestClientIP(t *testing.T) {
+	t.Parallel()
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8:ffff::/48")}
+	xff := &clientIP{trusted: trusted, v6Bits: 64}
+	real := &clientIP{trusted: trusted, header: "X-Real-Ip", v6Bits: 64}
+	cf := &clientIP{trusted: trusted, header: "Cf-Connecting-Ip", v6Bits: 64}
+	tests := []struct {
+		name     string
+		c        *clientIP
+		peer     string
+		headers  map[string][]string
+		want     string
+		wantTrst bool
+	}{
+		{"untrusted peer ignores headers", xff, "203.0.113.9:1", map[string][]string{"X-Forwarded-For": {"1.1.1.1"}}, "203.0.113.9", false},
+		{"untrusted peer ignores X-Real-IP", real, "203.0.113.9:1", map[string][]string{"X-Real-Ip": {"1.1.1.1"}}, "203.0.113.9", false},
+		{"trusted: rightmost untrusted", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6, 198.51.100.1, 10.0.0.7"}}, "198.51.100.1", true},
+		{"trusted: several XFF lines", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"6.6.6.6", "198.51.100.2, 10.9.9.9"}}, "198.51.100.2", true},
+		{"trusted: all trusted → leftmost", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"10.1.1.1, 10.2.2.2"}}, "10.1.1.1", true},
+		{"trusted: garbage stops the walk", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"198.51.100.1, garbage, 10.2.2.2"}}, "10.2.2.2", true},
+		{"trusted: no XFF → peer", xff, "10.0.0.1:1", nil, "10.0.0.1", true},
+		{"trusted: entry with port", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"[2001:db8::5]:443"}}, "2001:db8::5", true},
+		{"trusted: mapped entry", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"::ffff:198.51.100.3"}}, "198.51.100.3", true},
+		{"X-Real-IP from trusted", real, "10.0.0.1:1", map[string][]string{"X-Real-Ip": {" 198.51.100.4 "}}, "198.51.100.4", true},
+		{"bad X-Real-IP falls back to XFF", real, "10.0.0.1:1", map[string][]string{"X-Real-Ip": {"nope"}, "X-Forwarded-For": {"198.51.100.5"}}, "198.51.100.5", true},
+		{"two CF headers are not believed", cf, "10.0.0.1:1", map[string][]string{"Cf-Connecting-Ip": {"1.1.1.1", "2.2.2.2"}}, "10.0.0.1", true},
+		{"CF-Connecting-IP", cf, "10.0.0.1:1", map[string][]string{"Cf-Connecting-Ip": {"2001:db8:1:2::9"}}, "2001:db8:1:2::9", true},
+		{"mapped peer", xff, "[::ffff:10.0.0.1]:1", map[string][]string{"X-Forwarded-For": {"198.51.100.6"}}, "198.51.100.6", true},
+		{"zone dropped", xff, "[fe80::1%eth0]:1", nil, "fe80::1", false},
+		{"trusted v6 proxy", xff, "[2001:db8:ffff::1]:1", map[string][]string{"X-Forwarded-For": {"2001:db8:1:2::1"}}, "2001:db8:1:2::1", true},
+	}
+	for _, tc := range tests {
+		got, trusted := tc.c.resolve(tc.peer, http.Header(tc.headers))
+		if got.String() != tc.want || trusted != tc.wantTrst {
+			t.Errorf("%s: resolve = %s %v, want %s %v", tc.name, got, trusted, tc.want, tc.wantTrst)
+		}
+	}
+}
+
+func TestClientIPSubject(t *testing.T) {
+	t.Parallel()
+	c := &clientIP{v6Bits: 64}
+	for in, want := range map[string]string{
+		"203.0.113.9":             "203.0.113.9",
+		"2001:db8:1:2:aaaa::1":    "2001:db8:1:2::/64",
+		"::ffff:203.0.113.9":      "203.0.113.9",
+		"2001:db8:1:2:3:4:5:6":    "2001:db8:1:2::/64",
+	} {
+		if got := c.subject(netip.MustParseAddr(in).Unmap()); got != want {
+			t.Errorf("subject(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if got := (&clientIP{v6Bits: 48}).subject(netip.MustParseAddr("2001:db8:1:2::1")); got != "2001:db8:1::/48" {
+		t.Errorf("/48 subject = %s", got)
+	}
+	if got := c.subject(netip.Addr{}); got != "unknown" {
+		t.Errorf("zero subject = %s", got)
+	}
+}
+
+func FuzzClientIP(f *testing.F) {
+	for _, s := range []string{"1.2.3.4", "1.2.3.4, 10.0.0.1", "garbage,,, ,", "[::1]:80, ::ffff:1.2.3.4", "2001:db8::1%eth0", strings.Repeat("1.1.1.1,", 50)} {
+		f.Add("10.0.0.1:1234", s, "198.51.100.1")
+		f.Add("203.0.113.9:1", s, "")
+	}
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	f.Fuzz(func(t *testing.T, peer, xff, realIP string) {
+		for _, c := range []*clientIP{{trusted: trusted, v6Bits: 64}, {trusted: trusted, header: "X-Real-Ip", v6Bits: 56}} {
+			h := http.Header{"X-Forwarded-For": {xff}, "X-Real-Ip": {realIP}}
+			got, trusted := c.resolve(peer, h)
+			peerAddr := parseHostPort(peer)
+			if !trusted && got != peerAddr {
+				t.Fatalf("untrusted peer %q: client %s, want the peer %s", peer, got, peerAddr)
+			}
+			if got.Is4In6() || got.Zone() != "" {
+				t.Fatalf("client %s not normalized", got)
+			}
+			s := c.subject(got)
+			if got.Is6() && !strings.HasSuffix(s, "/64") && !strings.HasSuffix(s, "/56") {
+				t.Fatalf("IPv6 subject %q not grouped", s)
+			}
+			if strings.ContainsAny(s, " ,\r\n") {
+				t.Fatalf("subject %q has separators", s)
+			}
+		}
+	})
+}

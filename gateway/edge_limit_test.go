@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Rows 13 and 14 of edge-cases.md with the real ratelimit.Limiter on its
+// in-memory store, through the full public handler.
+
+const ipLimitConfig = `
+trusted_proxies: ["10.0.0.0/8"]
+routes:
+  - name: api
+    upstream: "{up}"
+    rate_limits: [burst]
+rate_limits:
+  rules:
+    - {name: burst, scope: ip, limit: {limit}, window: 1m}
+`
+
+func TestEdgeCase13_SpoofedXFFDoesNotEvadeLimit(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, ipLimitConfig, nil, map[string]string{"up": up.URL, "limit": "100"})
+	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	for i := 1; i <= 200; i++ {
+		req := h.newRequest(t, http.MethodGet, "", "/")
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i%250))
+		req.Header.Set("X-Real-IP", fmt.Sprintf("10.1.0.%d", i%250))
+		rr := h.serve(req, "203.0.113.9:40000")
+		want := http.StatusOK
+		if i > 100 {
+			want = http.StatusTooManyRequests
+		}
+		if rr.Code != want {
+			t.Fatalf("request %d: status %d, want %d", i, rr.Code, want)
+		}
+	}
+	if n := up.calls(); n != 100 {
+		t.Errorf("upstream calls = %d, want 100", n)
+	}
+	// Behind a trusted proxy the rightmost untrusted entry is the client,
+	// whatever the client prepends.
+	req := h.newRequest(t, http.MethodGet, "", "/")
+	req.Header.Set("X-Forwarded-For", "1.2.3.4, 203.0.113.9")
+	if rr := h.serve(req, "10.0.0.1:80"); rr.Code != http.StatusTooManyRequests {
+		t.Errorf("via trusted proxy: status %d, want 429 (same client)", rr.Code)
+	}
+}
+
+func TestEdgeCase14_IPv6GroupedBy64AndMappedIPv4(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, ipLimitConfig, nil, map[string]string{"up": up.URL, "limit": "3"})
+	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	for i, peer := range []string{"[2001:db8:1:2::1]:1", "[2001:db8:1:2::2]:1", "[2001:db8:1:2:ffff::3]:1", "[2001:db8:1:2::4]:1"} {
+		rr := h.serve(h.newRequest(t, http.MethodGet, "", "/"), peer)
+		want := http.StatusOK
+		if i == 3 {
+			want = http.StatusTooManyRequests
+		}
+		if rr.Code != want {
+			t.Errorf("%s: status %d, want %d", peer, rr.Code, want)
+		}
+	}
+	if rr := h.serve(h.newRequest(t, http.MethodGet, "", "/"), "[2001:db8:1:3::1]:1"); rr.Code != http.StatusOK {
+		t.Errorf("another /64: status %d, want 200", rr.Code)
+	}
+	for i, peer := range []string{"203.0.113.9:1", "[::ffff:203.0.113.9]:1", "203.0.113.9:2", "[::ffff:203.0.113.9]:2"} {
+		rr := h.serve(h.newRequest(t, http.MethodGet, "", "/"), peer)
+		want := http.StatusOK
+		if i == 3 {
+			want = http.StatusTooManyRequests
+		}
+		if rr.Code != want {
+			t.Errorf("%s: status %d, want %d (IPv4-mapped counts as IPv4)", peer, rr.Code, want)
+		}
+	}
+}
+
+func TestSubjectIPGroupsIPv6(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	for peer, want := range map[string]string{
+		"[2001:db8:1:2:3:4:5:6]:9": "2001:db8:1:2::/64",
+		"[::ffff:203.0.113.9]:9":   "203.0.113.9",
+		"198.51.100.7:9":           "198.51.100.7",
+	} {
+		h.serve(h.newRequest(t, http.MethodGet, "", "/"), peer)
+		h.limiter.mu.Lock()
+		got := h.limiter.subjects[len(h.limiter.subjects)-1]
+		h.limiter.mu.Unlock()
+		if got.IP != want || got.Route != "api" {
+			t.Errorf("%s: subject = %+v, want IP %s route api", peer, got, want)
+		}
+	}
+}
+
+const testSecret = "test-secret-for-hs256-0123456789"
+
+func signHS256(t testing.TB, secret string, claims jwt.MapClaims) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestJWTLimitsPerUserAndForgedTokenFallsBackToIP(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, `
+routes:
+  - name: api
+    upstream: "{up}"
+    rate_limits: [api, burst]
+rate_limits:
+  rules:
+    - {name: api, scope: user, limit: 2, window: 1m}
+    - {name: burst, scope: ip, limit: 4, window: 1m}
+`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
+	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	exp := time.Now().Add(time.Hour).Unix()
+	good := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-1", "exp": exp, "app_metadata": map[string]any{"escola_id": 42}})
+	forged := signHS256(t, "not-the-secret", jwt.MapClaims{"sub": "u-1", "exp": exp})
+
+	// A verified user is limited per user, from any address.
+	for i, want := range []int{200, 200, 429} {
+		req := h.newRequest(t, http.MethodGet, "", "/")
+		req.AddCookie(&http.Cookie{Name: "olp_auth", Value: good})
+		if rr := h.serve(req, fmt.Sprintf("198.51.100.%d:1", i+1)); rr.Code != want {
+			t.Errorf("verified request %d: status %d, want %d", i+1, rr.Code, want)
+		}
+	}
+	if got := up.last(t).Header.Get("Authorization"); got != "Bearer "+good {
+		t.Errorf("upstream Authorization = %q, want the olp_auth value", got)
+	}
+	// A forged token is anonymous: no user limit, the IP limit applies.
+	for i := 1; i <= 5; i++ {
+		req := h.newRequest(t, http.MethodGet, "", "/")
+		req.Header.Set("Authorization", "Bearer "+forged)
+		want := http.StatusOK
+		if i == 5 {
+			want = http.StatusTooManyRequests
+		}
+		if rr := h.serve(req, "203.0.113.50:1"); rr.Code != want {
+			t.Errorf("forged request %d: status %d, want %d", i, rr.Code, want)
+		}
+	}
+	evs := h.rec.all()
+	if len(evs) == 0 || evs[0].Escola != "42" {
+		t.Errorf("telemetry escola = %+v, want 42 from the verified token", evs)
+	}
+}

@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/netip"
+	"time"
+
+	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/ratelimit"
+)
+
+// exchange is the per-request state the chain fills as the request moves
+// in and the response moves out. One allocation per request; it also
+// holds the response writer wrapper.
+type exchange struct {
+	w         responseWriter
+	start     time.Time
+	id        string     // X-Request-Id
+	client    netip.Addr // client IP (design.md §3)
+	trusted   bool       // the direct peer is a trusted proxy
+	subjectIP string     // client IP as rate-limit subject (IPv6 by prefix)
+	route     *Route     // nil: webhook or no route
+	rest      string     // escaped path after the route prefix
+	label     string     // metrics/log route label
+	identity  cookies.Identity
+	verdict   ratelimit.Verdict
+	// timer enforces the route timeout until the upstream's response
+	// headers arrive.
+	timer      *time.Timer
+	clientGone bool // the client went away before the upstream answered
+}
+
+type exchangeKey struct{}
+
+func exchangeFrom(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	if ex == nil {
+		return &exchange{} // never nil for handlers used outside the chain (tests)
+	}
+	return ex
+}
+
+// maxRequestIDBytes bounds a client-sent X-Request-Id kept as is.
+const maxRequestIDBytes = 128
+
+// requestID returns the client's X-Request-Id when it is a sane token
+// (1-128 visible ASCII characters, no spaces, quotes or commas), else a
+// new random 128-bit hex id.
+func requestID(v string) string {
+	if v != "" && len(v) <= maxRequestIDBytes {
+		ok := true
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= ' ' || c >= 0x7f || c == '"' || c == ',' || c == ';' || c == '\\' {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return v
+		}
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// traceID returns the trace-id of a W3C traceparent
+// ("00-<32 hex>-<16 hex>-<2 hex>"), or "" when the header is absent or
+// malformed. The header itself is passed upstream untouched.
+func traceID(tp string) string {
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return ""
+	}
+	id := tp[3:35]
+	for i := 0; i < len(id); i++ {
+		if _, ok := unhex(id[i]); !ok {
+			return ""
+		}
+	}
+	if id == "00000000000000000000000000000000" {
+		return ""
+	}
+	return id
+}

@@ -1,0 +1,300 @@
+// Package gateway is Borda's HTTP front (design.md §3): the route table,
+// one httputil.ReverseProxy per route on a shared tuned transport, client
+// IP resolution, the middleware chain (request id and access log, metrics,
+// CORS, identity, rate limits, telemetry), health and readiness, the admin
+// handler and the draining switch used by graceful shutdown.
+//
+// Construct it with New, serve Handler on the public listener and
+// AdminHandler on the admin listener (NewHTTPServer gives both sane
+// timeouts), and on SIGTERM call SetDraining, wait
+// shutdown.readiness_grace, then http.Server.Shutdown and Close.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/ratelimit"
+	"github.com/olp-edu/borda/telemetry"
+)
+
+// Limiter decides the rate-limit Verdict of one request. It must answer
+// within its own deadline and fail open (design.md §4); the gateway only
+// acts on the Verdict.
+type Limiter interface {
+	Decide(ctx context.Context, s ratelimit.Subject) ratelimit.Verdict
+}
+
+// Recorder receives one Event per finished request; Record must never
+// block.
+type Recorder interface {
+	Record(telemetry.Event)
+}
+
+// Webhook is the webhook ingress, served for its Paths (and their
+// sub-paths) on any Host, before host routing, CORS and rate limits.
+type Webhook interface {
+	http.Handler
+	// Paths are the ingress paths ("/webhooks/whatsapp").
+	Paths() []string
+}
+
+// Deps are the collaborators New wires in. Every field is optional.
+type Deps struct {
+	// Limiter decides rate limits; nil: no rate limiting.
+	Limiter Limiter
+	// Recorder gets telemetry events; nil: none recorded.
+	Recorder Recorder
+	// Webhook is the ingress; nil: webhook paths are routed like any path.
+	Webhook Webhook
+	// Checks are the readiness checks by component ("proxy", "webhook"),
+	// each bounded by a 2 s context. A "proxy" check that always passes is
+	// added when none is given.
+	Checks map[string]func(context.Context) error
+	// Registry receives the gateway's metrics and is what /metrics serves;
+	// nil: a private registry.
+	Registry *prometheus.Registry
+	// Logger is the process logger; nil discards.
+	Logger *slog.Logger
+	// Transport reaches the upstreams; nil: NewTransport().
+	Transport http.RoundTripper
+}
+
+// Server is the gateway. Its handlers are safe for concurrent use.
+type Server struct {
+	log          *slog.Logger
+	errorLog     *log.Logger
+	ip           clientIP
+	router       *router
+	routes       []*Route
+	webhook      Webhook
+	webhookPaths []string
+	limiter      Limiter
+	recorder     Recorder
+	verifier     *cookies.Verifier
+	metrics      *metrics
+	checks       map[string]func(context.Context) error
+	checkNames   []string
+	draining     atomic.Bool
+	transport    http.RoundTripper
+	registry     *prometheus.Registry
+
+	public http.Handler
+	admin  http.Handler
+}
+
+// New builds the gateway from a validated configuration (configs.Load or
+// Config.Validate fill the parsed fields; New parses what is missing).
+// It fails on an unusable route or policy, or when the metrics cannot be
+// registered (for instance twice on one registry).
+func New(cfg configs.Config, deps Deps) (*Server, error) {
+	s := &Server{
+		log:      deps.Logger,
+		webhook:  deps.Webhook,
+		limiter:  deps.Limiter,
+		recorder: deps.Recorder,
+		registry: deps.Registry,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.log = s.log.With("component", "gateway")
+	s.errorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(s.registry)
+	if err != nil {
+		return nil, fmt.Errorf("registering gateway metrics: %w", err)
+	}
+	s.metrics = m
+	s.ip = clientIP{trusted: cfg.TrustedPrefixes, v6Bits: cfg.IPv6PrefixLen}
+	if len(s.ip.trusted) == 0 && len(cfg.TrustedProxies) > 0 {
+		return nil, errors.New("building gateway: trusted_proxies not parsed (call Config.Validate first)")
+	}
+	if cfg.ClientIPHeader != "" {
+		s.ip.header = http.CanonicalHeaderKey(cfg.ClientIPHeader)
+	}
+	if s.ip.v6Bits == 0 {
+		s.ip.v6Bits = 64
+	}
+	if s.webhook != nil {
+		for _, p := range s.webhook.Paths() {
+			if p != "" {
+				s.webhookPaths = append(s.webhookPaths, normalizePrefix(p))
+			}
+		}
+	}
+	s.verifier, err = cookies.NewVerifier(context.Background(), cfg.Auth, 0, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("building identity verifier: %w", err)
+	}
+	s.transport = deps.Transport
+	if s.transport == nil {
+		s.transport = NewTransport()
+	}
+	if err := s.buildRoutes(cfg); err != nil {
+		s.verifier.Close()
+		return nil, err
+	}
+	s.checks = map[string]func(context.Context) error{}
+	for name, fn := range deps.Checks {
+		if fn != nil {
+			s.checks[name] = fn
+		}
+	}
+	if _, ok := s.checks["proxy"]; !ok {
+		s.checks["proxy"] = func(context.Context) error { return nil }
+	}
+	for name := range s.checks {
+		s.checkNames = append(s.checkNames, name)
+	}
+	sort.Strings(s.checkNames)
+
+	var chain http.Handler = http.HandlerFunc(s.dispatch)
+	chain = s.recoverer(chain)
+	chain = s.observe(chain)
+	s.public = s.publicMux(chain)
+	s.admin = s.adminMux()
+	return s, nil
+}
+
+func (s *Server) buildRoutes(cfg configs.Config) error {
+	pool := &bufferPool{}
+	for i, rc := range cfg.Routes {
+		u := rc.UpstreamURL
+		if u == nil {
+			var err error
+			if u, err = url.Parse(rc.Upstream); err != nil || u.Host == "" {
+				return fmt.Errorf("building route %q: upstream %q is not an absolute URL", rc.Name, rc.Upstream)
+			}
+		}
+		timeout := rc.Timeout.D()
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		rt := &Route{
+			Name:          rc.Name,
+			Hosts:         rc.Hosts,
+			Prefix:        normalizePrefix(rc.PathPrefix),
+			Upstream:      u,
+			stripPrefix:   rc.StripPrefix,
+			preserveHost:  rc.PreserveHost,
+			timeout:       timeout,
+			exposeHeaders: rc.ExposeHeaders,
+			forward:       cookies.ForwardFromConfig(rc.Cookies.Forward),
+			setCookie:     cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite},
+		}
+		if rt.Name == "" {
+			rt.Name = fmt.Sprintf("route%d", i)
+		}
+		rp := s.newRouteProxy(rt, s.transport, pool)
+		rp.rp.FlushInterval = rc.FlushInterval.D()
+		var h http.Handler = rp
+		if s.limiter != nil {
+			h = s.limit(h)
+		}
+		if s.verifier != nil {
+			h = s.identify(h)
+		}
+		if rc.CORS != "" {
+			pol, ok := cfg.CORS.Policies[rc.CORS]
+			if !ok {
+				return fmt.Errorf("building route %q: cors policy %q does not exist", rc.Name, rc.CORS)
+			}
+			h = newCORS(pol).Handler(h)
+			rt.varyOrigin = true
+		}
+		rt.handler = h
+		s.routes = append(s.routes, rt)
+	}
+	s.router = newRouter(s.routes)
+	return nil
+}
+
+// Handler is the public listener's handler: /healthz, /readyz and
+// /readyz/{component}, then the chain (webhook ingress, routes, 404). It
+// never serves /metrics.
+func (s *Server) Handler() http.Handler { return s.public }
+
+// AdminHandler is the admin listener's handler: /metrics (the injected
+// registry), /healthz, /readyz, /readyz/{component} and /debug/pprof/.
+// Bind it to loopback or a private network only.
+func (s *Server) AdminHandler() http.Handler { return s.admin }
+
+// Routes returns the compiled route table in configuration order.
+func (s *Server) Routes() []*Route { return s.routes }
+
+// SetDraining turns every readiness answer into 503 and asks clients to
+// close keep-alive connections (Connection: close), so load balancers
+// take the instance out before the listener stops. It cannot be undone.
+func (s *Server) SetDraining() { s.draining.Store(true) }
+
+// Draining reports whether SetDraining was called.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// Close releases what the gateway holds beyond in-flight requests: idle
+// upstream connections and the JWKS refresh goroutine. Call it after
+// http.Server.Shutdown returned.
+func (s *Server) Close() error {
+	s.verifier.Close()
+	if t, ok := s.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Server timeouts recommended for both listeners (see NewHTTPServer).
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 120 * time.Second
+	MaxHeaderBytes    = 1 << 20
+)
+
+// NewHTTPServer returns an http.Server for addr and h with the timeouts a
+// proxy with streams and WebSockets wants: ReadHeaderTimeout 10 s
+// (slowloris), IdleTimeout 120 s (above common LB idle timeouts of 60 s),
+// MaxHeaderBytes 1 MiB, no ReadTimeout or WriteTimeout (they would cut
+// uploads, SSE and WebSockets; the route timeout bounds upstream waits),
+// and the server's own errors logged through logger.
+func NewHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+func (s *Server) publicMux(chain http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case p == "/healthz":
+			s.healthz(w, r)
+		case p == "/readyz":
+			s.readyz(w, r, "")
+		case strings.HasPrefix(p, "/readyz/") && len(p) > len("/readyz/") && !strings.Contains(p[len("/readyz/"):], "/"):
+			s.readyz(w, r, p[len("/readyz/"):])
+		default:
+			chain.ServeHTTP(w, r)
+		}
+	})
+}

@@ -1,0 +1,79 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the gateway's Prometheus collectors (design.md §5), all
+// registered on the injected Registerer.
+type metrics struct {
+	requests *prometheus.CounterVec   // borda_http_requests_total{route,code,method}
+	duration *prometheus.HistogramVec // borda_http_request_duration_seconds{route}
+	upstream *prometheus.CounterVec   // borda_upstream_errors_total{route,kind}
+}
+
+// Upstream error kinds (borda_upstream_errors_total{kind}).
+const (
+	kindTimeout     = "timeout"     // per-route timeout or a network timeout: 504
+	kindUnreachable = "unreachable" // dial failed or refused: 502
+	kindProtocol    = "protocol"    // any other transport error: 502
+)
+
+// Route labels for requests that matched no configured route.
+const (
+	labelUnrouted = "unrouted"
+	labelWebhook  = "webhook"
+)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_http_requests_total",
+			Help: "HTTP requests answered by the public listener, by route, status code (499: client went away) and method.",
+		}, []string{"route", "code", "method"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "borda_http_request_duration_seconds",
+			Help:    "Time from request received to response finished, in seconds (whole connection for upgrades and streams).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"route"}),
+		upstream: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_upstream_errors_total",
+			Help: "Upstream exchanges that failed before a response, by route and kind (timeout, unreachable, protocol).",
+		}, []string{"route", "kind"}),
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// codeLabels avoids an allocation per request for common status codes.
+var codeLabels = func() [600]string {
+	var t [600]string
+	for i := 100; i < 600; i++ {
+		t[i] = strconv.Itoa(i)
+	}
+	return t
+}()
+
+func codeLabel(code int) string {
+	if code >= 100 && code < 600 {
+		return codeLabels[code]
+	}
+	return strconv.Itoa(code)
+}
+
+// methodLabel bounds the method label to the registered methods.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "OTHER"
+}

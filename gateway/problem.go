@@ -1,0 +1,47 @@
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// problem is an RFC 9457 problem detail the gateway answers itself (404,
+// 500, 502, 504), in PT-BR like every user-facing message of Borda.
+type problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// PT-BR titles and details of the gateway's own errors.
+var (
+	problemNotFound = problem{Title: "Rota não encontrada", Status: http.StatusNotFound,
+		Detail: "Nenhum serviço atende a este endereço."}
+	problemBadGateway = problem{Title: "Serviço indisponível", Status: http.StatusBadGateway,
+		Detail: "Não foi possível contatar o serviço de destino. Tente novamente em instantes."}
+	problemGatewayTimeout = problem{Title: "Tempo de resposta esgotado", Status: http.StatusGatewayTimeout,
+		Detail: "O serviço de destino demorou demais para responder. Tente novamente em instantes."}
+	problemInternal = problem{Title: "Erro interno", Status: http.StatusInternalServerError,
+		Detail: "Ocorreu um erro inesperado no gateway. Tente novamente em instantes."}
+)
+
+// writeProblem writes p as application/problem+json with
+// Content-Language: pt-BR, replacing any body headers already set.
+func writeProblem(w http.ResponseWriter, p problem, requestID string) {
+	p.Type = "about:blank"
+	p.RequestID = requestID
+	body, _ := json.Marshal(p)
+	body = append(body, '\n')
+	h := w.Header()
+	h.Del("Content-Encoding")
+	h.Del("Content-Range")
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Language", "pt-BR")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_, _ = w.Write(body)
+}

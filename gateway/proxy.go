@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/olp-edu/borda/cookies"
+)
+
+// errUpstreamTimeout is the cancel cause of a route timeout.
+var errUpstreamTimeout = errors.New("upstream timeout")
+
+// NewTransport returns the shared upstream transport: keep-alive
+// connection pools sized for a gateway (1024 idle connections, 256 per
+// upstream host, 90 s idle), 5 s dial and TLS handshake timeouts, TCP
+// keep-alive every 30 s, HTTP/2 to TLS upstreams that offer it (WebSocket
+// upgrades stay on HTTP/1.1), no environment proxy and no transparent
+// compression (the client's Accept-Encoding decides). The per-route
+// timeout bounds the wait for response headers; bodies and upgraded
+// connections are not bounded (streams and WebSockets).
+func NewTransport() *http.Transport {
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+}
+
+// routeProxy is one route's reverse proxy.
+type routeProxy struct {
+	s  *Server
+	rt *Route
+	rp *httputil.ReverseProxy
+}
+
+func (s *Server) newRouteProxy(rt *Route, transport http.RoundTripper, pool httputil.BufferPool) *routeProxy {
+	p := &routeProxy{s: s, rt: rt}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      transport,
+		FlushInterval:  0,
+		BufferPool:     pool,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.errorHandler,
+		ErrorLog:       s.errorLog,
+	}
+	return p
+}
+
+// ServeHTTP proxies one request, bounding the wait for the upstream's
+// response headers by the route timeout (504 when it passes).
+func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ex := exchangeFrom(r.Context())
+	ctx, cancel := context.WithCancelCause(r.Context())
+	ex.timer = time.AfterFunc(p.rt.timeout, func() { cancel(errUpstreamTimeout) })
+	defer func() {
+		ex.timer.Stop()
+		cancel(nil)
+	}()
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// rewrite builds the outbound request. It runs after ReverseProxy removed
+// the hop-by-hop headers (every header named in any Connection line
+// included) and the client's Forwarded and X-Forwarded-* headers, so
+// nothing set here can be removed by the client.
+func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
+	ex := exchangeFrom(pr.In.Context())
+	rt, in, out := p.rt, pr.In, pr.Out
+
+	rest := ex.rest
+	if !rt.stripPrefix {
+		rest = in.URL.EscapedPath()
+	}
+	joined := joinPath(rt.Upstream.EscapedPath(), rest)
+	out.URL.Scheme = rt.Upstream.Scheme
+	out.URL.Host = rt.Upstream.Host
+	out.URL.RawPath = joined
+	if decoded, err := url.PathUnescape(joined); err == nil {
+		out.URL.Path = decoded
+	} else {
+		out.URL.Path, out.URL.RawPath = joined, ""
+	}
+	switch uq := rt.Upstream.RawQuery; {
+	case uq == "":
+	case out.URL.RawQuery == "":
+		out.URL.RawQuery = uq
+	default:
+		out.URL.RawQuery = uq + "&" + out.URL.RawQuery
+	}
+	if rt.preserveHost {
+		out.Host = in.Host
+	} else {
+		out.Host = ""
+	}
+
+	h := out.Header
+	p.s.setForwarded(h, in, ex)
+	h["X-Request-Id"] = []string{ex.id}
+	h.Del(headerWouldBlock)
+	if ex.verdict.WouldBlock() {
+		h.Set(headerWouldBlock, "true")
+	}
+	cookies.ApplyRequest(h, rt.forward)
+}
+
+// setForwarded replaces the client-IP headers with the gateway's view
+// (design.md §3). From an untrusted peer nothing the client sent is kept;
+// from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are
+// believed, and the client IP comes from its headers (clientIP).
+func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
+	ip := "unknown"
+	if ex.client.IsValid() {
+		ip = ex.client.String()
+	}
+	proto := "http"
+	if in.TLS != nil {
+		proto = "https"
+	}
+	host := in.Host
+	if ex.trusted {
+		if v := in.Header.Get("X-Forwarded-Proto"); v == "http" || v == "https" {
+			proto = v
+		}
+		if v := in.Header.Get("X-Forwarded-Host"); v != "" && len(in.Header["X-Forwarded-Host"]) == 1 {
+			host = v
+		}
+	} else if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
+		delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
+	}
+	h["X-Forwarded-For"] = []string{ip}
+	h["X-Real-Ip"] = []string{ip}
+	h["X-Forwarded-Proto"] = []string{proto}
+	h["X-Forwarded-Host"] = []string{host}
+	h["Forwarded"] = []string{forwardedValue(ex, host, proto)}
+}
+
+// forwardedValue renders RFC 7239 Forwarded: for=...;host="...";proto=...
+func forwardedValue(ex *exchange, host, proto string) string {
+	forAddr := "unknown"
+	switch {
+	case ex.client.Is6():
+		forAddr = `"[` + ex.client.String() + `]"`
+	case ex.client.IsValid():
+		forAddr = ex.client.String()
+	}
+	return "for=" + forAddr + ";host=" + quoteForwarded(host) + ";proto=" + proto
+}
+
+func quoteForwarded(s string) string {
+	b := make([]byte, 0, len(s)+2)
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		} else if c < 0x20 || c == 0x7f {
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(append(b, '"'))
+}
+
+// modifyResponse stops the route timer (headers arrived in time), drops
+// upstream headers the edge owns (request id, would-block mark, CORS on
+// CORS routes) and applies the route's Set-Cookie policy.
+func (p *routeProxy) modifyResponse(res *http.Response) error {
+	ex := exchangeFrom(res.Request.Context())
+	if ex.timer != nil && !ex.timer.Stop() {
+		return errUpstreamTimeout
+	}
+	h := res.Header
+	delete(h, "X-Request-Id")
+	h.Del(headerWouldBlock)
+	if p.rt.varyOrigin {
+		for _, k := range corsResponseHeaders {
+			delete(h, k)
+		}
+	}
+	if len(h["Set-Cookie"]) > 0 {
+		cookies.ApplySetCookie(h, p.rt.setCookie)
+	}
+	return nil
+}
+
+var corsResponseHeaders = []string{
+	"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
+	"Access-Control-Expose-Headers", "Access-Control-Allow-Methods",
+	"Access-Control-Allow-Headers", "Access-Control-Max-Age",
+}
+
+// errorHandler maps a failed upstream exchange to the client's answer:
+// the route timeout or a network timeout → 504, a client that went away →
+// nothing sent, logged and counted as 499 (not an upstream error), any
+// other failure → 502. Bodies are PT-BR problem details.
+func (p *routeProxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	ex := exchangeFrom(ctx)
+	var kind string
+	switch {
+	case errors.Is(context.Cause(ctx), errUpstreamTimeout) || errors.Is(err, errUpstreamTimeout):
+		kind = kindTimeout
+	case ctx.Err() != nil:
+		ex.clientGone = true
+		p.s.log.DebugContext(ctx, "client went away before the upstream answered",
+			"route", p.rt.Name, "request_id", ex.id)
+		return
+	case isTimeout(err):
+		kind = kindTimeout
+	case isUnreachable(err):
+		kind = kindUnreachable
+	default:
+		kind = kindProtocol
+	}
+	p.s.metrics.upstream.WithLabelValues(p.rt.Name, kind).Inc()
+	p.s.log.WarnContext(ctx, "upstream exchange failed", "route", p.rt.Name, "kind", kind,
+		"request_id", ex.id, "error", err.Error())
+	if ex.w.wroteHeader {
+		return // headers already went out; nothing sensible to add
+	}
+	if kind == kindTimeout {
+		writeProblem(w, problemGatewayTimeout, ex.id)
+		return
+	}
+	writeProblem(w, problemBadGateway, ex.id)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+func isUnreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
+}
+
+// bufferPool recycles the 32 KiB copy buffers of every route's proxy.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return *v
+	}
+	return make([]byte, 32<<10)
+}
+
+func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }

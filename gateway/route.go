@@ -1,0 +1,124 @@
+package gateway
+
+import (
+	"cmp"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/olp-edu/borda/cookies"
+)
+
+// Route is one compiled entry of the route table (configs.Route with
+// everything parsed and the per-route handlers built).
+type Route struct {
+	// Name labels metrics, logs and telemetry.
+	Name string
+	// Hosts as configured (exact or "*.example.org"; empty: any host).
+	Hosts []string
+	// Prefix is the decoded path prefix without a trailing slash ("/" for
+	// all paths).
+	Prefix string
+	// Upstream is the parsed upstream URL.
+	Upstream *url.URL
+
+	stripPrefix   bool
+	preserveHost  bool
+	timeout       time.Duration
+	exposeHeaders bool
+	varyOrigin    bool
+	forward       []cookies.Forward
+	setCookie     cookies.ResponsePolicy
+
+	// handler serves a matched request: CORS (when configured) → identity
+	// → rate limit → proxy.
+	handler http.Handler
+}
+
+// router picks the Route of a request: exact host over the longest
+// "*.domain" wildcard over any host; inside the host tier that matched,
+// the longest whole-segment path prefix; configuration order breaks ties.
+// A host tier whose routes match no path falls through to the next tier.
+type router struct {
+	exact map[string][]*Route
+	wild  []wildcard // longest suffix first
+	any   []*Route
+}
+
+type wildcard struct {
+	suffix string // ".example.org"
+	routes []*Route
+}
+
+func newRouter(routes []*Route) *router {
+	rt := &router{exact: map[string][]*Route{}}
+	wild := map[string][]*Route{}
+	for _, r := range routes {
+		if len(r.Hosts) == 0 {
+			rt.any = append(rt.any, r)
+		}
+		for _, h := range r.Hosts {
+			h = strings.TrimSuffix(strings.ToLower(h), ".")
+			if suffix, ok := strings.CutPrefix(h, "*"); ok {
+				wild[suffix] = append(wild[suffix], r)
+			} else {
+				rt.exact[h] = append(rt.exact[h], r)
+			}
+		}
+	}
+	byPrefix := func(a, b *Route) int { return cmp.Compare(len(b.Prefix), len(a.Prefix)) }
+	for h := range rt.exact {
+		slices.SortStableFunc(rt.exact[h], byPrefix)
+	}
+	for suffix, rs := range wild {
+		slices.SortStableFunc(rs, byPrefix)
+		rt.wild = append(rt.wild, wildcard{suffix: suffix, routes: rs})
+	}
+	slices.SortStableFunc(rt.wild, func(a, b wildcard) int {
+		return cmp.Or(cmp.Compare(len(b.suffix), len(a.suffix)), strings.Compare(a.suffix, b.suffix))
+	})
+	slices.SortStableFunc(rt.any, byPrefix)
+	return rt
+}
+
+// match returns the route for host (the request's Host, port and trailing
+// dot ignored, case-insensitive) and the escaped path, with the escaped
+// rest of the path after the route's prefix; nil when no route matches.
+func (rt *router) match(host, escapedPath string) (*Route, string) {
+	host = normalizeHost(host)
+	if r, rest := matchIn(rt.exact[host], escapedPath); r != nil {
+		return r, rest
+	}
+	for _, w := range rt.wild {
+		if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) {
+			if r, rest := matchIn(w.routes, escapedPath); r != nil {
+				return r, rest
+			}
+		}
+	}
+	return matchIn(rt.any, escapedPath)
+}
+
+func matchIn(routes []*Route, p string) (*Route, string) {
+	for _, r := range routes {
+		if rest, ok := matchPrefix(p, r.Prefix); ok {
+			return r, rest
+		}
+	}
+	return nil, ""
+}
+
+// normalizeHost lower-cases host and strips its port and trailing dot:
+// "API.Example.org.:8443" → "api.example.org", "[::1]:80" → "::1".
+func normalizeHost(h string) string {
+	if strings.HasPrefix(h, "[") {
+		if i := strings.IndexByte(h, ']'); i > 0 {
+			h = h[1:i]
+		}
+	} else if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h, ':') == i {
+		h = h[:i]
+	}
+	return strings.ToLower(strings.TrimSuffix(h, "."))
+}

@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"net/url"
+	"testing"
+)
+
+func TestRouterPrecedence(t *testing.T) {
+	t.Parallel()
+	mk := func(name, prefix string, hosts ...string) *Route {
+		return &Route{Name: name, Prefix: normalizePrefix(prefix), Hosts: hosts, Upstream: &url.URL{}}
+	}
+	rt := newRouter([]*Route{
+		mk("any-root", "/"),
+		mk("any-api", "/api/"),
+		mk("wild", "/", "*.example.org"),
+		mk("wild-deep", "/", "*.b.example.org"),
+		mk("exact-api", "/api", "portal.example.org"),
+		mk("exact-api-v2", "/api/v2", "portal.example.org"),
+		mk("first", "/dup", "dup.example.org"),
+		mk("second", "/dup", "dup.example.org"),
+	})
+	tests := []struct {
+		host, path, want, rest string
+	}{
+		{"portal.example.org", "/api/v2/x", "exact-api-v2", "/x"},
+		{"PORTAL.example.org.:8443", "/api/v1", "exact-api", "/v1"},
+		{"portal.example.org", "/api", "exact-api", ""},
+		{"portal.example.org", "/apix", "wild", "/apix"},       // exact tier has no match: falls to wildcard
+		{"portal.example.org", "/api%2Fv2/x", "wild", "/api%2Fv2/x"}, // %2F is not a segment boundary
+		{"portal.example.org", "/ap%69/v2", "exact-api-v2", ""},
+		{"a.b.example.org", "/", "wild-deep", "/"},
+		{"b.example.org", "/", "wild", "/"},
+		{"example.org", "/api/z", "any-api", "/z"},
+		{"example.org", "/z", "any-root", "/z"},
+		{"[2001:db8::1]:80", "/", "any-root", "/"},
+		{"dup.example.org", "/dup/1", "first", "/1"},
+	}
+	for _, tc := range tests {
+		r, rest := rt.match(tc.host, tc.path)
+		if r == nil || r.Name != tc.want || rest != tc.rest {
+			name := "<nil>"
+			if r != nil {
+				name = r.Name
+			}
+			t.Errorf("match(%q, %q) = %s %q, want %s %q", tc.host, tc.path, name, rest, tc.want, tc.rest)
+		}
+	}
+	if r, _ := newRouter([]*Route{mk("only", "/x", "h")}).match("h", "/y"); r != nil {
+		t.Errorf("no route should match, got %s", r.Name)
+	}
+}
+
+func TestJoinPath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ base, rest, want string }{
+		{"/a", "/b%2fc", "/a/b%2fc"},
+		{"/a/", "/x", "/a/x"},
+		{"/a/", "", "/a/"},
+		{"", "", "/"},
+		{"", "/x", "/x"},
+		{"/", "/x", "/x"},
+		{"/a", "x", "/a/x"},
+		{"/a", "//x", "/a//x"}, // the client's own double slash is kept
+	} {
+		if got := joinPath(tc.base, tc.rest); got != tc.want {
+			t.Errorf("joinPath(%q, %q) = %q, want %q", tc.base, tc.rest, got, tc.want)
+		}
+	}
+}
+
+func FuzzMatchPrefix(f *testing.F) {
+	for _, s := range []string{"/api", "/api/x", "/ap%69", "/api%2Fx", "/api%", "/api%zz", "%2f"} {
+		f.Add(s, "/api")
+	}
+	f.Fuzz(func(t *testing.T, p, prefix string) {
+		if prefix == "" || prefix[0] != '/' {
+			return
+		}
+		prefix = normalizePrefix(prefix)
+		rest, ok := matchPrefix(p, prefix)
+		if !ok {
+			return
+		}
+		if rest != "" && rest[0] != '/' && prefix != "/" {
+			t.Fatalf("rest %q does not start a segment", rest)
+		}
+		if len(rest) > len(p) || p[len(p)-len(rest):] != rest {
+			t.Fatalf("rest %q is not a suffix of %q", rest, p)
+		}
+		if j := joinPath("/base", rest); len(j) > 5 && j[5:7] == "//" && (rest == "" || rest[:2] != "//") {
+			t.Fatalf("joinPath made // at the seam: %q", j)
+		}
+	})
+}

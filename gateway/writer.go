@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"bufio"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// responseWriter is the one ResponseWriter wrapper of the chain. It
+// records the status and byte count for logs, metrics and telemetry, and
+// merges Vary: Origin into the final headers of CORS routes. Every other
+// capability of the underlying writer stays reachable: Flush and Hijack
+// are implemented directly (so ReverseProxy's flushes and WebSocket
+// upgrades work), and Unwrap lets http.ResponseController reach the rest
+// (deadlines, EnableFullDuplex). Trailers pass through Header() as the
+// standard library expects.
+type responseWriter struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+	hijacked    bool
+	varyOrigin  bool
+}
+
+func (w *responseWriter) reset(rw http.ResponseWriter) {
+	*w = responseWriter{ResponseWriter: rw}
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// WriteHeader records the final status. Informational statuses (103 Early
+// Hints and the like) pass through without counting as the final one;
+// 101 is final.
+func (w *responseWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if w.wroteHeader {
+		return
+	}
+	w.wroteHeader = true
+	w.status = code
+	if w.varyOrigin {
+		mergeVary(w.Header(), "Origin")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush sends buffered data to the client at once (SSE, chunked streams).
+func (w *responseWriter) Flush() {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+		return
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Hijack hands the connection over (WebSocket and other upgrades). A
+// hijack before any status counts as 101 Switching Protocols, which is
+// what ReverseProxy writes on the hijacked connection.
+func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.hijacked = true
+		if !w.wroteHeader {
+			w.wroteHeader = true
+			w.status = http.StatusSwitchingProtocols
+		}
+	}
+	return conn, brw, err
+}
+
+// statusOr returns the recorded status, or def when nothing was written.
+func (w *responseWriter) statusOr(def int) int {
+	if w.status == 0 {
+		return def
+	}
+	return w.status
+}
+
+// mergeVary rewrites the Vary field of h as one line with token added:
+// every token of every Vary line kept once (case-insensitively), in
+// order; "*" is left alone (it already varies on everything).
+func mergeVary(h http.Header, token string) {
+	lines := h["Vary"]
+	if len(lines) == 0 {
+		h["Vary"] = []string{token}
+		return
+	}
+	if len(lines) == 1 && !strings.Contains(lines[0], ",") {
+		v := strings.TrimSpace(lines[0])
+		if v == "*" || strings.EqualFold(v, token) {
+			return
+		}
+	}
+	seen := make([]string, 0, 4)
+	has := func(t string) bool {
+		for _, s := range seen {
+			if strings.EqualFold(s, t) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, line := range lines {
+		for t := range strings.SplitSeq(line, ",") {
+			if t = strings.TrimSpace(t); t == "*" {
+				h["Vary"] = []string{"*"}
+				return
+			}
+			if t != "" && !has(t) {
+				seen = append(seen, t)
+			}
+		}
+	}
+	if !has(token) {
+		seen = append(seen, token)
+	}
+	h["Vary"] = []string{strings.Join(seen, ", ")}
+}

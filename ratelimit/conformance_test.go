@@ -1,0 +1,155 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// storeUnderTest builds a fresh store and a keyspace unique to the test.
+type storeUnderTest func(t *testing.T) (Store, keyspace.Keyspace)
+
+func conformanceStores() map[string]storeUnderTest {
+	return map[string]storeUnderTest{
+		"memory": func(t *testing.T) (Store, keyspace.Keyspace) {
+			return NewMemoryStore(0), keyspace.MustNew(servicetest.KeyPrefix(t))
+		},
+		"go-redis": func(t *testing.T) (Store, keyspace.Keyspace) {
+			prefix := servicetest.KeyPrefix(t)
+			return NewRedisStore(testRedis(t, prefix)), keyspace.MustNew(prefix)
+		},
+		"upstash-rest": func(t *testing.T) (Store, keyspace.Keyspace) {
+			prefix := servicetest.KeyPrefix(t)
+			srv := upstashtest.Start(testRedis(t, prefix), "test-token")
+			t.Cleanup(srv.Close)
+			s, err := NewRESTStore(srv.URL, "test-token", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s, keyspace.MustNew(prefix)
+		},
+	}
+}
+
+// TestStoreConformance runs the same suite against the three stores.
+func TestStoreConformance(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("FixedWindowCountsAndSetsTTLOnFirstHit", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx, now := context.Background(), time.Now()
+				h := []Hit{{Key: ks.RateLimit("burst", "203.0.113.9"), Algorithm: FixedWindow, TTL: 5 * time.Second}}
+				out := make([]Count, 1)
+				for want := int64(1); want <= 3; want++ {
+					if err := s.Hit(ctx, now, h, out); err != nil {
+						t.Fatal(err)
+					}
+					if out[0].N != want {
+						t.Fatalf("hit %d: N = %d", want, out[0].N)
+					}
+					if out[0].TTL <= 0 || out[0].TTL > 5*time.Second {
+						t.Fatalf("hit %d: TTL = %v, want in (0, 5s]", want, out[0].TTL)
+					}
+				}
+			})
+			t.Run("FixedWindowExpires", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx := context.Background()
+				h := []Hit{{Key: ks.RateLimit("burst", "198.51.100.1"), Algorithm: FixedWindow, TTL: 100 * time.Millisecond}}
+				out := make([]Count, 1)
+				_ = s.Hit(ctx, time.Now(), h, out)
+				_ = s.Hit(ctx, time.Now(), h, out)
+				time.Sleep(150 * time.Millisecond)
+				if err := s.Hit(ctx, time.Now(), h, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].N != 1 {
+					t.Fatalf("after expiry N = %d, want 1", out[0].N)
+				}
+			})
+			t.Run("ManyKeysOneCall", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx, now := context.Background(), time.Now()
+				hits := []Hit{
+					{Key: ks.RateLimit("burst", "192.0.2.1"), Algorithm: FixedWindow, TTL: 5 * time.Second},
+					{Key: ks.RateLimitAt("api", "u-1", now.Truncate(time.Minute)), Algorithm: FixedWindow, TTL: 2 * time.Minute},
+					{Key: ks.RateLimit("g", "192.0.2.1"), Algorithm: GCRA, Limit: 10, Period: time.Second},
+				}
+				out := make([]Count, 3)
+				_ = s.Hit(ctx, now, hits[:1], out[:1])
+				if err := s.Hit(ctx, now, hits, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].N != 2 || out[1].N != 1 {
+					t.Fatalf("counts = %d, %d; want 2, 1", out[0].N, out[1].N)
+				}
+				if out[1].TTL <= time.Minute || out[1].TTL > 2*time.Minute {
+					t.Fatalf("aligned key TTL = %v, want in (1m, 2m]", out[1].TTL)
+				}
+				if !out[2].Allowed || out[2].Remaining != 9 {
+					t.Fatalf("gcra = %+v, want allowed with 9 remaining", out[2])
+				}
+			})
+			t.Run("GCRA", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx, now := context.Background(), time.Now()
+				h := []Hit{{Key: ks.RateLimit("g", "192.0.2.7"), Algorithm: GCRA, Limit: 3, Period: 3 * time.Second}}
+				out := make([]Count, 1)
+				for want := int64(2); want >= 0; want-- {
+					if err := s.Hit(ctx, now, h, out); err != nil {
+						t.Fatal(err)
+					}
+					if !out[0].Allowed || out[0].Remaining != want || out[0].RetryAfter != 0 {
+						t.Fatalf("remaining %d: got %+v", want, out[0])
+					}
+					if out[0].ResetAfter <= 0 || out[0].ResetAfter > 3*time.Second {
+						t.Fatalf("ResetAfter = %v, want in (0, 3s]", out[0].ResetAfter)
+					}
+				}
+				if err := s.Hit(ctx, now, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].Allowed || out[0].RetryAfter != time.Second {
+					t.Fatalf("4th: got %+v, want denied with RetryAfter 1s", out[0])
+				}
+				if err := s.Hit(ctx, now.Add(time.Second), h, out); err != nil {
+					t.Fatal(err)
+				}
+				if !out[0].Allowed || out[0].Remaining != 0 {
+					t.Fatalf("after 1s: got %+v, want allowed, 0 remaining", out[0])
+				}
+			})
+			t.Run("Relax", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx := context.Background()
+				if err := Relax(ctx, s, ks, "burst", 2.5, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				got, err := ReadRelaxes(ctx, s, ks, []string{"burst", "api"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[0].Factor != 2.5 || got[0].TTL <= 0 || got[0].TTL > time.Minute {
+					t.Fatalf("burst relax = %+v", got[0])
+				}
+				if got[1].Factor != 0 {
+					t.Fatalf("api relax = %+v, want none", got[1])
+				}
+				if err := Relax(ctx, s, ks, "burst", 0.5, time.Minute); err != ErrBadRelax {
+					t.Fatalf("factor 0.5: err = %v, want ErrBadRelax", err)
+				}
+			})
+			t.Run("Ping", func(t *testing.T) {
+				s, _ := mk(t)
+				if err := s.Ping(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}

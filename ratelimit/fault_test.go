@@ -1,0 +1,199 @@
+package ratelimit
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// faultProxy puts an in-process toxiproxy on 127.0.0.1 in front of
+// upstream and returns it with its listen address.
+func faultProxy(t *testing.T, upstream string) (*toxiproxy.Proxy, string) {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, servicetest.Name(t), "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p, p.Listen
+}
+
+func addToxic(t *testing.T, p *toxiproxy.Proxy, spec string) {
+	t.Helper()
+	if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func faultConfig(timeout time.Duration) configs.RateLimits {
+	cfg := rulesConfig(burstRule(1000, 5*time.Second))
+	cfg.Timeout = configs.Duration(timeout)
+	cfg.Breaker = configs.Breaker{Failures: 5, OpenFor: configs.Duration(time.Second)}
+	return cfg
+}
+
+// TestEdgeCase19_ContextTimeoutBoundsSlowRedis: 500 ms of latency on Redis
+// and a 50 ms deadline; each decision returns near 50 ms, not 500 ms, and
+// fails open.
+func TestEdgeCase19_ContextTimeoutBoundsSlowRedis(t *testing.T) {
+	t.Parallel()
+	redisURL := servicetest.RedisURL(t)
+	p, addr := faultProxy(t, strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0"))
+	prefix := servicetest.KeyPrefix(t)
+	rdb := newRedis(t, "redis://"+addr+"/0")
+	t.Cleanup(func() { checkTTLsAndClean(t, newRedis(t, redisURL), prefix) })
+	l, reg := newTestLimiter(t, faultConfig(50*time.Millisecond), keyspace.MustNew(prefix), NewRedisStore(rdb))
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	if v := l.Decide(context.Background(), s); v.Decisions[0].Outcome != OutcomeAllow {
+		t.Fatalf("before the fault: %s", outcomes(v))
+	}
+	addToxic(t, p, `{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":500}}`)
+	for i := range 3 {
+		start := time.Now()
+		v := l.Decide(context.Background(), s)
+		took := time.Since(start)
+		if v.Decisions[0].Outcome != OutcomeError {
+			t.Fatalf("slow request %d: %s, want error (fail-open)", i, outcomes(v))
+		}
+		if took > 250*time.Millisecond {
+			t.Fatalf("slow request %d took %v with a 50ms deadline", i, took)
+		}
+	}
+	if got := counterValue(t, reg, "borda_ratelimit_store_errors_total", map[string]string{"reason": "timeout"}); got != 3 {
+		t.Fatalf("timeouts counted = %v, want 3", got)
+	}
+}
+
+// TestFault_ConnectionResetFailsOpen: the proxy resets every connection;
+// decisions fail open quickly and the breaker opens.
+func TestFault_ConnectionResetFailsOpen(t *testing.T) {
+	t.Parallel()
+	redisURL := servicetest.RedisURL(t)
+	p, addr := faultProxy(t, strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0"))
+	prefix := servicetest.KeyPrefix(t)
+	rdb := newRedis(t, "redis://"+addr+"/0")
+	t.Cleanup(func() { checkTTLsAndClean(t, newRedis(t, redisURL), prefix) })
+	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), keyspace.MustNew(prefix), NewRedisStore(rdb))
+	l.Start(context.Background())
+	defer l.Stop()
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	l.Decide(context.Background(), s)
+	addToxic(t, p, `{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`)
+	for range 20 {
+		start := time.Now()
+		v := l.Decide(context.Background(), s)
+		if v.Blocked() || v.Decisions[0].Outcome != OutcomeError {
+			t.Fatalf("reset: %s", outcomes(v))
+		}
+		if took := time.Since(start); took > 200*time.Millisecond {
+			t.Fatalf("reset decision took %v", took)
+		}
+	}
+	if got := counterValue(t, reg, "borda_ratelimit_store_errors_total", map[string]string{"reason": "breaker_open"}); got < 1 {
+		t.Fatal("breaker never opened under connection resets")
+	}
+	if err := p.Toxics.RemoveToxic(context.Background(), "reset"); err != nil {
+		t.Fatal(err)
+	}
+	waitAllowed(t, l, s, 5*time.Second)
+}
+
+// TestEdgeCase20_StoppedRedisBoundedLatencyAndRecovery: a private
+// redis-server is frozen with SIGSTOP while 100 concurrent requests run;
+// each answers within the deadline plus a margin (fail-open, counted), the
+// breaker opens, and after SIGCONT decisions come from Redis again within
+// 5 s.
+func TestEdgeCase20_StoppedRedisBoundedLatencyAndRecovery(t *testing.T) {
+	t.Parallel()
+	addr, pid := privateRedis(t)
+	rdb := newRedis(t, "redis://"+addr+"/0")
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), ks, NewRedisStore(rdb))
+	l.Start(context.Background())
+	defer l.Stop()
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	if v := l.Decide(context.Background(), s); v.Decisions[0].Outcome != OutcomeAllow {
+		t.Fatalf("before the fault: %s", outcomes(v))
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var worst time.Duration
+	var lat []time.Duration
+	for range 100 {
+		wg.Go(func() {
+			start := time.Now()
+			v := l.Decide(context.Background(), s)
+			took := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			worst = max(worst, took)
+			lat = append(lat, took)
+			if v.Blocked() || v.Decisions[0].Outcome != OutcomeError {
+				t.Errorf("stopped redis: %s", outcomes(v))
+			}
+		})
+	}
+	wg.Wait()
+	if worst > 500*time.Millisecond {
+		t.Fatalf("worst decision with redis stopped took %v (deadline 30ms)", worst)
+	}
+	if got := decisionCount(t, reg, "burst", OutcomeError); got != 100 {
+		t.Fatalf("fail-open decisions counted = %v, want 100", got)
+	}
+	slices.Sort(lat)
+	t.Logf("redis stopped, 100 concurrent: p50 %v p99 %v max %v", lat[49], lat[98], lat[99])
+	open := make([]time.Duration, 1000)
+	for i := range open {
+		start := time.Now()
+		l.Decide(context.Background(), s)
+		open[i] = time.Since(start)
+	}
+	slices.Sort(open)
+	t.Logf("breaker open, 1000 sequential: p50 %v p99 %v max %v", open[499], open[989], open[999])
+	if open[989] > 5*time.Millisecond {
+		t.Errorf("p99 decision with the breaker open took %v", open[989])
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	back := time.Now()
+	waitAllowed(t, l, s, 5*time.Second)
+	t.Logf("recovered %v after SIGCONT", time.Since(back))
+}
+
+func waitAllowed(t *testing.T, l *Limiter, s Subject, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v := l.Decide(context.Background(), s)
+		if v.Decisions[0].Outcome == OutcomeAllow {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery within %v: %s", within, outcomes(v))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,103 @@
+package ratelimit
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+func TestWriteTooManyRequests_ContractOfDesign4(t *testing.T) {
+	t.Parallel()
+	v := Verdict{Decisions: []Decision{
+		{Rule: "burst", Scope: "ip", Outcome: OutcomeBlock, Limit: 5, Remaining: 0, Window: 5 * time.Second,
+			ResetAfter: 2100 * time.Millisecond, RetryAfter: 2100 * time.Millisecond,
+			Message: "Muitas requisições em sequência. Tente novamente em 3 segundos."},
+		{Rule: "api", Scope: "user", Outcome: OutcomeAllow, Limit: 600, Remaining: 590, Window: time.Minute, ResetAfter: 41500 * time.Millisecond},
+		{Rule: "escola", Scope: "escola", Outcome: OutcomeSkip},
+	}}
+	rec := httptest.NewRecorder()
+	rec.Header().Set("Vary", "Origin")
+	rec.Header().Set("Access-Control-Allow-Origin", "https://portal.example.org")
+	WriteTooManyRequests(rec, v)
+	if rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("status = %d", rec.Code)
+	}
+	want := map[string]string{
+		"Retry-After":                 "3",
+		"X-RateLimit-Limit":           "5",
+		"X-RateLimit-Remaining":       "0",
+		"X-RateLimit-Reset":           "3",
+		"RateLimit-Policy":            `"burst";q=5;w=5, "api";q=600;w=60`,
+		"RateLimit":                   `"burst";r=0;t=3, "api";r=590;t=42`,
+		"Content-Type":                "application/problem+json",
+		"Content-Language":            "pt-BR",
+		"Vary":                        "Origin",
+		"Access-Control-Allow-Origin": "https://portal.example.org",
+	}
+	for k, w := range want {
+		if got := rec.Header().Get(k); got != w {
+			t.Errorf("%s = %q, want %q", k, got, w)
+		}
+	}
+	if rec.Header().Get(HeaderWouldBlock) != "" {
+		t.Error("Would-Block set on a plain block")
+	}
+	var body map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	wantBody := map[string]any{
+		"type":              "https://iana.org/assignments/http-problem-types#quota-exceeded",
+		"title":             "Muitas requisições",
+		"status":            float64(429),
+		"detail":            "Muitas requisições em sequência. Tente novamente em 3 segundos.",
+		"violated-policies": []any{"burst"},
+		"scope":             "ip",
+		"retry_after":       float64(3),
+	}
+	gotJSON, _ := json.Marshal(body)
+	wantJSON, _ := json.Marshal(wantBody)
+	if string(gotJSON) != string(wantJSON) {
+		t.Fatalf("body = %s\nwant   %s", gotJSON, wantJSON)
+	}
+}
+
+func TestWriteHeaders_MostRestrictiveDecidesRetryAfter(t *testing.T) {
+	t.Parallel()
+	v := Verdict{Decisions: []Decision{
+		{Rule: "burst", Scope: "ip", Outcome: OutcomeBlock, Limit: 5, Window: 5 * time.Second, RetryAfter: 2 * time.Second, ResetAfter: 2 * time.Second, Message: "a"},
+		{Rule: "api", Scope: "user", Outcome: OutcomeBlock, Limit: 600, Window: time.Minute, RetryAfter: 40 * time.Second, ResetAfter: 40 * time.Second, Message: "Você fez muitas requisições. Tente novamente em 40 segundos."},
+	}}
+	rec := httptest.NewRecorder()
+	WriteTooManyRequests(rec, v)
+	if got := rec.Header().Get("Retry-After"); got != "40" {
+		t.Fatalf("Retry-After = %s, want 40", got)
+	}
+	if got := rec.Header().Get("X-RateLimit-Limit"); got != "600" {
+		t.Fatalf("X-RateLimit-Limit = %s, want 600", got)
+	}
+	p := NewProblem(v)
+	if p.Scope != "user" || len(p.ViolatedPolicies) != 2 || p.Detail != v.Decisions[1].Message {
+		t.Fatalf("problem = %+v", p)
+	}
+}
+
+func TestWriteHeaders_ObserveMarksWouldBlock(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	WriteHeaders(h, Verdict{Decisions: []Decision{{Rule: "api", Outcome: OutcomeWouldBlock, Limit: 10, Window: time.Minute, ResetAfter: 10 * time.Second, RetryAfter: 10 * time.Second}}})
+	if h.Get(HeaderWouldBlock) != "true" || h.Get(HeaderRetryAfter) != "" {
+		t.Fatalf("headers = %v", h)
+	}
+}
+
+func TestWriteHeaders_NothingWhenNoRuleCounted(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	WriteHeaders(h, Verdict{Decisions: []Decision{{Rule: "api", Outcome: OutcomeSkip}, {Rule: "burst", Outcome: OutcomeError}}})
+	if len(h) != 0 {
+		t.Fatalf("headers = %v", h)
+	}
+}

@@ -1,0 +1,181 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// testLogger discards unless -v.
+func testLogger(t testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// redisClient returns a client on the shared test Redis with Borda's
+// production settings, closed at cleanup, and fails the test if any key
+// under prefix is left without a TTL.
+func testRedis(t testing.TB, prefix string) redis.UniversalClient {
+	t.Helper()
+	url := servicetest.RedisURL(t)
+	c := newRedis(t, url)
+	t.Cleanup(func() { checkTTLsAndClean(t, c, prefix) })
+	return c
+}
+
+func newRedis(t testing.TB, url string) redis.UniversalClient {
+	t.Helper()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.DialTimeout = 200 * time.Millisecond
+	opt.ReadTimeout = 100 * time.Millisecond
+	opt.WriteTimeout = 100 * time.Millisecond
+	opt.PoolTimeout = 200 * time.Millisecond
+	opt.DisableIdentity = true
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// checkTTLsAndClean fails when a key under prefix has no TTL, then deletes
+// the keys.
+func checkTTLsAndClean(t testing.TB, c redis.UniversalClient, prefix string) {
+	ctx := context.Background()
+	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		if ttl := c.PTTL(ctx, k).Val(); ttl < 0 {
+			t.Errorf("key %s has no TTL (PTTL %v)", k, ttl)
+		}
+		c.Del(ctx, k)
+	}
+}
+
+// commandCounter is a go-redis hook counting commands sent (pipelined ones
+// one by one).
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// countingStore wraps a Store and counts Hit calls.
+type countingStore struct {
+	Store
+	hits atomic.Int64
+	fail atomic.Bool
+}
+
+var errInjected = fmt.Errorf("injected store failure")
+
+func (s *countingStore) Hit(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+	s.hits.Add(1)
+	if s.fail.Load() {
+		return errInjected
+	}
+	return s.Store.Hit(ctx, now, hits, out)
+}
+
+func (s *countingStore) Ping(ctx context.Context) error {
+	if s.fail.Load() {
+		return errInjected
+	}
+	return s.Store.Ping(ctx)
+}
+
+// rulesConfig returns a RateLimits with defaults and rules.
+func rulesConfig(rules ...configs.Rule) configs.RateLimits {
+	cfg := configs.Default().RateLimits
+	cfg.Rules = rules
+	return cfg
+}
+
+var testRoutes = []configs.Route{{Name: "portal"}, {Name: "api"}}
+
+func burstRule(limit int64, window time.Duration) configs.Rule {
+	return configs.Rule{Name: "burst", Scope: "ip", Limit: limit, Window: configs.Duration(window), Routes: []string{"*"}}
+}
+
+// newTestLimiter builds a Limiter on store with its own registry.
+func newTestLimiter(t testing.TB, cfg configs.RateLimits, ks keyspace.Keyspace, store Store) (*Limiter, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	l, err := New(cfg, testRoutes, ks, store, reg, testLogger(t))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return l, reg
+}
+
+// privateRedis starts a redis-server of our own on a free port (so it can
+// be stopped with SIGSTOP without touching the shared one) and returns its
+// address and PID. Skips when redis-server is not installed.
+func privateRedis(t testing.TB) (addr string, pid int) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if servicetest.Required() {
+			t.Fatalf("redis-server not installed: %v", err)
+		}
+		t.Skip("redis-server not installed")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr = fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return addr, cmd.Process.Pid
+		}
+	}
+	t.Fatalf("private redis-server on %s did not start", addr)
+	return "", 0
+}
+
+func hasPrefix(s, p string) bool { return strings.HasPrefix(s, p) }

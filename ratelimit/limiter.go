@@ -1,0 +1,315 @@
+// Package ratelimit decides whether a request passes the rate-limit rules of
+// design.md §4: rules per scope (ip, user, escola, route), fixed_window or
+// GCRA, enforce/observe/off, all rules of a request in ONE store round trip,
+// a local deny cache, fail-open under a hard deadline with a circuit
+// breaker, incident relax factors, and the 429 of RFC 6585 with the
+// draft-ietf-httpapi-ratelimit-headers fields and an RFC 9457 problem body.
+//
+// Stores: RedisStore (go-redis), RESTStore (Upstash REST) and MemoryStore
+// (embedded). See docs/rate-limiting.md.
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// DenyCacheSize bounds the local deny cache (keys over their limit).
+const DenyCacheSize = 1 << 16
+
+// Limiter decides requests against the configured rules. It is safe for
+// concurrent use; Reload swaps the rules atomically.
+type Limiter struct {
+	ks        keyspace.Keyspace
+	store     Store
+	memory    bool         // store is the embedded store: no deadline, no breaker
+	local     *MemoryStore // on_store_error: local fallback for ip rules
+	timeout   time.Duration
+	relaxPoll time.Duration
+	breaker   *gobreaker.CircuitBreaker[struct{}]
+	rules     atomic.Pointer[ruleset]
+	relax     atomic.Pointer[relaxState]
+	deny      *denyCache
+	m         *metrics
+	errs      [3]prometheus.Counter // store errors: timeout, error, breaker_open
+	log       *slog.Logger
+	now       func() time.Time
+
+	probing atomic.Bool  // Start runs the breaker probe off the request path
+	lastLog atomic.Int64 // unix ns of the last store-error log line
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const (
+	errTimeout = iota
+	errStore
+	errBreakerOpen
+)
+
+// errBreakerOpenState is returned by the store call while the breaker is
+// open (the store is not called).
+var errBreakerOpenState = errors.New("ratelimit: store breaker open")
+
+// New returns a Limiter for cfg's rules over routes, keys built by ks,
+// counting in store, metrics registered on reg (collectors already
+// registered there are reused). cfg is validated as configs does
+// (errors: a *configs.ValidationError naming each bad field). Call Start
+// for the relax poller and the breaker probe, and Stop at shutdown.
+func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, store Store, reg prometheus.Registerer, logger *slog.Logger) (*Limiter, error) {
+	if store == nil {
+		return nil, errors.New("creating the rate limiter: store is nil")
+	}
+	if ks.Prefix() == "" {
+		return nil, errors.New("creating the rate limiter: keyspace has no prefix")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering rate-limit metrics: %w", err)
+	}
+	rs, err := compile(cfg, routes, m)
+	if err != nil {
+		return nil, err
+	}
+	_, memory := store.(*MemoryStore)
+	l := &Limiter{
+		ks:        ks,
+		store:     store,
+		memory:    memory,
+		local:     NewMemoryStore(DenyCacheSize),
+		timeout:   cfg.Timeout.D(),
+		relaxPoll: cfg.RelaxPoll.D(),
+		deny:      newDenyCache(DenyCacheSize),
+		m:         m,
+		log:       logger.With("component", "ratelimit"),
+		now:       time.Now,
+	}
+	l.errs = [3]prometheus.Counter{
+		m.storeErrors.WithLabelValues("timeout"),
+		m.storeErrors.WithLabelValues("error"),
+		m.storeErrors.WithLabelValues("breaker_open"),
+	}
+	failures := uint32(max(cfg.Breaker.Failures, 1))
+	l.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        "ratelimit-store",
+		MaxRequests: 1,
+		Timeout:     max(cfg.Breaker.OpenFor.D(), time.Millisecond),
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			l.log.Warn("rate-limit store breaker", "from", from.String(), "to", to.String())
+		},
+	})
+	l.rules.Store(rs)
+	return l, nil
+}
+
+// Reload swaps the rules for cfg's over routes (on SIGHUP). A bad cfg is
+// refused with the *configs.ValidationError and the current rules stay.
+// The store, timeout and breaker settings are not reloaded. The deny cache
+// is cleared, so a raised limit applies at once.
+func (l *Limiter) Reload(cfg configs.RateLimits, routes []configs.Route) error {
+	rs, err := compile(cfg, routes, l.m)
+	if err != nil {
+		return fmt.Errorf("reloading rate-limit rules: %w", err)
+	}
+	l.rules.Store(rs)
+	l.deny.purge()
+	l.log.Info("rate-limit rules reloaded", "rules", len(rs.rules))
+	return nil
+}
+
+// Decide counts one request of s against every rule that applies to
+// s.Route and returns one Decision per rule, in configuration order. It
+// never returns an error: a store that fails or passes rate_limits.timeout
+// yields OutcomeError decisions (the request passes) unless
+// on_store_error is local, where ip rules are decided in process. A route
+// no rule covers costs no store call; so does a request refused from the
+// local deny cache (its Verdict then lists the refusing rules and the
+// skipped ones only).
+func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
+	rs := l.rules.Load()
+	rules := rs.forRoute(s.Route)
+	if len(rules) == 0 {
+		return Verdict{}
+	}
+	now := l.now()
+	relax := l.relax.Load()
+	ds := make([]Decision, len(rules))
+	hits := make([]Hit, 0, len(rules))
+	pending := make([]int, 0, len(rules))
+	denied := false
+	for i, r := range rules {
+		d := &ds[i]
+		d.Rule, d.Scope, d.Window = r.name, r.scope, r.window
+		d.Limit = relax.apply(r.name, r.limit, now)
+		subject := r.subject(s)
+		if subject == "" {
+			d.Outcome = OutcomeSkip
+			continue
+		}
+		h, reset := r.hit(l.ks, subject, d.Limit, now)
+		if !r.observe {
+			if until, ok := l.deny.get(h.Key, now); ok {
+				d.Outcome, d.RetryAfter, d.ResetAfter = OutcomeBlock, until.Sub(now), until.Sub(now)
+				denied = true
+				continue
+			}
+		}
+		d.ResetAfter = reset
+		hits = append(hits, h)
+		pending = append(pending, i)
+	}
+	switch {
+	case denied:
+		kept := ds[:0]
+		for _, d := range ds {
+			if d.Outcome == OutcomeSkip || d.Outcome == OutcomeBlock {
+				kept = append(kept, d)
+			}
+		}
+		ds = kept
+	case len(hits) > 0:
+		counts := make([]Count, len(hits))
+		if err := l.hitStore(ctx, now, hits, counts); err != nil {
+			l.fallback(rs, rules, ds, hits, pending, now)
+		} else {
+			for j, i := range pending {
+				rules[i].evaluate(&ds[i], counts[j], relax.apply(rules[i].name, rules[i].observeLimit, now))
+			}
+		}
+	}
+	for i := range ds {
+		d := &ds[i]
+		r := ruleNamed(rules, d.Rule)
+		r.outcomes[outcomeIndex(d.Outcome)].Inc()
+		if d.Outcome == OutcomeBlock {
+			d.Message = expandMessage(r.message, d.RetryAfter)
+			if !denied && d.RetryAfter > 0 {
+				l.deny.add(hitKeyOf(hits, pending, i), now.Add(d.RetryAfter))
+			}
+		}
+	}
+	return Verdict{Decisions: ds}
+}
+
+// evaluate turns a store Count into d's outcome; observeLimit is the
+// (relaxed) observe_limit, 0 when none.
+func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
+	over := OutcomeBlock
+	if r.observe {
+		over = OutcomeWouldBlock
+	}
+	if r.algorithm == GCRA {
+		d.Remaining, d.ResetAfter = c.Remaining, c.ResetAfter
+		d.Outcome = OutcomeAllow
+		if !c.Allowed {
+			d.Outcome, d.RetryAfter = over, c.RetryAfter
+		}
+		return
+	}
+	if !r.aligned {
+		d.ResetAfter = c.TTL
+	}
+	d.Remaining = max(0, d.Limit-c.N)
+	switch {
+	case c.N > d.Limit:
+		d.Outcome, d.RetryAfter = over, d.ResetAfter
+	case observeLimit > 0 && c.N > observeLimit:
+		d.Outcome, d.RetryAfter = OutcomeWouldBlock, d.ResetAfter
+	default:
+		d.Outcome = OutcomeAllow
+	}
+}
+
+// fallback decides the pending rules after a store failure: ip rules in
+// process when on_store_error is local, every other rule fails open.
+func (l *Limiter) fallback(rs *ruleset, rules []*rule, ds []Decision, hits []Hit, pending []int, now time.Time) {
+	for j, i := range pending {
+		r := rules[i]
+		if !rs.local || r.scope != "ip" {
+			ds[i].Outcome = OutcomeError
+			continue
+		}
+		var c [1]Count
+		_ = l.local.Hit(context.Background(), now, hits[j:j+1], c[:]) // the embedded store does not fail
+		r.evaluate(&ds[i], c[0], 0)
+	}
+}
+
+// hitStore runs one store round trip under the breaker and the deadline.
+func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+	if l.memory {
+		return l.store.Hit(ctx, now, hits, out)
+	}
+	if l.probing.Load() && l.breaker.State() != gobreaker.StateClosed {
+		l.errs[errBreakerOpen].Inc()
+		return errBreakerOpenState
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	start := time.Now()
+	_, err := l.breaker.Execute(func() (struct{}, error) {
+		return struct{}{}, l.store.Hit(cctx, now, hits, out)
+	})
+	timedOut := cctx.Err() != nil
+	cancel()
+	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+		l.errs[errBreakerOpen].Inc()
+		return err
+	}
+	l.m.storeDuration.Observe(time.Since(start).Seconds())
+	l.m.rlCommands.Inc()
+	if err != nil {
+		if timedOut {
+			l.errs[errTimeout].Inc()
+		} else {
+			l.errs[errStore].Inc()
+		}
+		l.logStoreError(err)
+	}
+	return err
+}
+
+// logStoreError logs at most one line per second.
+func (l *Limiter) logStoreError(err error) {
+	now := time.Now().UnixNano()
+	last := l.lastLog.Load()
+	if now-last < int64(time.Second) || !l.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	l.log.Warn("rate-limit store failed; failing open", "err", err)
+}
+
+func ruleNamed(rules []*rule, name string) *rule {
+	for _, r := range rules {
+		if r.name == name {
+			return r
+		}
+	}
+	return rules[0] // unreachable: every decision comes from rules
+}
+
+// hitKeyOf returns the key of decision i's hit.
+func hitKeyOf(hits []Hit, pending []int, i int) string {
+	for j, p := range pending {
+		if p == i {
+			return hits[j].Key
+		}
+	}
+	return ""
+}

@@ -1,0 +1,183 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// relaxState maps rule names to their active relax factor.
+type relaxState map[string]relaxEntry
+
+type relaxEntry struct {
+	factor float64
+	until  time.Time
+}
+
+// apply returns limit raised by rule's relax factor (floor(limit × factor))
+// while the relax lasts; limit itself otherwise, and for limit 0.
+func (s *relaxState) apply(rule string, limit int64, now time.Time) int64 {
+	if s == nil || limit == 0 {
+		return limit
+	}
+	e, ok := (*s)[rule]
+	if !ok || !now.Before(e.until) {
+		return limit
+	}
+	return int64(math.Floor(float64(limit) * e.factor))
+}
+
+// ErrBadRelax is returned by Relax for a factor below 1 or a non-positive
+// duration.
+var ErrBadRelax = errors.New("ratelimit: relax factor must be ≥ 1 and duration positive")
+
+// MaxRelax bounds how long one relax may last.
+const MaxRelax = 24 * time.Hour
+
+// Relax writes {prefix}cfg:relax:{rule} = factor with TTL d, which every
+// running Limiter on the same store applies within rate_limits.relax_poll
+// and drops when it expires. A relax only raises limits: factor must be
+// ≥ 1 (ErrBadRelax otherwise); d must be in (0, MaxRelax].
+func Relax(ctx context.Context, store Store, ks keyspace.Keyspace, rule string, factor float64, d time.Duration) error {
+	if math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 1 || d <= 0 || d > MaxRelax {
+		return ErrBadRelax
+	}
+	return store.WriteRelax(ctx, ks.Relax(rule), factor, d)
+}
+
+// Start runs the background work until ctx ends or Stop is called: the
+// relax poller (every rate_limits.relax_poll) and the breaker probe, which
+// pings the store while the breaker is half-open so no request ever pays
+// for a probe. Calling Start twice is a no-op.
+func (l *Limiter) Start(ctx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cancel != nil {
+		return
+	}
+	ctx, l.cancel = context.WithCancel(ctx)
+	l.done = make(chan struct{})
+	l.probing.Store(!l.memory)
+	go l.run(ctx)
+}
+
+// Stop ends the background work started by Start and waits for it.
+func (l *Limiter) Stop() {
+	l.mu.Lock()
+	cancel, done := l.cancel, l.done
+	l.cancel, l.done = nil, nil
+	l.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	l.probing.Store(false)
+}
+
+func (l *Limiter) run(ctx context.Context) {
+	defer close(l.done)
+	relaxTick := time.NewTicker(l.relaxPoll)
+	defer relaxTick.Stop()
+	probeTick := time.NewTicker(probeInterval)
+	defer probeTick.Stop()
+	l.pollRelax(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-relaxTick.C:
+			l.pollRelax(ctx)
+		case <-probeTick.C:
+			l.probe(ctx)
+		}
+	}
+}
+
+// probeInterval is how often the background loop checks whether the
+// breaker is half-open and probes the store.
+const probeInterval = 100 * time.Millisecond
+
+// probe pings the store through the breaker when it is half-open: success
+// closes it, failure opens it for another breaker.open_for.
+func (l *Limiter) probe(ctx context.Context) {
+	if l.memory || l.breaker.State() != gobreaker.StateHalfOpen {
+		return
+	}
+	_, _ = l.breaker.Execute(func() (struct{}, error) {
+		pctx, cancel := context.WithTimeout(ctx, max(l.timeout, 100*time.Millisecond))
+		defer cancel()
+		return struct{}{}, l.store.Ping(pctx)
+	})
+}
+
+// pollRelax reads every rule's relax key in one round trip and swaps the
+// active factors. On a store error the current factors stay until their
+// own expiry.
+func (l *Limiter) pollRelax(ctx context.Context) {
+	if !l.memory && l.breaker.State() != gobreaker.StateClosed {
+		return
+	}
+	rs := l.rules.Load()
+	if len(rs.rules) == 0 {
+		return
+	}
+	keys := make([]string, len(rs.rules))
+	for i, r := range rs.rules {
+		keys[i] = l.ks.Relax(r.name)
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	vals, err := l.store.ReadRelax(pctx, keys)
+	if !l.memory {
+		l.m.relaxCommands.Inc()
+	}
+	if err != nil {
+		l.log.Warn("reading relax factors", "err", err)
+		return
+	}
+	now := l.now()
+	next := relaxState{}
+	for i, v := range vals {
+		name := rs.rules[i].name
+		switch {
+		case v.Factor == 0:
+		case v.Factor < 1:
+			l.log.Warn("ignoring a relax factor below 1", "rule", name, "factor", v.Factor)
+		default:
+			next[name] = relaxEntry{factor: v.Factor, until: now.Add(v.TTL)}
+		}
+	}
+	prev := l.relax.Load()
+	if prev == nil && len(next) == 0 {
+		return
+	}
+	if prev == nil || !maps.EqualFunc(*prev, next, func(a, b relaxEntry) bool { return a.factor == b.factor }) {
+		l.deny.purge()
+		for name, e := range next {
+			l.log.Info("relax active", "rule", name, "factor", e.factor, "until", e.until.UTC().Format(time.RFC3339))
+		}
+	}
+	l.relax.Store(&next)
+}
+
+// ReadRelaxes returns the active relax of each rule name (Factor 0: none),
+// for `borda limits show`.
+func ReadRelaxes(ctx context.Context, store Store, ks keyspace.Keyspace, rules []string) ([]RelaxValue, error) {
+	keys := make([]string, len(rules))
+	for i, r := range rules {
+		keys[i] = ks.Relax(r)
+	}
+	vals, err := store.ReadRelax(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading relax factors: %w", err)
+	}
+	return vals, nil
+}

@@ -1,0 +1,152 @@
+package ratelimit
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+)
+
+// DefaultMemoryKeys bounds the keys a MemoryStore holds (about 150 bytes
+// each, so ~40 MB at the bound).
+const DefaultMemoryKeys = 1 << 18
+
+const memoryShards = 32
+
+// MemoryStore is the embedded Store for a single instance (no Redis
+// configured). It has the semantics of the Redis script: fixed-window
+// counters that start at the first hit and expire with their TTL, GCRA
+// arithmetic identical to the script's, relax values with a TTL. Memory is
+// bounded: each of 32 shards is an LRU, and an expired entry is replaced
+// on its next use. Evicting a live key under pressure forgets its count
+// (fails open for that key), the least-recently-seen key first.
+type MemoryStore struct {
+	seed   maphash.Seed
+	shards [memoryShards]memoryShard
+}
+
+type memoryShard struct {
+	mu   sync.Mutex
+	keys *simplelru.LRU[string, *memoryEntry]
+}
+
+type memoryEntry struct {
+	n       int64   // fixed window count
+	tat     float64 // GCRA theoretical arrival time, unix ms
+	relax   float64 // relax factor
+	expires time.Time
+}
+
+// NewMemoryStore returns an empty store holding at most maxKeys keys
+// (DefaultMemoryKeys when maxKeys ≤ 0).
+func NewMemoryStore(maxKeys int) *MemoryStore {
+	if maxKeys <= 0 {
+		maxKeys = DefaultMemoryKeys
+	}
+	per := max(maxKeys/memoryShards, 1)
+	s := &MemoryStore{seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].keys, _ = simplelru.NewLRU[string, *memoryEntry](per, nil) // only errors on size ≤ 0
+	}
+	return s
+}
+
+func (s *MemoryStore) shard(key string) *memoryShard {
+	return &s.shards[maphash.String(s.seed, key)%memoryShards]
+}
+
+// entry returns key's live entry, creating a fresh one (expiring at now+ttl)
+// when it is missing or expired. The caller holds sh.mu.
+func (sh *memoryShard) entry(key string, now time.Time, ttl time.Duration) (*memoryEntry, bool) {
+	if e, ok := sh.keys.Get(key); ok && now.Before(e.expires) {
+		return e, true
+	}
+	e := &memoryEntry{expires: now.Add(ttl)}
+	sh.keys.Add(key, e)
+	return e, false
+}
+
+// Hit implements Store.
+func (s *MemoryStore) Hit(_ context.Context, now time.Time, hits []Hit, out []Count) error {
+	for i, h := range hits {
+		sh := s.shard(h.Key)
+		sh.mu.Lock()
+		if h.Algorithm == GCRA {
+			out[i] = sh.gcra(h, now)
+		} else {
+			ttl := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
+			e, _ := sh.entry(h.Key, now, ttl)
+			e.n++
+			out[i] = Count{N: e.n, TTL: e.expires.Sub(now).Truncate(time.Millisecond)}
+		}
+		sh.mu.Unlock()
+	}
+	return nil
+}
+
+// gcra is the script's GCRA branch, in unix milliseconds.
+func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
+	nowMS := float64(now.UnixMilli())
+	period := float64(h.Period.Milliseconds())
+	interval := period / float64(h.Limit)
+	tat := nowMS
+	if e, ok := sh.keys.Get(h.Key); ok && now.Before(e.expires) && e.tat > tat {
+		tat = e.tat
+	}
+	newTAT := tat + interval
+	diff := nowMS - (newTAT - period)
+	if diff < 0 {
+		return Count{
+			RetryAfter: time.Duration(math.Ceil(-diff)) * time.Millisecond,
+			ResetAfter: time.Duration(math.Ceil(tat-nowMS)) * time.Millisecond,
+		}
+	}
+	reset := time.Duration(math.Ceil(newTAT-nowMS)) * time.Millisecond
+	e, _ := sh.entry(h.Key, now, reset)
+	e.tat, e.expires = newTAT, now.Add(reset)
+	return Count{Allowed: true, Remaining: int64(math.Floor(diff / interval)), ResetAfter: reset}
+}
+
+// ReadRelax implements Store.
+func (s *MemoryStore) ReadRelax(_ context.Context, keys []string) ([]RelaxValue, error) {
+	now := time.Now()
+	out := make([]RelaxValue, len(keys))
+	for i, k := range keys {
+		sh := s.shard(k)
+		sh.mu.Lock()
+		if e, ok := sh.keys.Get(k); ok && now.Before(e.expires) && e.relax > 0 {
+			out[i] = RelaxValue{Factor: e.relax, TTL: e.expires.Sub(now).Truncate(time.Millisecond)}
+		}
+		sh.mu.Unlock()
+	}
+	return out, nil
+}
+
+// WriteRelax implements Store.
+func (s *MemoryStore) WriteRelax(_ context.Context, key string, factor float64, ttl time.Duration) error {
+	sh := s.shard(key)
+	sh.mu.Lock()
+	sh.keys.Add(key, &memoryEntry{relax: factor, expires: time.Now().Add(ttl)})
+	sh.mu.Unlock()
+	return nil
+}
+
+// Ping implements Store; the embedded store is always reachable.
+func (s *MemoryStore) Ping(context.Context) error { return nil }
+
+// Len returns the number of keys held, expired ones not yet replaced
+// included.
+func (s *MemoryStore) Len() int {
+	n := 0
+	for i := range s.shards {
+		s.shards[i].mu.Lock()
+		n += s.shards[i].keys.Len()
+		s.shards[i].mu.Unlock()
+	}
+	return n
+}
+
+var _ Store = (*MemoryStore)(nil)

@@ -1,0 +1,136 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisClient is the part of go-redis the store uses; *redis.Client,
+// *redis.ClusterClient and *redis.Ring all satisfy it.
+type redisClient interface {
+	redis.Scripter
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	Ping(ctx context.Context) *redis.StatusCmd
+	Pipeline() redis.Pipeliner
+}
+
+var (
+	hitScript   = redis.NewScript(hitScriptSource)
+	relaxScript = redis.NewScript(relaxScriptSource)
+)
+
+// RedisStore is the Store on go-redis (redis://, rediss://, Upstash over
+// RESP, Redis Cluster). One Hit is one EVALSHA (plus one EVAL the first
+// time a server has not cached the script). On a Redis Cluster, where one
+// request's keys fall in different slots, each key is its own EVALSHA and
+// they travel in one pipeline (one round trip per node).
+type RedisStore struct {
+	c       redisClient
+	cluster bool
+}
+
+// NewRedisStore returns a store on c, as built by redisconn.New (which sets
+// the timeouts the fail-open deadline relies on).
+func NewRedisStore(c redis.UniversalClient) *RedisStore {
+	_, cluster := c.(*redis.ClusterClient)
+	return &RedisStore{c: c, cluster: cluster}
+}
+
+// Hit implements Store.
+func (s *RedisStore) Hit(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+	if len(hits) == 0 {
+		return nil
+	}
+	if s.cluster && len(hits) > 1 {
+		return s.hitPerKey(ctx, now, hits, out)
+	}
+	keys, args := hitArgs(now, hits)
+	reply, err := hitScript.Run(ctx, s.c, keys, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("running the rate-limit script: %w", err)
+	}
+	return decodeHits(hits, reply, out)
+}
+
+// hitPerKey runs the script once per key in one pipeline (Redis Cluster).
+func (s *RedisStore) hitPerKey(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+	run := func(eval func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd) ([]*redis.Cmd, error) {
+		p := s.c.Pipeline()
+		cmds := make([]*redis.Cmd, len(hits))
+		for i := range hits {
+			keys, args := hitArgs(now, hits[i:i+1])
+			cmds[i] = eval(p, keys, args)
+		}
+		_, err := p.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd {
+		return p.EvalSha(ctx, hitScript.Hash(), keys, args...)
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd {
+			return p.Eval(ctx, hitScriptSource, keys, args...)
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("running the rate-limit script per key: %w", err)
+	}
+	for i, c := range cmds {
+		reply, err := c.Int64Slice()
+		if err != nil {
+			return fmt.Errorf("reading the rate-limit script reply: %w", err)
+		}
+		if err := decodeHits(hits[i:i+1], reply, out[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadRelax implements Store (one EVALSHA; one per key on a cluster).
+func (s *RedisStore) ReadRelax(ctx context.Context, keys []string) ([]RelaxValue, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	if !s.cluster {
+		return s.readRelax(ctx, keys)
+	}
+	out := make([]RelaxValue, len(keys))
+	for i := range keys {
+		v, err := s.readRelax(ctx, keys[i:i+1])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v[0]
+	}
+	return out, nil
+}
+
+func (s *RedisStore) readRelax(ctx context.Context, keys []string) ([]RelaxValue, error) {
+	reply, err := relaxScript.Run(ctx, s.c, keys).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("reading relax keys: %w", err)
+	}
+	return decodeRelax(len(keys), reply)
+}
+
+// WriteRelax implements Store (SET key factor PX ttl).
+func (s *RedisStore) WriteRelax(ctx context.Context, key string, factor float64, ttl time.Duration) error {
+	if err := s.c.Set(ctx, key, formatFactor(factor), ttl).Err(); err != nil {
+		return fmt.Errorf("writing relax key: %w", err)
+	}
+	return nil
+}
+
+// Ping implements Store.
+func (s *RedisStore) Ping(ctx context.Context) error {
+	if err := s.c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("pinging redis: %w", err)
+	}
+	return nil
+}
+
+var _ Store = (*RedisStore)(nil)

@@ -1,0 +1,102 @@
+package telemetry
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTemplate(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ path, want string }{
+		{"", "/"},
+		{"/", "/"},
+		{"/api/alunos", "/api/alunos"},
+		{"/api/alunos/42", "/api/alunos/{id}"},
+		{"/api/alunos/42/notas/7", "/api/alunos/{id}/notas/{id}"},
+		{"/api/alunos/42/", "/api/alunos/{id}/"},
+		{"/v1/files/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5a", "/v1/files/{id}"},
+		{"/v1/files/0B7E5E0E-58A4-4B1C-9A0E-3F1C2D3E4F5A/raw", "/v1/files/{id}/raw"},
+		{"/objs/507f1f77bcf86cd799439011", "/objs/{id}"}, // Mongo ObjectID, 24 hex
+		{"/commits/da39a3ee5e6b4b0d3255bfef95601890afd80709", "/commits/{id}"},
+		{"/cafe/added/beef", "/cafe/added/beef"},                                         // short hex-looking words stay
+		{"/v2/users", "/v2/users"},                                                       // mixed segment stays
+		{"/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5", "/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5"}, // 35 chars: not a UUID
+		{"/api/alunos/42?page=2", "/api/alunos/{id}"},
+		{"/a#frag", "/a"},
+		{"42", "{id}"},
+		{"//x//1", "//x//{id}"},
+		{"/{id}", "/{id}"},
+	}
+	for _, tt := range tests {
+		if got := Template(tt.path); got != tt.want {
+			t.Errorf("Template(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+}
+
+func TestTemplateAllocatesOnlyWhenReplacing(t *testing.T) {
+	if n := testing.AllocsPerRun(100, func() { _ = Template("/api/alunos/notas") }); n != 0 {
+		t.Errorf("Template of a path without ids: %v allocs, want 0", n)
+	}
+}
+
+func TestEndpointCapOverflowsToOtherPerRoutePerMinute(t *testing.T) {
+	t.Parallel()
+	c := newEndpointCap(2)
+	get := func(route, path string, minute int64) string {
+		r, tmpl := c.endpoint(route, path, minute)
+		return r + ":" + tmpl
+	}
+	if got := get("portal", "/a", 100); got != "portal:/a" {
+		t.Fatalf("first endpoint = %q", got)
+	}
+	if got := get("portal", "/b/1", 100); got != "portal:/b/{id}" {
+		t.Fatalf("second endpoint = %q", got)
+	}
+	if got := get("portal", "/c", 100); got != "portal:other" {
+		t.Errorf("third distinct endpoint in the minute = %q, want portal:other", got)
+	}
+	if got := get("portal", "/b/2", 100); got != "portal:/b/{id}" {
+		t.Errorf("known template over the cap = %q, want portal:/b/{id}", got)
+	}
+	if got := get("api", "/c", 100); got != "api:/c" {
+		t.Errorf("other route = %q, want api:/c (the cap is per route)", got)
+	}
+	if got := get("portal", "/c", 101); got != "portal:/c" {
+		t.Errorf("next minute = %q, want portal:/c (the cap is per minute)", got)
+	}
+	if got := get("", "/anything", 101); got != "unrouted:other" {
+		t.Errorf("no route = %q, want unrouted:other", got)
+	}
+	if got := get("portal", "/"+strings.Repeat("x", maxTemplateLen), 101); got != "portal:other" {
+		t.Errorf("overlong path = %q, want portal:other", got)
+	}
+	get("portal", "/z", 110)
+	if _, ok := c.minutes[100]; ok {
+		t.Error("minute 100 still tracked after minute 110 was seen")
+	}
+}
+
+// FuzzTemplate checks that any path gives a template that is stable
+// (templating it again changes nothing) and never longer than the path
+// plus what "{id}" adds.
+func FuzzTemplate(f *testing.F) {
+	for _, s := range []string{"/", "/api/alunos/42", "/v1/files/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5a", "?x", "//1//", "/a/507f1f77bcf86cd799439011/b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		got := Template(path)
+		if got == "" {
+			t.Fatalf("Template(%q) is empty", path)
+		}
+		if again := Template(got); again != got {
+			t.Fatalf("Template(Template(%q)) = %q, want %q", path, again, got)
+		}
+		if strings.ContainsAny(got, "?#") {
+			t.Fatalf("Template(%q) = %q keeps a query or fragment", path, got)
+		}
+		if len(got) > len(path)+4*strings.Count(path, "/")+4 {
+			t.Fatalf("Template(%q) = %q grew too much", path, got)
+		}
+	})
+}

@@ -1,0 +1,194 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// TTL is the lifetime of every telemetry counter, refreshed by each batch
+// that touches it (design.md §5). The hourly aggregation reads a minute at
+// least once before it expires.
+const TTL = 2 * time.Hour
+
+// maxBatchKeys flushes a batch early once it holds this many distinct
+// counters (2 × maxBatchKeys commands in one pipeline).
+const maxBatchKeys = 1000
+
+// flushTimeout bounds one batch write: one short try, then the batch is
+// dropped and counted.
+const flushTimeout = time.Second
+
+// ErrStarted is returned by Start on a Recorder already started.
+var ErrStarted = errors.New("telemetry: recorder already started")
+
+// Recorder counts requests per minute in Redis off the request path. Build
+// it with NewRecorder, call Start once, Record per request from any
+// goroutine, and Stop at shutdown to flush the last batch. A nil *Recorder
+// records nothing, so a gateway with telemetry off can hold one.
+type Recorder struct {
+	events      chan Event
+	sink        Sink
+	ks          keyspace.Keyspace
+	flushEvery  time.Duration
+	maxPerRoute int
+	logger      *slog.Logger
+	metrics     *recorderMetrics
+	now         func() time.Time
+
+	started atomic.Bool
+	stopped atomic.Bool
+	stopReq chan struct{}
+	stopOne sync.Once
+	done    chan struct{}
+}
+
+// NewRecorder returns a Recorder that queues up to cfg.QueueSize events,
+// writes them to sink every cfg.FlushEvery (or sooner, by 1000 counters)
+// and caps endpoints at cfg.MaxEndpointsPerRoute per route per minute. It
+// registers borda_telemetry_dropped_total{reason} and
+// borda_telemetry_flush_duration_seconds on reg. Errors: a registration
+// conflict, or a cfg value configs.Validate would refuse.
+func NewRecorder(cfg configs.Telemetry, ks keyspace.Keyspace, sink Sink, reg prometheus.Registerer, logger *slog.Logger) (*Recorder, error) {
+	if cfg.QueueSize < 1 || cfg.FlushEvery <= 0 || cfg.MaxEndpointsPerRoute < 1 {
+		return nil, fmt.Errorf("creating telemetry recorder: queue_size, flush_every and max_endpoints_per_route must be positive (got %d, %s, %d)",
+			cfg.QueueSize, cfg.FlushEvery.D(), cfg.MaxEndpointsPerRoute)
+	}
+	if sink == nil {
+		return nil, errors.New("creating telemetry recorder: sink is nil")
+	}
+	m, err := newRecorderMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Recorder{
+		events:      make(chan Event, cfg.QueueSize),
+		sink:        sink,
+		ks:          ks,
+		flushEvery:  cfg.FlushEvery.D(),
+		maxPerRoute: cfg.MaxEndpointsPerRoute,
+		logger:      logger,
+		metrics:     m,
+		now:         time.Now,
+		stopReq:     make(chan struct{}),
+		done:        make(chan struct{}),
+	}, nil
+}
+
+// Record queues e for the next batch. It never blocks and never does I/O:
+// when the queue is full (or the Recorder is stopped) the event is dropped
+// and counted in borda_telemetry_dropped_total. Safe for concurrent use.
+func (r *Recorder) Record(e Event) {
+	if r == nil {
+		return
+	}
+	if r.stopped.Load() {
+		r.metrics.stopped.Inc()
+		return
+	}
+	select {
+	case r.events <- e:
+	default:
+		r.metrics.queueFull.Inc()
+	}
+}
+
+// Start runs the flusher until Stop is called or ctx is done; either way
+// the events queued by then are flushed in a last batch. It returns at
+// once; ErrStarted when called twice.
+func (r *Recorder) Start(ctx context.Context) error {
+	if !r.started.CompareAndSwap(false, true) {
+		return ErrStarted
+	}
+	go r.run(ctx)
+	return nil
+}
+
+// Stop makes Record drop new events, flushes the queued ones and waits for
+// that last batch until ctx is done (returning ctx.Err()). A Recorder
+// never started returns at once. Stop may be called more than once.
+func (r *Recorder) Stop(ctx context.Context) error {
+	r.stopped.Store(true)
+	r.stopOne.Do(func() { close(r.stopReq) })
+	if !r.started.Load() {
+		return nil
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stopping telemetry recorder: %w", ctx.Err())
+	}
+}
+
+// run is the flusher goroutine: the only reader of r.events and the only
+// owner of the batch and the endpoint cap.
+func (r *Recorder) run(ctx context.Context) {
+	defer close(r.done)
+	wctx := context.WithoutCancel(ctx) // the last batch is written after ctx ends
+	b := newBatch(r.maxPerRoute)
+	tick := time.NewTicker(r.flushEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case e := <-r.events:
+			b.add(e, r.now)
+			if b.len() >= maxBatchKeys {
+				r.flush(wctx, b)
+			}
+		case <-tick.C:
+			r.flush(wctx, b)
+		case <-ctx.Done():
+			r.stopped.Store(true)
+			r.drain(wctx, b)
+			return
+		case <-r.stopReq:
+			r.drain(wctx, b)
+			return
+		}
+	}
+}
+
+// drain folds what is queued now and flushes it.
+func (r *Recorder) drain(ctx context.Context, b *batch) {
+	for {
+		select {
+		case e := <-r.events:
+			b.add(e, r.now)
+			if b.len() >= maxBatchKeys {
+				r.flush(ctx, b)
+			}
+		default:
+			r.flush(ctx, b)
+			return
+		}
+	}
+}
+
+// flush writes b in one try bounded by flushTimeout and resets it; on
+// failure the batch's events are counted as dropped.
+func (r *Recorder) flush(ctx context.Context, b *batch) {
+	if b.len() == 0 {
+		return
+	}
+	incs := b.increments(r.ks)
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	start := time.Now()
+	err := r.sink.Add(ctx, incs, TTL)
+	cancel()
+	r.metrics.flushDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.metrics.storeError.Add(float64(b.events))
+		r.logger.Warn("telemetry batch dropped", "events", b.events, "counters", len(incs), "error", err)
+	}
+	b.reset()
+}

@@ -1,0 +1,248 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+const (
+	minBackoff     = 100 * time.Millisecond
+	maxBackoff     = 5 * time.Second
+	dialTimeout    = 5 * time.Second
+	heartbeat      = 10 * time.Second
+	redeclareEvery = 2 * time.Second
+	// topologyEvery is how often the topology is redeclared while
+	// connected, so a queue deleted under the gateway comes back (a
+	// deleted forward queue does not make publishes unroutable while the
+	// events queue still matches the routing key).
+	topologyEvery = 5 * time.Second
+)
+
+// supervise keeps one connection up until ctx ends.
+func (p *Publisher) supervise(ctx context.Context) {
+	defer close(p.done)
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		connected, err := p.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		p.setDown(err)
+		if connected {
+			backoff = minBackoff
+		}
+		p.logger.Warn("webhook broker connection down; reconnecting", "error", err, "backoff", backoff)
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sleep):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// session dials, declares the topology, opens the confirm channels and
+// serves until the connection closes or ctx ends. connected reports
+// whether the session got as far as being ready.
+func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(p.connName)
+	conn, err := amqp.DialConfig(p.url, amqp.Config{
+		Properties: props,
+		Heartbeat:  heartbeat,
+		Dial: func(network, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: dialTimeout}
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	if err != nil {
+		return false, fmt.Errorf("dialing broker: %w", err)
+	}
+	defer conn.Close()
+	connCloses := conn.NotifyClose(make(chan *amqp.Error, 1))
+	blockings := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
+	p.blocked.Store(false)
+
+	if err := p.declare(conn); err != nil {
+		return false, err
+	}
+	chans := make([]*confirmChannel, 0, p.channels)
+	for range p.channels {
+		c, err := p.openChannel(conn)
+		if err != nil {
+			for _, c := range chans {
+				c.close()
+			}
+			return false, err
+		}
+		chans = append(chans, c)
+	}
+	p.setUp(conn, chans)
+	p.logger.Info("webhook broker connected", "channels", len(chans), "connection_name", p.connName)
+
+	lastDeclare := time.Now()
+	tick := time.NewTicker(topologyEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			lastDeclare = time.Now()
+			if err := p.declare(conn); err != nil {
+				p.logger.Warn("redeclaring webhook topology", "error", err)
+			}
+		case <-ctx.Done():
+			p.shutdownSession(conn)
+			return true, ctx.Err()
+		case e, ok := <-connCloses:
+			if !ok || e == nil {
+				return true, errors.New("connection closed")
+			}
+			return true, fmt.Errorf("connection closed by broker: %s (%d)", e.Reason, e.Code)
+		case b := <-blockings:
+			p.blocked.Store(b.Active)
+			p.metrics.blocked.Set(boolGauge(b.Active))
+			if b.Active {
+				p.logger.Warn("webhook broker blocked the connection; answering 503 BROKER_BLOCKED", "reason", b.Reason)
+			} else {
+				p.logger.Info("webhook broker unblocked the connection")
+			}
+		case <-p.redeclare:
+			if time.Since(lastDeclare) < redeclareEvery {
+				continue
+			}
+			lastDeclare = time.Now()
+			if err := p.declare(conn); err != nil {
+				p.logger.Warn("redeclaring webhook topology after a return", "error", err)
+			}
+		case gone := <-p.dead:
+			if conn.IsClosed() || !p.current(gone) {
+				continue // connCloses follows, or a channel of an earlier session
+			}
+			p.replaceChannel(conn, gone)
+		}
+	}
+}
+
+// replaceChannel reopens a channel the broker closed (a channel error
+// such as a deleted exchange), redeclaring the topology first.
+func (p *Publisher) replaceChannel(conn *amqp.Connection, gone *confirmChannel) {
+	if err := p.declare(conn); err != nil {
+		p.logger.Warn("redeclaring webhook topology for a new channel", "error", err)
+	}
+	c, err := p.openChannel(conn)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := make([]*confirmChannel, 0, p.channels)
+	for _, x := range p.chans {
+		if x != gone {
+			kept = append(kept, x)
+		}
+	}
+	if err != nil {
+		p.logger.Warn("reopening a webhook publishing channel", "error", err)
+	} else {
+		kept = append(kept, c)
+	}
+	p.chans = kept
+	if len(kept) == 0 {
+		p.lastErr = errors.New("no publishing channel open")
+		_ = conn.Close() // start over with a fresh connection
+	}
+}
+
+func (p *Publisher) current(c *confirmChannel) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, x := range p.chans {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Publisher) openChannel(conn *amqp.Connection) (*confirmChannel, error) {
+	c, err := openConfirmChannel(conn, cap(p.slots)+1, p.requestRedeclare)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-c.done
+		select {
+		case p.dead <- c:
+		default:
+		}
+	}()
+	return c, nil
+}
+
+// declare declares the topology on a short-lived channel.
+func (p *Publisher) declare(conn *amqp.Connection) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening topology channel: %w", err)
+	}
+	defer ch.Close()
+	if err := p.topo.Declare(ch); err != nil {
+		return fmt.Errorf("declaring topology: %w", err)
+	}
+	return nil
+}
+
+// requestRedeclare asks the session to redeclare the topology (a queue
+// deleted under us makes publishes unroutable); rate-limited there.
+func (p *Publisher) requestRedeclare() {
+	select {
+	case p.redeclare <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Publisher) setUp(conn *amqp.Connection, chans []*confirmChannel) {
+	p.mu.Lock()
+	p.conn, p.chans, p.lastErr = conn, chans, nil
+	p.mu.Unlock()
+	p.metrics.connected.Set(1)
+	p.metrics.blocked.Set(0)
+}
+
+func (p *Publisher) setDown(err error) {
+	p.mu.Lock()
+	wasUp := p.conn != nil
+	p.conn, p.chans, p.lastErr = nil, nil, err
+	p.mu.Unlock()
+	p.blocked.Store(false)
+	p.metrics.connected.Set(0)
+	p.metrics.blocked.Set(0)
+	if wasUp {
+		p.metrics.reconnects.Inc()
+	}
+}
+
+// shutdownSession closes the channels (failing what is outstanding) and
+// the connection, at Close.
+func (p *Publisher) shutdownSession(conn *amqp.Connection) {
+	p.mu.Lock()
+	chans := p.chans
+	p.conn, p.chans, p.lastErr = nil, nil, errors.New("publisher closed")
+	p.mu.Unlock()
+	for _, c := range chans {
+		c.close()
+	}
+	_ = conn.Close()
+	p.metrics.connected.Set(0)
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

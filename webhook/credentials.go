@@ -1,0 +1,133 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Credential methods, in the order they are looked for (design.md §6).
+const (
+	credBearer = "bearer"
+	credHeader = "x-webhook-token"
+	credAPIKey = "apikey-header"
+	credURL    = "url"
+)
+
+// tokenSet holds the SHA-256 digests of the accepted tokens (several
+// during a rotation). Only digests are kept, so comparisons take the same
+// time whatever the token lengths.
+type tokenSet [][sha256.Size]byte
+
+func newTokenSet(tokens []string) tokenSet {
+	s := make(tokenSet, 0, len(tokens))
+	for _, t := range tokens {
+		if t != "" {
+			s = append(s, sha256.Sum256([]byte(t)))
+		}
+	}
+	return s
+}
+
+// match reports whether token is one of the set, comparing digests with
+// crypto/subtle against every entry (no early exit).
+func (s tokenSet) match(token string) bool {
+	d := sha256.Sum256([]byte(token))
+	ok := 0
+	for i := range s {
+		ok |= subtle.ConstantTimeCompare(d[:], s[i][:])
+	}
+	return ok == 1
+}
+
+// presented is the credential a request carries: the value of the
+// highest-priority method, or conflict when methods disagree.
+type presented struct {
+	value    string
+	method   string // "" when no credential was sent
+	conflict bool
+}
+
+// requestTarget is what the URL says beyond the source's path: a token
+// (path form {path}/t/{token}[/{event}] or ?token=) and an event name
+// (last sub-path segment, or what Evolution appended to the query).
+type requestTarget struct {
+	pathToken  string
+	queryToken string
+	hasQuery   bool
+	event      string
+}
+
+// parseTarget reads rest (the request path after the source's path, "" or
+// starting with "/") and the raw query. Evolution's "webhook by events"
+// appends "/{event}" to the raw URL string, so "?token=abc" arrives as
+// "?token=abc/messages-upsert": a query value ends at its first "/" and
+// what follows the last "/" of the query is the event.
+func parseTarget(rest, rawQuery string) requestTarget {
+	var t requestTarget
+	segs := strings.Split(strings.Trim(rest, "/"), "/")
+	if len(segs) == 1 && segs[0] == "" {
+		segs = nil
+	}
+	if len(segs) >= 2 && segs[0] == "t" {
+		t.pathToken = segs[1]
+		segs = segs[2:]
+	}
+	if len(segs) > 0 {
+		t.event = segs[len(segs)-1]
+	}
+	if rawQuery == "" {
+		return t
+	}
+	if i := strings.LastIndexByte(rawQuery, '/'); i >= 0 && t.event == "" {
+		t.event = rawQuery[i+1:]
+	}
+	q, _ := url.ParseQuery(rawQuery)
+	if vs, ok := q["token"]; ok && len(vs) > 0 {
+		v := vs[0]
+		if i := strings.IndexByte(v, '/'); i >= 0 {
+			v = v[:i]
+		}
+		t.queryToken, t.hasQuery = v, true
+	}
+	return t
+}
+
+// credential collects every credential the request presents, in priority
+// order: Authorization: Bearer, X-Webhook-Token, apikey header, URL token
+// (path form, then query). Any two that differ is a conflict. An
+// Authorization header with another scheme is not a credential here.
+func credential(h http.Header, t requestTarget) presented {
+	var p presented
+	add := func(method, v string) {
+		if p.method == "" {
+			p.method, p.value = method, v
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(p.value), []byte(v)) != 1 {
+			p.conflict = true
+		}
+	}
+	if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
+		add(credBearer, strings.TrimSpace(a[7:]))
+	}
+	if vs := h.Values("X-Webhook-Token"); len(vs) > 0 {
+		for _, v := range vs {
+			add(credHeader, strings.TrimSpace(v))
+		}
+	}
+	if vs := h.Values("Apikey"); len(vs) > 0 {
+		for _, v := range vs {
+			add(credAPIKey, strings.TrimSpace(v))
+		}
+	}
+	if t.pathToken != "" {
+		add(credURL, t.pathToken)
+	}
+	if t.hasQuery {
+		add(credURL, t.queryToken)
+	}
+	return p
+}

@@ -1,0 +1,300 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+func readPayload(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../../shared/cases/payloads/" + name)
+	if err != nil {
+		t.Skipf("payload %s: %v", name, err)
+	}
+	return b
+}
+
+func TestEdgeCase30_EmojiAndFormBodiesArriveByteExact(t *testing.T) {
+	end := newLegacy(t, always(action{status: 200}))
+	h := newHarness(t, end, nil)
+	h.start(nil)
+
+	bodies := []struct{ id, ct string }{
+		{"emoji", "application/json"},
+		{"form", "application/x-www-form-urlencoded"},
+		{"spaced", "application/json"},
+	}
+	raw := map[string][]byte{
+		"emoji":  readPayload(t, "evolution-v2-messages-upsert-emoji.json"),
+		"form":   readPayload(t, "form-urlencoded-messages-upsert.txt"),
+		"spaced": []byte(`{"a": 1.0, "t": "Gold 🥇"}`),
+	}
+	for _, b := range bodies {
+		h.publish(envelope.New(b.id, "evolution", b.ct,
+			map[string]string{"user-agent": "Evolution/2.3", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "apikey": "FAKE", "cookie": "x=1"},
+			raw[b.id], time.Now()))
+	}
+	eventually(t, 10*time.Second, "3 deliveries", func() bool { return len(end.delivered()) == 3 })
+
+	for _, got := range end.all() {
+		id := got.header.Get(HeaderIdempotencyKey)
+		want := raw[id]
+		if !bytes.Equal(got.body, want) {
+			t.Errorf("%s: body %q, want the exact bytes %q", id, got.body, want)
+		}
+		if got.cl != int64(len(want)) || len(got.te) != 0 {
+			t.Errorf("%s: Content-Length %d, Transfer-Encoding %v; want %d and no chunking", id, got.cl, got.te, len(want))
+		}
+		for _, b := range bodies {
+			if b.id == id && got.header.Get("Content-Type") != b.ct {
+				t.Errorf("%s: Content-Type %q, want %q", id, got.header.Get("Content-Type"), b.ct)
+			}
+		}
+		if got.header.Get("User-Agent") != "Evolution/2.3" || got.header.Get("Traceparent") == "" {
+			t.Errorf("%s: allowlisted headers lost: %v", id, got.header)
+		}
+		if got.header.Get("Apikey") != "" || got.header.Get("Cookie") != "" {
+			t.Errorf("%s: a header outside the allowlist was forwarded: %v", id, got.header)
+		}
+		if err := Verify(got.header.Get(HeaderTimestamp), got.header.Get(HeaderSignature), got.body, time.Now(), []byte(testSecret)); err != nil {
+			t.Errorf("%s: Verify: %v", id, err)
+		}
+		if sig := got.header.Get(HeaderSignature); sig != strings.ToLower(sig) || len(sig) != 64 {
+			t.Errorf("%s: signature %q is not bare lower-case hex", id, sig)
+		}
+		ttl := h.rdb.PTTL(context.Background(), h.keys.Forward(id)).Val()
+		if v := h.rdb.Get(context.Background(), h.keys.Forward(id)).Val(); v != "forwarded" || ttl <= 0 {
+			t.Errorf("%s: key %q with TTL %s, want forwarded with a TTL", id, v, ttl)
+		}
+	}
+}
+
+func TestForward_400IsDeadLetteredAtOnceWithStatusAndExcerpt(t *testing.T) {
+	end := newLegacy(t, always(action{status: 400, body: "{\"error\":\"campo inválido\"}\n\x00\x1b[31m"}))
+	h := newHarness(t, end, nil)
+	h.start(nil)
+	h.publish(jsonEnvelope("bad-1", `{"x":1}`))
+
+	d := h.dlq(1, 10*time.Second)[0]
+	if got := len(end.all()); got != 1 {
+		t.Errorf("POSTs = %d, want 1 (no retry of a 400)", got)
+	}
+	if d.MessageId != "bad-1" || IntHeader(d.Headers, HeaderDLQStatus) != 400 || IntHeader(d.Headers, HeaderAttempt) != 1 {
+		t.Errorf("DLQ message id %q headers %v", d.MessageId, d.Headers)
+	}
+	ex := StringHeader(d.Headers, HeaderDLQExcerpt)
+	if !strings.Contains(ex, "campo inválido") || strings.ContainsAny(ex, "\x00\x1b\n") {
+		t.Errorf("excerpt %q: want the reply, printable", ex)
+	}
+	for _, k := range []string{HeaderDLQReason, HeaderFirstFailure, HeaderDeadLetteredAt} {
+		if StringHeader(d.Headers, k) == "" {
+			t.Errorf("DLQ header %s missing: %v", k, d.Headers)
+		}
+	}
+	if n := h.rdb.Exists(context.Background(), h.keys.Forward("bad-1")).Val(); n != 0 {
+		t.Error("the idempotency key of a dead letter was not released")
+	}
+}
+
+func TestForward_5xxClimbsTheLadderThenDeadLetters(t *testing.T) {
+	end := newLegacy(t, always(action{status: 503}))
+	h := newHarness(t, end, nil)
+	f := h.start(nil)
+	h.publish(jsonEnvelope("down-1", `{"x":1}`))
+
+	d := h.dlq(1, 10*time.Second)[0]
+	if got := len(end.all()); got != 3 {
+		t.Errorf("POSTs = %d, want 3 (first try + 2 rungs)", got)
+	}
+	if IntHeader(d.Headers, HeaderAttempt) != 3 || StringHeader(d.Headers, HeaderDLQReason) != "retries exhausted" {
+		t.Errorf("DLQ headers %v", d.Headers)
+	}
+	for _, rung := range []string{"200ms", "400ms"} {
+		if n := value(f.m.retries.WithLabelValues(rung)); n != 1 {
+			t.Errorf("retries{rung=%s} = %v, want 1", rung, n)
+		}
+	}
+	if n := value(f.m.outcomes.WithLabelValues("dead_lettered", "5xx")); n != 1 {
+		t.Errorf("dead_lettered{5xx} = %v, want 1", n)
+	}
+}
+
+func TestForward_TimeoutDropAnd429AreRetriedThenDelivered(t *testing.T) {
+	end := newLegacy(t, func(n int, _ string) action {
+		switch n {
+		case 0:
+			return action{sleep: 3 * time.Second} // past the 1s POST timeout
+		case 1:
+			return action{drop: true}
+		case 2:
+			return action{status: 429, retryAfter: "0"}
+		}
+		return action{status: 204}
+	})
+	h := newHarness(t, end, func(c *configs.Config) {
+		c.Forward.RetryDelays = []configs.Delay{{Name: "100ms", D: 100 * time.Millisecond}, {Name: "150ms", D: 150 * time.Millisecond}, {Name: "200ms", D: 200 * time.Millisecond}}
+	})
+	h.start(nil)
+	h.publish(jsonEnvelope("flaky-1", `{"x":1}`))
+	eventually(t, 15*time.Second, "delivery", func() bool { return end.delivered()["flaky-1"] == 1 })
+	if got := len(end.all()); got != 4 {
+		t.Errorf("POSTs = %d, want 4", got)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := h.depth(h.top.DLQ); n != 0 {
+		t.Errorf("DLQ depth %d, want 0", n)
+	}
+}
+
+func TestForward_MalformedAndDigestMismatchAreDeadLetteredWithoutPost(t *testing.T) {
+	end := newLegacy(t, always(action{status: 200}))
+	h := newHarness(t, end, nil)
+	h.start(nil)
+	h.publishRaw("junk", []byte("not json"))
+	env := jsonEnvelope("tampered", `{"x":1}`)
+	env.Body = []byte(`{"x":2}`)
+	b, _ := env.Encode()
+	h.publishRaw("tampered", b)
+
+	got := h.dlq(2, 10*time.Second)
+	reasons := map[string]string{}
+	for _, d := range got {
+		reasons[d.MessageId] = StringHeader(d.Headers, HeaderDLQReason)
+	}
+	if reasons["junk"] != "undecodable envelope" || reasons["tampered"] != "sha256 mismatch" {
+		t.Errorf("reasons %v", reasons)
+	}
+	if n := len(end.all()); n != 0 {
+		t.Errorf("POSTs = %d, want 0", n)
+	}
+}
+
+func TestForward_KilledBetweenPostAndAckIsNotPostedAgain(t *testing.T) {
+	end := newLegacy(t, always(action{status: 200}))
+	h := newHarness(t, end, nil)
+	var killed atomic.Bool
+	f := h.start(func(f *Forwarder) {
+		f.afterMark = func(ch *amqp.Channel) {
+			if killed.CompareAndSwap(false, true) {
+				ch.Close() // the worker dies before its ack: the broker redelivers
+			}
+		}
+	})
+	h.publish(jsonEnvelope("crash-1", `{"x":1}`))
+	eventually(t, 10*time.Second, "the redelivery to be acked as a duplicate", func() bool {
+		return value(f.m.outcomes.WithLabelValues("duplicate", "none")) == 1
+	})
+	if n := len(end.all()); n != 1 {
+		t.Errorf("POSTs = %d, want 1 (the redelivery must not POST)", n)
+	}
+	eventually(t, 5*time.Second, "an empty queue", func() bool { return h.depth(h.top.ForwardQueue) == 0 })
+}
+
+func TestForward_LeaseHeldByAnotherWorkerIsNotPostedTwice(t *testing.T) {
+	end := newLegacy(t, always(action{status: 200}))
+	h := newHarness(t, end, nil)
+	ctx := context.Background()
+	h.rdb.Set(ctx, h.keys.Forward("held-1"), "processing:other-worker", 700*time.Millisecond)
+	f := h.start(nil)
+	h.publish(jsonEnvelope("held-1", `{"x":1}`))
+	eventually(t, 5*time.Second, "a deferral", func() bool {
+		return value(f.m.outcomes.WithLabelValues("deferred", "none")) >= 1
+	})
+	if n := len(end.all()); n != 0 {
+		t.Fatalf("POSTed %d times while another worker held the lease", n)
+	}
+	eventually(t, 10*time.Second, "delivery after the lease expired", func() bool { return end.delivered()["held-1"] == 1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := len(end.all()); n != 1 {
+		t.Errorf("POSTs = %d, want 1", n)
+	}
+}
+
+func TestForward_EndpointDownThenBackDeliversEveryEventExactlyOnce(t *testing.T) {
+	var up atomic.Bool
+	end := newLegacy(t, func(n int, _ string) action {
+		if !up.Load() {
+			if n%2 == 0 {
+				return action{status: 502}
+			}
+			return action{drop: true}
+		}
+		return action{status: 200}
+	})
+	h := newHarness(t, end, func(c *configs.Config) {
+		c.Forward.RetryDelays = []configs.Delay{
+			{Name: "200ms", D: 200 * time.Millisecond}, {Name: "400ms", D: 400 * time.Millisecond},
+			{Name: "800ms", D: 800 * time.Millisecond}, {Name: "1s", D: time.Second}, {Name: "2s", D: 2 * time.Second},
+		}
+		c.Forward.Breaker = configs.Breaker{Failures: 5, OpenFor: configs.Duration(500 * time.Millisecond)}
+	})
+	h.start(nil)
+	const n = 30
+	for i := range n {
+		h.publish(jsonEnvelope(fmt.Sprintf("ev-%02d", i), fmt.Sprintf(`{"i":%d}`, i)))
+	}
+	time.Sleep(1200 * time.Millisecond)
+	up.Store(true)
+	eventually(t, 20*time.Second, "every event delivered", func() bool { return len(end.delivered()) == n })
+	time.Sleep(500 * time.Millisecond)
+	for id, c := range end.delivered() {
+		if c != 1 {
+			t.Errorf("%s delivered %d times, want exactly once", id, c)
+		}
+	}
+	if d := h.depth(h.top.DLQ); d != 0 {
+		t.Errorf("DLQ depth %d, want 0", d)
+	}
+}
+
+func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
+	end := newLegacy(t, always(action{status: 500}))
+	h := newHarness(t, end, func(c *configs.Config) {
+		c.Forward.Breaker = configs.Breaker{Failures: 3, OpenFor: configs.Duration(1500 * time.Millisecond)}
+		c.Forward.Prefetch = 1
+		c.Forward.RetryDelays = []configs.Delay{{Name: "5s", D: 5 * time.Second}}
+	})
+	f := h.start(nil)
+	for i := range 8 {
+		h.publish(jsonEnvelope(fmt.Sprintf("b-%d", i), `{}`))
+	}
+	eventually(t, 5*time.Second, "the breaker to open", func() bool { return value(f.m.breaker) == 2 })
+	opened := len(end.all())
+	if opened != 3 {
+		t.Errorf("POSTs before opening = %d, want 3", opened)
+	}
+	time.Sleep(time.Second) // still open
+	if n := len(end.all()); n != opened {
+		t.Errorf("POSTs while open = %d, want none", n-opened)
+	}
+	if d := h.depth(h.top.ForwardQueue); d != 5 {
+		t.Errorf("forward queue depth while open = %d, want 5 (messages wait, no attempt spent)", d)
+	}
+	eventually(t, 5*time.Second, "one half-open probe", func() bool { return len(end.all()) == opened+1 })
+	time.Sleep(300 * time.Millisecond)
+	if n := len(end.all()); n != opened+1 {
+		t.Errorf("POSTs after half-open = %d, want exactly one probe", n-opened)
+	}
+	if s := value(f.m.breaker); s != 2 {
+		t.Errorf("breaker state after a failed probe = %v, want 2 (open)", s)
+	}
+}
+
+func TestForward_SamplesQueueAgeAndDLQDepth(t *testing.T) {
+	end := newLegacy(t, always(action{status: 400}))
+	h := newHarness(t, end, nil)
+	f := h.start(nil)
+	h.publish(jsonEnvelope("dl-1", `{}`))
+	eventually(t, 5*time.Second, "DLQ depth 1", func() bool { return value(f.m.dlqDepth) == 1 })
+}

@@ -1,0 +1,293 @@
+// Package forward implements `borda forward` (design.md §7): it consumes the
+// forward queue, POSTs each event's original bytes to the legacy endpoint
+// with an HMAC signature, and retries through a ladder of TTL queues,
+// dead-lettering what cannot be delivered. A Redis idempotency key per event
+// keeps two workers (or a redelivery) from POSTing the same event twice, and
+// a circuit breaker stops consuming while the endpoint is down.
+//
+// See docs/forwarder.md for the ladder, the outcomes, the breaker and the
+// receiver's verification recipe (Verify).
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/webhook/topology"
+)
+
+// Options configure a Forwarder. Forward, Topology, AMQPURL, Redis and Keys
+// are required.
+type Options struct {
+	// Forward is the validated forward section (queue, prefetch, POST
+	// timeout, ladder, breaker, lease and retention TTLs, URL, secret).
+	Forward configs.Forward
+	// Topology names the queues and the retry and dead-letter exchanges.
+	Topology topology.Topology
+	// AMQPURL is the broker; the forwarder opens its own connection.
+	AMQPURL string
+	// Redis holds the idempotency keys; Keys builds them.
+	Redis redis.Scripter
+	Keys  keyspace.Keyspace
+	// Logger (nil: discard) and Registerer (nil: a private registry).
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// HTTPClient POSTs (nil: a client that follows no redirects).
+	HTTPClient *http.Client
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// PublishTimeout bounds a republish's confirm (0: 5s).
+	PublishTimeout time.Duration
+	// SampleEvery is how often queue depths and the head's age are sampled
+	// (0: 15s).
+	SampleEvery time.Duration
+	// Reconnect is the wait before reconnecting after the broker connection
+	// is lost (0: 2s).
+	Reconnect time.Duration
+}
+
+// Forwarder is one `borda forward` worker. Build it with New; Run it.
+type Forwarder struct {
+	opts    Options
+	top     topology.Topology
+	store   *Store
+	poster  *poster
+	policy  Policy
+	breaker *Breaker
+	m       *metrics
+	log     *slog.Logger
+	now     func() time.Time
+
+	// afterMark, when set (tests), runs between marking an event forwarded
+	// and acking its delivery, with the consuming channel.
+	afterMark func(*amqp.Channel)
+}
+
+// New validates opts and builds a Forwarder. It does not connect.
+func New(opts Options) (*Forwarder, error) {
+	f := opts.Forward
+	switch {
+	case opts.AMQPURL == "":
+		return nil, errors.New("forward: AMQPURL is required")
+	case opts.Redis == nil:
+		return nil, errors.New("forward: Redis is required (redis.url)")
+	case f.URL == "":
+		return nil, errors.New("forward: forward.url is required (LEGACY_WEBHOOK_URL)")
+	case f.HMACSecret == "":
+		return nil, errors.New("forward: the HMAC secret is required (LEGACY_WEBHOOK_HMAC_SECRET)")
+	case f.LeaseTTL <= f.Timeout:
+		return nil, fmt.Errorf("forward: lease TTL %s must exceed the POST timeout %s", f.LeaseTTL, f.Timeout)
+	case len(opts.Topology.Retry) == 0:
+		return nil, errors.New("forward: the topology has no retry ladder")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PublishTimeout == 0 {
+		opts.PublishTimeout = 5 * time.Second
+	}
+	if opts.SampleEvery == 0 {
+		opts.SampleEvery = 15 * time.Second
+	}
+	if opts.Reconnect == 0 {
+		opts.Reconnect = 2 * time.Second
+	}
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("registering forward metrics: %w", err)
+	}
+	log := opts.Logger.With("component", "forward")
+	delays := make([]time.Duration, len(opts.Topology.Retry))
+	for i, d := range opts.Topology.Retry {
+		delays[i] = d.D
+	}
+	return &Forwarder{
+		opts:    opts,
+		top:     opts.Topology,
+		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL.D(), f.RetentionTTL.D()),
+		poster:  &poster{client: client, url: f.URL, secret: []byte(f.HMACSecret.Reveal()), timeout: f.Timeout.D()},
+		policy:  Policy{Delays: delays},
+		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor.D(), m.breaker, log),
+		m:       m,
+		log:     log,
+		now:     opts.Now,
+	}, nil
+}
+
+// Breaker returns the forwarder's circuit breaker (for health reporting).
+func (f *Forwarder) Breaker() *Breaker { return f.breaker }
+
+// Run consumes until ctx ends, reconnecting after a lost broker
+// connection. On ctx's end it stops consuming, requeues the deliveries not
+// yet started, waits for the in-flight ones to finish (each bounded by the
+// POST and publish timeouts) and returns nil. No delivery is acked before
+// its outcome is durable (delivered, republished with a confirm, or
+// dead-lettered with a confirm), so a crash loses nothing.
+func (f *Forwarder) Run(ctx context.Context) error {
+	for {
+		err := f.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		f.log.Error("forward session ended; reconnecting", "err", err, "in", f.opts.Reconnect)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(f.opts.Reconnect):
+		}
+	}
+}
+
+// session runs one broker connection: a consuming channel with the
+// prefetch, a confirm-mode publishing channel and the sampler.
+func (f *Forwarder) session(ctx context.Context) error {
+	conn, err := amqp.DialConfig(f.opts.AMQPURL, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Properties: amqp.Table{"connection_name": "borda-forward"},
+	})
+	if err != nil {
+		return fmt.Errorf("dialing amqp: %w", err)
+	}
+	defer conn.Close()
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	pub, err := NewPublisher(conn, f.opts.PublishTimeout)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening consume channel: %w", err)
+	}
+	if err := ch.Qos(f.opts.Forward.Prefetch, 0, false); err != nil {
+		return fmt.Errorf("setting prefetch: %w", err)
+	}
+	sctx, stopSampler := context.WithCancel(ctx)
+	var sampler sync.WaitGroup
+	sampler.Go(func() { f.sample(sctx, conn) })
+	defer func() { stopSampler(); sampler.Wait() }()
+
+	w := &worker{f: f, ch: ch, pub: pub}
+	poll := min(f.opts.Forward.Breaker.OpenFor.D()/10, 250*time.Millisecond)
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch f.breaker.State() {
+		case gobreaker.StateOpen:
+			select {
+			case <-ctx.Done():
+			case e := <-closed:
+				return fmt.Errorf("amqp connection closed: %v", e)
+			case <-time.After(poll):
+			}
+		case gobreaker.StateHalfOpen:
+			if err := w.probe(ctx, closed, poll); err != nil {
+				return err
+			}
+		default:
+			if err := w.consume(ctx, closed); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// worker is one session's channels.
+type worker struct {
+	f   *Forwarder
+	ch  *amqp.Channel
+	pub *Publisher
+}
+
+// consume subscribes and dispatches each delivery to its own goroutine
+// (at most prefetch at once) until ctx ends or the breaker opens; it then
+// cancels the consumer, requeues what was buffered and waits for the
+// in-flight handlers.
+func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
+	select { // drop a stale "opened" signal from an earlier probe
+	case <-w.f.breaker.opened:
+	default:
+	}
+	tag := "borda-forward-" + newToken()
+	deliveries, err := w.ch.Consume(w.f.opts.Forward.Queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", w.f.opts.Forward.Queue, err)
+	}
+	hctx := context.WithoutCancel(ctx) // in-flight deliveries finish on shutdown
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	stop := func(why string) {
+		if err := w.ch.Cancel(tag, false); err != nil {
+			w.f.log.Warn("cancelling consumer", "err", err)
+			return
+		}
+		n := 0
+		for d := range deliveries {
+			_ = d.Nack(false, true)
+			n++
+		}
+		w.f.log.Info("consumer stopped", "why", why, "requeued", n)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			stop("shutdown")
+			return nil
+		case <-w.f.breaker.opened:
+			if w.f.breaker.State() == gobreaker.StateOpen {
+				stop("breaker open")
+				return nil
+			}
+		case e := <-closed:
+			return fmt.Errorf("amqp connection closed: %v", e)
+		case d, ok := <-deliveries:
+			if !ok {
+				return errors.New("consumer cancelled by the broker")
+			}
+			inflight.Go(func() { w.handle(hctx, d) })
+		}
+	}
+}
+
+// probe fetches one message (basic.get) while the breaker is half-open and
+// handles it synchronously: the breaker's single trial request.
+func (w *worker) probe(ctx context.Context, closed <-chan *amqp.Error, poll time.Duration) error {
+	d, ok, err := w.ch.Get(w.f.opts.Forward.Queue, false)
+	if err != nil {
+		return fmt.Errorf("getting a probe from %s: %w", w.f.opts.Forward.Queue, err)
+	}
+	if ok {
+		w.handle(context.WithoutCancel(ctx), d)
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+	case e := <-closed:
+		return fmt.Errorf("amqp connection closed: %v", e)
+	case <-time.After(poll):
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// storeErrorPause delays the requeue of a delivery whose idempotency key
+// could not be read, so a Redis outage does not spin the queue.
+const storeErrorPause = time.Second
+
+// handle takes one delivery to its outcome and acks, nacks or republishes
+// it. It never returns before the delivery is settled.
+func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
+	f := w.f
+	env, err := envelope.Decode(d.Body)
+	if err != nil {
+		class, reason := "malformed", "undecodable envelope"
+		if errors.Is(err, envelope.ErrDigestMismatch) {
+			class, reason = "digest", "sha256 mismatch"
+		}
+		f.log.Warn("dead-lettering a bad envelope", "message_id", d.MessageId, "err", err)
+		w.deadLetter(ctx, d, env, letter{reason: reason, class: class, excerpt: safeExcerpt([]byte(err.Error()))}, Lease{})
+		return
+	}
+	log := f.log.With("event_id", env.ID)
+	failures := int(IntHeader(d.Headers, HeaderAttempt))
+
+	done, err := f.breaker.allow()
+	if err != nil { // open, or half-open with its probe taken
+		f.m.outcomes.WithLabelValues("requeued", "breaker_open").Inc()
+		_ = d.Nack(false, true)
+		return
+	}
+	claim, lease, held, err := f.store.Acquire(ctx, env.ID, newToken(), BoolHeader(d.Headers, HeaderReplayForce))
+	if err != nil {
+		done(errSkipped)
+		log.Error("reading the idempotency key; requeueing", "err", err)
+		f.m.outcomes.WithLabelValues("requeued", "store_error").Inc()
+		time.Sleep(storeErrorPause)
+		_ = d.Nack(false, true)
+		return
+	}
+	switch claim {
+	case AlreadyForwarded:
+		done(errSkipped)
+		f.m.outcomes.WithLabelValues("duplicate", "none").Inc()
+		_ = d.Ack(false)
+		return
+	case Held:
+		done(errSkipped)
+		w.deferHeld(ctx, d, held, log)
+		return
+	}
+
+	start := time.Now()
+	res := f.poster.post(ctx, env, f.now())
+	f.m.postTime.Observe(time.Since(start).Seconds())
+	switch res.Kind {
+	case Delivered:
+		done(nil)
+		if ok, err := f.store.MarkForwarded(ctx, lease); err != nil || !ok {
+			// The POST succeeded: ack anyway. A redelivery may POST again;
+			// the receiver deduplicates by Idempotency-Key.
+			log.Warn("could not mark the event forwarded", "err", err, "lease_lost", !ok)
+		}
+		if f.afterMark != nil {
+			f.afterMark(w.ch)
+		}
+		if err := d.Ack(false); err != nil {
+			log.Warn("acking a delivered event", "err", err)
+		}
+		f.m.outcomes.WithLabelValues("delivered", res.Class).Inc()
+		f.m.attempts.Observe(float64(failures + 1))
+	case Permanent:
+		done(nil) // the endpoint is up; it refused this event
+		log.Warn("legacy endpoint rejected the event", "status", res.Status)
+		w.deadLetter(ctx, d, env, letter{reason: "rejected by the legacy endpoint", class: res.Class, status: res.Status, excerpt: res.Excerpt, failures: failures + 1}, lease)
+	default:
+		done(errFailed)
+		w.retry(ctx, d, env, failures+1, res, lease)
+	}
+}
+
+// retry republishes a failed delivery to its next rung (with a confirm)
+// and only then acks it; after the last rung it dead-letters it.
+func (w *worker) retry(ctx context.Context, d amqp.Delivery, env envelope.Envelope, failures int, res Result, lease Lease) {
+	f := w.f
+	rung, ok := f.policy.Next(failures, res.RetryAfter)
+	if !ok {
+		w.deadLetter(ctx, d, env, letter{reason: "retries exhausted", class: res.Class, status: res.Status, excerpt: res.Excerpt, failures: failures}, lease)
+		return
+	}
+	if err := f.store.Release(ctx, lease); err != nil {
+		f.log.Warn("releasing the lease before a retry", "event_id", env.ID, "err", err) // it expires
+	}
+	msg := Republishing(d)
+	msg.Headers[HeaderAttempt] = int64(failures)
+	markFirstFailure(msg.Headers, f.now(), failureReason(res))
+	if err := w.pub.Publish(ctx, w.f.top.RetryExchange, w.f.top.RetryRoutingKey(rung), msg); err != nil {
+		f.log.Error("republishing for a retry; requeueing", "event_id", env.ID, "err", err)
+		f.m.outcomes.WithLabelValues("requeued", res.Class).Inc()
+		_ = d.Nack(false, true)
+		return
+	}
+	_ = d.Ack(false)
+	f.log.Info("event scheduled for retry", "event_id", env.ID, "attempt", failures, "class", res.Class,
+		"status", res.Status, "rung", w.f.top.Retry[rung].Name)
+	f.m.outcomes.WithLabelValues("retried", res.Class).Inc()
+	f.m.retries.WithLabelValues(w.f.top.Retry[rung].Name).Inc()
+}
+
+// deferHeld sends a delivery whose key another worker holds to the first
+// rung at least as long as the remaining lease, without spending an
+// attempt: by then the holder has forwarded it or its lease has expired.
+func (w *worker) deferHeld(ctx context.Context, d amqp.Delivery, held time.Duration, log *slog.Logger) {
+	rung := w.f.policy.AtLeast(0, held)
+	if err := w.pub.Publish(ctx, w.f.top.RetryExchange, w.f.top.RetryRoutingKey(rung), Republishing(d)); err != nil {
+		log.Warn("deferring a held event; requeueing", "err", err)
+		time.Sleep(storeErrorPause)
+		_ = d.Nack(false, true)
+		return
+	}
+	_ = d.Ack(false)
+	w.f.m.outcomes.WithLabelValues("deferred", "none").Inc()
+}
+
+// letter describes why a delivery is dead-lettered.
+type letter struct {
+	reason   string
+	class    string
+	status   int
+	excerpt  string
+	failures int
+}
+
+// deadLetter publishes d to the DLX (with a confirm) with the headers
+// `borda dlq` reads, acks it, and releases the idempotency key so a replay
+// can be delivered.
+func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.Envelope, l letter, lease Lease) {
+	f := w.f
+	now := f.now()
+	msg := Republishing(d)
+	msg.Headers[HeaderDLQReason] = l.reason
+	msg.Headers[HeaderDLQStatus] = int64(l.status)
+	msg.Headers[HeaderDLQExcerpt] = l.excerpt
+	msg.Headers[HeaderAttempt] = int64(l.failures)
+	msg.Headers[HeaderDeadLetteredAt] = formatTime(now)
+	msg.Headers[HeaderSource] = env.Source
+	first := l.reason
+	if l.status != 0 {
+		first = failureReason(Result{Class: l.class, Status: l.status})
+	}
+	markFirstFailure(msg.Headers, now, first)
+	delete(msg.Headers, HeaderReplayForce)
+	if msg.MessageId == "" {
+		msg.MessageId = env.ID
+	}
+	if err := w.pub.Publish(ctx, f.top.DLXExchange, f.top.DLQRoutingKey(), msg); err != nil {
+		f.log.Error("dead-lettering; requeueing", "event_id", env.ID, "err", err)
+		f.m.outcomes.WithLabelValues("requeued", l.class).Inc()
+		time.Sleep(storeErrorPause)
+		_ = d.Nack(false, true)
+		return
+	}
+	_ = d.Ack(false)
+	if err := f.store.Release(ctx, lease); err != nil {
+		f.log.Warn("releasing the idempotency key of a dead letter", "event_id", env.ID, "err", err)
+	}
+	f.log.Warn("event dead-lettered", "event_id", env.ID, "reason", l.reason, "status", l.status, "attempts", l.failures)
+	f.m.outcomes.WithLabelValues("dead_lettered", l.class).Inc()
+	if l.failures > 0 {
+		f.m.attempts.Observe(float64(l.failures))
+	}
+}

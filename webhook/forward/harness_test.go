@@ -1,0 +1,319 @@
+package forward
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/redisconn"
+	"github.com/olp-edu/borda/webhook/envelope"
+	"github.com/olp-edu/borda/webhook/topology"
+)
+
+const testSecret = "test-secret"
+
+// action is what the scripted legacy endpoint does with one request.
+type action struct {
+	status     int
+	retryAfter string
+	sleep      time.Duration
+	drop       bool // hijack and close the connection without answering
+	body       string
+}
+
+// hit is one request the legacy endpoint received.
+type hit struct {
+	header http.Header
+	body   []byte
+	te     []string
+	cl     int64
+	status int // 0: no answer (dropped or slept past the client's timeout)
+}
+
+// legacy is the scripted legacy endpoint (a real HTTP server).
+type legacy struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	script func(n int, key string) action
+	hits   []hit
+}
+
+func newLegacy(t *testing.T, script func(n int, key string) action) *legacy {
+	l := &legacy{script: script}
+	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		key := r.Header.Get(HeaderIdempotencyKey)
+		l.mu.Lock()
+		n := 0
+		for _, h := range l.hits {
+			if h.header.Get(HeaderIdempotencyKey) == key {
+				n++
+			}
+		}
+		a := l.script(n, key)
+		h := hit{header: r.Header.Clone(), body: body, te: r.TransferEncoding, cl: r.ContentLength}
+		if !a.drop && a.sleep == 0 {
+			h.status = a.status
+		}
+		l.hits = append(l.hits, h)
+		l.mu.Unlock()
+		switch {
+		case a.drop:
+			c, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				c.Close()
+			}
+			return
+		case a.sleep > 0:
+			select {
+			case <-time.After(a.sleep):
+			case <-r.Context().Done():
+			}
+			return
+		}
+		if a.retryAfter != "" {
+			w.Header().Set("Retry-After", a.retryAfter)
+		}
+		w.WriteHeader(a.status)
+		io.WriteString(w, a.body)
+	}))
+	t.Cleanup(l.srv.Close)
+	return l
+}
+
+func (l *legacy) all() []hit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]hit(nil), l.hits...)
+}
+
+// delivered counts the 2xx answers per Idempotency-Key.
+func (l *legacy) delivered() map[string]int {
+	out := map[string]int{}
+	for _, h := range l.all() {
+		if h.status >= 200 && h.status < 300 {
+			out[h.header.Get(HeaderIdempotencyKey)]++
+		}
+	}
+	return out
+}
+
+func always(a action) func(int, string) action { return func(int, string) action { return a } }
+
+// harness is one test's broker topology, Redis keyspace and endpoint.
+type harness struct {
+	t    *testing.T
+	cfg  configs.Config
+	top  topology.Topology
+	conn *amqp.Connection
+	ch   *amqp.Channel
+	rdb  redis.UniversalClient
+	keys keyspace.Keyspace
+	end  *legacy
+	reg  *prometheus.Registry
+}
+
+func newHarness(t *testing.T, end *legacy, mutate func(*configs.Config)) *harness {
+	t.Helper()
+	amqpURL := servicetest.AMQPURL(t)
+	redisURL := servicetest.RedisURL(t)
+	name := servicetest.Name(t)
+	cfg := configs.Default()
+	cfg.Webhook.Exchange = name + "-ex"
+	cfg.Webhook.RoutingKey = name + ".fwd"
+	cfg.Forward.Queue = name + "-fwd"
+	cfg.Forward.DLQ = name + "-dlq"
+	cfg.Forward.EventsQueue = name + "-events"
+	cfg.Forward.RetryDelays = []configs.Delay{{Name: "200ms", D: 200 * time.Millisecond}, {Name: "400ms", D: 400 * time.Millisecond}}
+	cfg.Forward.Timeout = configs.Duration(time.Second)
+	cfg.Forward.LeaseTTL = configs.Duration(3 * time.Second)
+	cfg.Forward.Breaker = configs.Breaker{Failures: 1000, OpenFor: configs.Duration(time.Second)}
+	cfg.Forward.URL = end.srv.URL + "/legacy/webhook"
+	cfg.Forward.HMACSecret = testSecret
+	cfg.AMQP.URL = configs.Secret(amqpURL)
+	cfg.Redis.URL = configs.Secret(redisURL)
+	cfg.Redis.KeyPrefix = servicetest.KeyPrefix(t)
+	cfg.Redis.ReadTimeout = configs.Duration(time.Second)
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	top := topology.FromConfig(cfg)
+	top.RetryExchange = name + "-retry"
+	top.DLXExchange = name + "-dlx"
+
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatalf("dialing amqp: %v", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatalf("opening channel: %v", err)
+	}
+	if err := top.Declare(ch); err != nil {
+		t.Fatalf("declaring topology: %v", err)
+	}
+	t.Cleanup(func() {
+		c, err := conn.Channel()
+		if err == nil {
+			queues := []string{top.ForwardQueue, top.EventsQueue, top.DLQ}
+			for i := range top.Retry {
+				queues = append(queues, top.RetryQueue(i))
+			}
+			for _, q := range queues {
+				_, _ = c.QueueDelete(q, false, false, false)
+			}
+			for _, e := range []string{top.Exchange, top.RetryExchange, top.DLXExchange} {
+				_ = c.ExchangeDelete(e, false, false)
+			}
+		}
+		conn.Close()
+	})
+	rdb, err := redisconn.New(cfg.Redis)
+	if err != nil {
+		t.Fatalf("redis client: %v", err)
+	}
+	keys := keyspace.MustNew(cfg.KeyPrefix())
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, keys.Prefix()+"*", 100).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+		rdb.Close()
+	})
+	return &harness{t: t, cfg: cfg, top: top, conn: conn, ch: ch, rdb: rdb, keys: keys, end: end, reg: prometheus.NewRegistry()}
+}
+
+// start runs a forwarder until the test ends.
+func (h *harness) start(tweak func(*Forwarder)) *Forwarder {
+	h.t.Helper()
+	f, err := New(Options{
+		Forward:     h.cfg.Forward,
+		Topology:    h.top,
+		AMQPURL:     h.cfg.AMQP.URL.Reveal(),
+		Redis:       h.rdb,
+		Keys:        h.keys,
+		Registerer:  h.reg,
+		SampleEvery: 100 * time.Millisecond,
+		Reconnect:   100 * time.Millisecond,
+	})
+	if err != nil {
+		h.t.Fatalf("New: %v", err)
+	}
+	if tweak != nil {
+		tweak(f)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			h.t.Error("forwarder did not stop within 10s")
+		}
+	})
+	return f
+}
+
+// publish sends an envelope as the ingress does.
+func (h *harness) publish(env envelope.Envelope) {
+	h.t.Helper()
+	b, err := env.Encode()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.publishRaw(env.ID, b)
+}
+
+func (h *harness) publishRaw(id string, body []byte) {
+	h.t.Helper()
+	err := h.ch.PublishWithContext(context.Background(), h.top.Exchange, h.top.RoutingKey, false, false, amqp.Publishing{
+		DeliveryMode: amqp.Persistent,
+		MessageId:    id,
+		ContentType:  envelope.ContentType,
+		Body:         body,
+	})
+	if err != nil {
+		h.t.Fatalf("publishing: %v", err)
+	}
+}
+
+// dlq drains the DLQ (acking) until want messages arrived or the timeout.
+func (h *harness) dlq(want int, timeout time.Duration) []amqp.Delivery {
+	h.t.Helper()
+	var out []amqp.Delivery
+	deadline := time.Now().Add(timeout)
+	for len(out) < want && time.Now().Before(deadline) {
+		d, ok, err := h.ch.Get(h.top.DLQ, true)
+		if err != nil {
+			h.t.Fatalf("reading the DLQ: %v", err)
+		}
+		if !ok {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		out = append(out, d)
+	}
+	if len(out) < want {
+		h.t.Fatalf("DLQ: got %d messages within %s, want %d", len(out), timeout, want)
+	}
+	return out
+}
+
+func (h *harness) depth(queue string) int {
+	h.t.Helper()
+	q, err := h.ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		h.t.Fatalf("inspecting %s: %v", queue, err)
+	}
+	return q.Messages
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func jsonEnvelope(id string, body string) envelope.Envelope {
+	return envelope.New(id, "evolution", "application/json",
+		map[string]string{"user-agent": "axios/1.7.2", "x-request-id": "req-" + id, "authorization": "Bearer nope"},
+		[]byte(body), time.Now())
+}
+
+// value reads a counter or gauge.
+func value(m prometheus.Metric) float64 {
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		return -1
+	}
+	switch {
+	case out.Counter != nil:
+		return out.Counter.GetValue()
+	case out.Gauge != nil:
+		return out.Gauge.GetValue()
+	}
+	return -1
+}

@@ -1,0 +1,165 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// forwardedHeaders are the envelope headers copied to the POST (lower-case
+// names as stored by the ingress). Content-Type comes from the envelope's
+// own field.
+var forwardedHeaders = []string{"user-agent", "traceparent", "x-request-id"}
+
+// defaultUserAgent is sent when the provider sent none (Go's own would leak
+// the client library).
+const defaultUserAgent = "borda-forward"
+
+// excerptBytes bounds how much of a reply is kept for the DLQ headers.
+const excerptBytes = 256
+
+// Kind classifies one POST's result.
+type Kind int
+
+// Kinds of result.
+const (
+	// Delivered: 2xx.
+	Delivered Kind = iota + 1
+	// Permanent: a 4xx other than 408 and 429 (or a 3xx): retrying cannot
+	// help; dead-letter it.
+	Permanent
+	// Retryable: 5xx, 408, 429, timeout or network error.
+	Retryable
+)
+
+// Result is the outcome of one POST.
+type Result struct {
+	Kind Kind
+	// Class is the metrics label: 2xx, 3xx, 4xx, 5xx, 408, 429, timeout,
+	// network.
+	Class string
+	// Status is the HTTP status, 0 when no response arrived.
+	Status int
+	// RetryAfter is the endpoint's Retry-After, 0 when absent.
+	RetryAfter time.Duration
+	// Excerpt is a printable prefix of the reply body (at most 256 bytes),
+	// or the transport error's text.
+	Excerpt string
+}
+
+// poster POSTs envelopes to the legacy endpoint.
+type poster struct {
+	client  *http.Client
+	url     string
+	secret  []byte
+	timeout time.Duration
+}
+
+// post sends env's body, signed at now. It never returns an error: a
+// failure is a Result of kind Retryable.
+func (p *poster) post(ctx context.Context, env envelope.Envelope, now time.Time) Result {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(env.Body))
+	if err != nil {
+		return Result{Kind: Permanent, Class: "request", Excerpt: safeExcerpt([]byte(err.Error()))}
+	}
+	// bytes.Reader sets ContentLength, so the body is never chunked.
+	req.Header = p.headers(env, now)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		class := "network"
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+			class = "timeout"
+		}
+		return Result{Kind: Retryable, Class: class, Excerpt: safeExcerpt([]byte(err.Error()))}
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
+	return classify(resp.StatusCode, resp.Header.Get("Retry-After"), head, now)
+}
+
+func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
+	h := make(http.Header, 8)
+	for _, name := range forwardedHeaders {
+		if v, ok := env.Headers[name]; ok && v != "" {
+			h.Set(name, v)
+		}
+	}
+	if h.Get("User-Agent") == "" {
+		h.Set("User-Agent", defaultUserAgent)
+	}
+	if env.ContentType != "" {
+		h.Set("Content-Type", env.ContentType)
+	}
+	h.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	h.Set(HeaderSignature, Sign(p.secret, now, env.Body))
+	h.Set(HeaderIdempotencyKey, env.ID)
+	return h
+}
+
+// classify maps a response to its Result (design.md §7).
+func classify(status int, retryAfter string, body []byte, now time.Time) Result {
+	r := Result{Status: status, Excerpt: safeExcerpt(body)}
+	switch {
+	case status >= 200 && status < 300:
+		r.Kind, r.Class, r.Excerpt = Delivered, "2xx", ""
+	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests:
+		r.Kind, r.Class = Retryable, strconv.Itoa(status)
+	case status >= 500:
+		r.Kind, r.Class = Retryable, "5xx"
+	case status >= 400:
+		r.Kind, r.Class = Permanent, "4xx"
+	default:
+		r.Kind, r.Class = Permanent, fmt.Sprintf("%dxx", status/100)
+	}
+	if r.Kind == Retryable {
+		r.RetryAfter = ParseRetryAfter(retryAfter, now)
+	}
+	return r
+}
+
+// safeExcerpt keeps at most excerptBytes of b as printable UTF-8 on one
+// line: invalid bytes and control characters become '?' and whitespace
+// runs one space, so it is safe in AMQP headers, logs and terminals.
+func safeExcerpt(b []byte) string {
+	if len(b) > excerptBytes {
+		b = b[:excerptBytes]
+	}
+	var sb strings.Builder
+	space := false
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		b = b[n:]
+		switch {
+		case r == utf8.RuneError && n <= 1:
+			sb.WriteByte('?')
+			space = false
+		case unicode.IsSpace(r):
+			if !space {
+				sb.WriteByte(' ')
+			}
+			space = true
+		case !unicode.IsPrint(r):
+			sb.WriteByte('?')
+			space = false
+		default:
+			sb.WriteRune(r)
+			space = false
+		}
+	}
+	return strings.TrimSpace(sb.String())
+}

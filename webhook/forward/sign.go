@@ -1,0 +1,87 @@
+package forward
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Headers the forwarder adds to every POST (design.md §7).
+const (
+	// HeaderTimestamp carries the signing time in unix seconds.
+	HeaderTimestamp = "X-Webhook-Timestamp"
+	// HeaderSignature carries the bare lower-case hex HMAC-SHA256 of
+	// timestamp + "." + body, keyed with LEGACY_WEBHOOK_HMAC_SECRET.
+	HeaderSignature = "X-Webhook-Signature"
+	// HeaderIdempotencyKey carries the event id; the receiver deduplicates
+	// by it (a redelivery after a crash may POST the same event again).
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// MaxSignatureAge is how old a signed timestamp Verify accepts (5 minutes,
+// either direction, to tolerate clock skew).
+const MaxSignatureAge = 5 * time.Minute
+
+// Errors returned by Verify.
+var (
+	ErrMissingSignature = errors.New("forward: missing signature or timestamp")
+	ErrBadTimestamp     = errors.New("forward: timestamp is not unix seconds")
+	ErrStaleTimestamp   = errors.New("forward: timestamp older than 5 minutes or in the future")
+	ErrBadSignature     = errors.New("forward: signature does not match")
+)
+
+// Sign returns the signature of body at ts: the bare lower-case hex
+// HMAC-SHA256 of strconv.FormatInt(ts.Unix(), 10) + "." + body, keyed with
+// secret. body must be the exact bytes sent.
+func Sign(secret []byte, ts time.Time, body []byte) string {
+	return hex.EncodeToString(mac(secret, strconv.FormatInt(ts.Unix(), 10), body))
+}
+
+func mac(secret []byte, ts string, body []byte) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+// Verify is the receiving side's check of a forwarded POST. timestamp and
+// signature are the X-Webhook-Timestamp and X-Webhook-Signature header
+// values, body the raw request bytes (read before any parsing), now the
+// receiver's clock. It returns nil when the signature matches (constant-time
+// comparison) and the timestamp is within MaxSignatureAge of now; else
+// ErrMissingSignature, ErrBadTimestamp, ErrStaleTimestamp or
+// ErrBadSignature. Several secrets may be passed during a rotation; any one
+// matching is enough.
+//
+//	err := forward.Verify(r.Header.Get("X-Webhook-Timestamp"),
+//		r.Header.Get("X-Webhook-Signature"), body, time.Now(), secret)
+//
+// After Verify, deduplicate by the Idempotency-Key header.
+func Verify(timestamp, signature string, body []byte, now time.Time, secrets ...[]byte) error {
+	if timestamp == "" || signature == "" || len(secrets) == 0 {
+		return ErrMissingSignature
+	}
+	sec, err := strconv.ParseInt(timestamp, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%w: %q", ErrBadTimestamp, timestamp)
+	}
+	age := now.Sub(time.Unix(sec, 0))
+	if age > MaxSignatureAge || age < -MaxSignatureAge {
+		return ErrStaleTimestamp
+	}
+	got, err := hex.DecodeString(signature)
+	if err != nil {
+		return ErrBadSignature
+	}
+	for _, s := range secrets {
+		if hmac.Equal(got, mac(s, timestamp, body)) {
+			return nil
+		}
+	}
+	return ErrBadSignature
+}

@@ -1,0 +1,136 @@
+package webhook
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEventIDOrder(t *testing.T) {
+	evolution := splitFields([]string{"instance", "event", "data.key.id"})
+	body := []byte(`{"instance":"i1","event":"messages.upsert","data":{"key":{"id":"K1"}}}`)
+	tests := []struct {
+		name    string
+		headers map[string]string
+		body    []byte
+		json    bool
+		fields  [][]string
+		want    string
+	}{
+		{"webhook-id first", map[string]string{"Webhook-Id": "w1", "X-GitHub-Delivery": "g1"}, body, true, evolution, "w1"},
+		{"X-GitHub-Delivery", map[string]string{"X-GitHub-Delivery": "g1", "Idempotency-Key": "k"}, body, true, evolution, "g1"},
+		{"Idempotency-Key", map[string]string{"Idempotency-Key": "k"}, body, true, evolution, "k"},
+		{"Evolution fields", nil, body, true, evolution, "i1:messages.upsert:K1"},
+		{"Zapster top-level id", nil, []byte(`{"id":"z1","type":"message.received"}`), true, splitFields([]string{"id"}), "z1"},
+		{"numeric id", nil, []byte(`{"id":42}`), true, splitFields([]string{"id"}), "42"},
+		{"missing field → body digest", nil, []byte(`{"instance":"i1","event":"qrcode.updated","data":{}}`), true, evolution, digestHex([]byte(`{"instance":"i1","event":"qrcode.updated","data":{}}`))},
+		{"object leaf → body digest", nil, []byte(`{"id":{"a":1}}`), true, splitFields([]string{"id"}), digestHex([]byte(`{"id":{"a":1}}`))},
+		{"form body → digest", nil, []byte("payload=%7B%7D"), false, evolution, digestHex([]byte("payload=%7B%7D"))},
+		{"array body → digest", nil, []byte(`[1]`), true, evolution, digestHex([]byte(`[1]`))},
+		{"long header id → digest", map[string]string{"Webhook-Id": strings.Repeat("x", 300)}, body, true, nil, digestHex([]byte(strings.Repeat("x", 300)))},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		for k, v := range tt.headers {
+			h.Set(k, v)
+		}
+		if got := eventID(h, tt.body, tt.json, tt.fields); got != tt.want {
+			t.Errorf("%s: eventID = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestDedupStateMachine(t *testing.T) {
+	d := newDedup(2, time.Minute)
+	st, a := d.begin("a")
+	if st != stateNew || a == nil {
+		t.Fatalf("begin(a) = %v", st)
+	}
+	if st, _ := d.begin("a"); st != stateInFlight {
+		t.Fatalf("begin(a) again = %v, want IN_FLIGHT", st)
+	}
+	d.confirm("a", a)
+	if st, _ := d.begin("a"); st != stateConfirmed {
+		t.Fatalf("begin(a) after confirm = %v, want CONFIRMED", st)
+	}
+	_, b := d.begin("b")
+	d.forget("b", b)
+	if st, _ := d.begin("b"); st != stateNew {
+		t.Fatalf("begin(b) after forget = %v, want NEW", st)
+	}
+	// A stale ticket never removes a newer owner's entry.
+	d.forget("b", b)
+	if st, _ := d.begin("b"); st != stateInFlight {
+		t.Fatalf("stale forget removed the new owner's entry: %v", st)
+	}
+	// Bounded: a third key evicts the least recently used.
+	d.begin("c")
+	if n := d.lru.Len(); n != 2 {
+		t.Fatalf("len = %d, want 2", n)
+	}
+}
+
+func TestDedupExpires(t *testing.T) {
+	d := newDedup(10, 50*time.Millisecond)
+	_, e := d.begin("a")
+	d.confirm("a", e)
+	time.Sleep(120 * time.Millisecond)
+	if st, _ := d.begin("a"); st != stateNew {
+		t.Fatalf("begin after TTL = %v, want NEW", st)
+	}
+}
+
+func TestRedactFieldsKeepsOtherBytes(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"event":"x","apikey":"SECRET","data":{"apikey":"inner"}}`, `{"event":"x","data":{"apikey":"inner"}}`},
+		{`{"apikey":"SECRET", "event": "x"}`, `{ "event": "x"}`},
+		{`{"apikey":"SECRET"}`, `{}`},
+		{`{ "a": 1.0,  "apikey" : null , "t": "Gold 🥇" }`, `{ "a": 1.0 , "t": "Gold 🥇" }`},
+		{`{"apikey":1,"apikey":2,"b":3}`, `{"b":3}`},
+		{`{"b":"\u00e9"}`, `{"b":"\u00e9"}`},
+		{`[1,2]`, `[1,2]`},
+	}
+	for _, tt := range tests {
+		got, removed, err := redactFields([]byte(tt.in), []string{"apikey"})
+		if err != nil || string(got) != tt.want {
+			t.Errorf("redactFields(%s) = %s, %v; want %s", tt.in, got, err, tt.want)
+		}
+		if strings.Contains(tt.in, `"apikey"`) && strings.HasPrefix(tt.in, "{") && len(removed) != 1 {
+			t.Errorf("redactFields(%s) removed %v", tt.in, removed)
+		}
+	}
+}
+
+func FuzzRedactFields(f *testing.F) {
+	f.Add([]byte(`{"event":"x","apikey":"SECRET"}`))
+	f.Add([]byte(`{ "apikey" : [1, {"a":2}] , "b":null}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !jsonValid(body) {
+			return // the ingress redacts only valid JSON
+		}
+		out, removed, err := redactFields(body, []string{"apikey"})
+		if err != nil || len(removed) == 0 {
+			return
+		}
+		if !jsonValid(out) {
+			t.Fatalf("redactFields(%q) = %q, not JSON", body, out)
+		}
+		again, removed2, err := redactFields(out, []string{"apikey"})
+		if err != nil || len(removed2) != 0 || string(again) != string(out) {
+			t.Fatalf("second pass changed %q → %q (%v, %v)", out, again, removed2, err)
+		}
+	})
+}
+
+func FuzzParseTarget(f *testing.F) {
+	f.Add("/t/abc/messages-upsert", "token=abc/messages-upsert")
+	f.Add("", "token=%zz")
+	f.Fuzz(func(t *testing.T, rest, query string) {
+		tg := parseTarget(rest, query)
+		if strings.Contains(tg.queryToken, "/") || strings.Contains(tg.pathToken, "/") {
+			t.Fatalf("token with a slash: %+v", tg)
+		}
+	})
+}

@@ -1,0 +1,260 @@
+// Package webhook is Borda's webhook ingress (design.md §6): an
+// http.Handler that answers 200 only once RabbitMQ has durably taken the
+// event (publisher confirm, no return), and the Publisher behind it.
+//
+// Checks run in the contract's order: 405 → 401 → 415 → 413 → 400 →
+// 429/200 dedup → publish → 503 or 200. See docs/webhooks.md.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// Response statuses: the body is {"status":"<status>"} (plus "reason" on
+// 503).
+const (
+	StatusMethodNotAllowed     = "METHOD_NOT_ALLOWED"
+	StatusUnauthorized         = "UNAUTHORIZED"
+	StatusUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
+	StatusPayloadTooLarge      = "PAYLOAD_TOO_LARGE"
+	StatusInvalidPayload       = "INVALID_PAYLOAD"
+	StatusRequestInFlight      = "REQUEST_IN_FLIGHT"
+	StatusAlreadyProcessed     = "ALREADY_PROCESSED"
+	StatusServiceUnavailable   = "SERVICE_UNAVAILABLE"
+	StatusPublishedConfirmed   = "PUBLISHED_CONFIRMED"
+	StatusNotFound             = "NOT_FOUND"
+)
+
+// MessagePublisher is what the ingress needs from a publisher: Publish
+// returns nil only when the broker confirmed the message with no return,
+// else an error that Reason maps to a 503 reason. *Publisher implements
+// it.
+type MessagePublisher interface {
+	Publish(ctx context.Context, m Message) error
+}
+
+// envelopeHeaders are the request headers copied into the envelope
+// (lower-case). Credentials and signatures never are.
+var envelopeHeaders = []string{
+	"content-type", "user-agent", "traceparent", "tracestate", "x-request-id",
+	"webhook-id", "webhook-timestamp", "idempotency-key",
+	"x-github-delivery", "x-github-event", "x-github-hook-id",
+}
+
+// Ingress is the webhook http.Handler. Mount it at every path of Paths
+// (and their sub-paths), before host routing, on any Host.
+type Ingress struct {
+	sources  []*source
+	pub      MessagePublisher
+	dedup    *dedup
+	maxBody  int64
+	logger   *slog.Logger
+	metrics  *ingressMetrics
+	now      func() time.Time
+	readyErr func() error
+}
+
+// NewIngress builds the ingress of cfg.Webhook (the flat section as source
+// "whatsapp" when webhook.path is set, plus webhook.sources). It returns
+// an error when no source is configured, when a source has no credential
+// configured (no WEBHOOK_TOKENS / tokens_env and no signature: the ingress
+// refuses to start rather than accept everything), or when its metrics
+// cannot be registered on reg.
+func NewIngress(cfg configs.Config, pub MessagePublisher, logger *slog.Logger, reg prometheus.Registerer) (*Ingress, error) {
+	sources, err := compileSources(cfg.Webhook)
+	if err != nil {
+		return nil, err
+	}
+	if len(sources) == 0 {
+		return nil, errors.New("building webhook ingress: no webhook.path nor webhook.sources configured")
+	}
+	m, err := newIngressMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	i := &Ingress{
+		sources: sources,
+		pub:     pub,
+		dedup:   newDedup(cfg.Webhook.DedupSize, cfg.Webhook.DedupTTL.D()),
+		maxBody: cfg.Webhook.MaxBodyBytes,
+		logger:  logger.With("component", "webhook-ingress"),
+		metrics: m,
+		now:     time.Now,
+	}
+	if r, ok := pub.(interface{ Ready() error }); ok {
+		i.readyErr = r.Ready
+	}
+	return i, nil
+}
+
+// Paths returns the path of every source, longest first. Each is served
+// with all its sub-paths ("/webhooks/whatsapp" and "/webhooks/whatsapp/…").
+func (i *Ingress) Paths() []string {
+	out := make([]string, len(i.sources))
+	for n, s := range i.sources {
+		out[n] = s.path
+	}
+	return out
+}
+
+// Ready reports the publisher's readiness (nil when it has no Ready).
+func (i *Ingress) Ready() error {
+	if i.readyErr == nil {
+		return nil
+	}
+	return i.readyErr()
+}
+
+// ServeHTTP answers one webhook delivery (design.md §6 status table).
+func (i *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := i.now()
+	i.metrics.inflight.Inc()
+	defer i.metrics.inflight.Dec()
+	status := i.serve(w, r)
+	i.metrics.requests.WithLabelValues(status).Inc()
+	i.metrics.latency.WithLabelValues("http_total").Observe(time.Since(start).Seconds())
+}
+
+func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
+	src, rest := matchSource(i.sources, r.URL.Path)
+	if src == nil {
+		return respond(w, http.StatusNotFound, StatusNotFound, "")
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return respond(w, http.StatusMethodNotAllowed, StatusMethodNotAllowed, "")
+	}
+	target := parseTarget(rest, r.URL.RawQuery)
+	if !i.authenticated(src, r, target) {
+		return respond(w, http.StatusUnauthorized, StatusUnauthorized, "")
+	}
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	isJSON := mediaType == "application/json"
+	if !isJSON && mediaType != "application/x-www-form-urlencoded" {
+		return respond(w, http.StatusUnsupportedMediaType, StatusUnsupportedMediaType, "")
+	}
+	if r.ContentLength > i.maxBody {
+		w.Header().Set("Connection", "close") // never read the junk
+		return respond(w, http.StatusRequestEntityTooLarge, StatusPayloadTooLarge, "")
+	}
+	body, err := readBody(http.MaxBytesReader(w, r.Body, i.maxBody), r.ContentLength)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			w.Header().Set("Connection", "close")
+			return respond(w, http.StatusRequestEntityTooLarge, StatusPayloadTooLarge, "")
+		}
+		return respond(w, http.StatusBadRequest, StatusInvalidPayload, "")
+	}
+	receivedAt := i.now()
+	if src.sig != nil {
+		if err := src.sig.verify(r.Header, body, receivedAt); err != nil {
+			i.logger.Info("webhook signature refused", "source", src.name, "error", err)
+			return respond(w, http.StatusUnauthorized, StatusUnauthorized, "")
+		}
+	}
+	if len(body) == 0 || (isJSON && !jsonValid(body)) {
+		return respond(w, http.StatusBadRequest, StatusInvalidPayload, "")
+	}
+
+	id := eventID(r.Header, body, isJSON, src.idFields)
+	key := src.name + "\x00" + id
+	state, ticket := i.dedup.begin(key)
+	switch state {
+	case stateInFlight:
+		i.metrics.dedupHits.WithLabelValues(state.String()).Inc()
+		w.Header().Set("Retry-After", "2")
+		return respond(w, http.StatusTooManyRequests, StatusRequestInFlight, "")
+	case stateConfirmed:
+		i.metrics.dedupHits.WithLabelValues(state.String()).Inc()
+		return respond(w, http.StatusOK, StatusAlreadyProcessed, "")
+	}
+
+	msg, err := i.message(src, r, target, id, body, receivedAt)
+	if err == nil {
+		// The provider hanging up must not cut the wait short: the answer
+		// decides whether the id is remembered as CONFIRMED.
+		ctx := context.WithoutCancel(r.Context())
+		t0 := time.Now()
+		err = i.pub.Publish(ctx, msg)
+		i.metrics.latency.WithLabelValues("amqp_confirm").Observe(time.Since(t0).Seconds())
+	}
+	if err != nil {
+		i.dedup.forget(key, ticket)
+		reason := Reason(err)
+		i.metrics.failures.WithLabelValues(reason).Inc()
+		if reason == ReasonUnroutable {
+			i.metrics.unroutable.Inc()
+		}
+		i.logger.Warn("webhook not published; answering 503", "source", src.name, "event_id", id, "reason", reason, "error", err)
+		w.Header().Set("Retry-After", "5")
+		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, reason)
+	}
+	i.dedup.confirm(key, ticket)
+	return respond(w, http.StatusOK, StatusPublishedConfirmed, "")
+}
+
+// authenticated checks the request's credential against the source's
+// tokens (when it has any) and that a signed source's headers are there.
+func (i *Ingress) authenticated(src *source, r *http.Request, target requestTarget) bool {
+	if len(src.tokens) > 0 {
+		p := credential(r.Header, target)
+		switch {
+		case p.method == "":
+			i.logger.Info("webhook credential missing", "source", src.name)
+			return false
+		case p.conflict:
+			i.logger.Info("webhook credentials disagree", "source", src.name, "method", p.method)
+			return false
+		case !src.tokens.match(p.value):
+			i.logger.Info("webhook credential refused", "source", src.name, "method", p.method)
+			return false
+		}
+	}
+	if src.sig != nil && !src.sig.present(r.Header) {
+		i.logger.Info("webhook signature missing", "source", src.name)
+		return false
+	}
+	return true
+}
+
+// message builds the envelope, redacting the source's fields if asked.
+func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time) (Message, error) {
+	headers := make(map[string]string, len(envelopeHeaders))
+	for _, name := range envelopeHeaders {
+		if v := r.Header.Get(name); v != "" {
+			headers[name] = v
+		}
+	}
+	original := body
+	var removed []string
+	if len(src.redact) > 0 && strings.HasPrefix(headers["content-type"], "application/json") {
+		var err error
+		if body, removed, err = redactFields(body, src.redact); err != nil {
+			return Message{}, fmt.Errorf("%w: redacting: %w", ErrBrokerUnavailable, err)
+		}
+	}
+	env := envelope.New(id, src.name, r.Header.Get("Content-Type"), headers, body, at)
+	env.Event = target.event
+	if len(removed) > 0 {
+		env.Redacted = removed
+		env.OriginalSHA256 = envelope.Digest(original)
+	}
+	data, err := env.Encode()
+	if err != nil {
+		return Message{}, fmt.Errorf("%w: encoding envelope: %w", ErrBrokerUnavailable, err)
+	}
+	return Message{ID: id, RoutingKey: src.routingKey, Body: data, Timestamp: at}, nil
+}

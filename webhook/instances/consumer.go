@@ -1,0 +1,166 @@
+package instances
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// Options configure a Consumer. AMQPURL, Queue and DB are required.
+type Options struct {
+	AMQPURL string
+	// Queue is the events queue (forward.events_queue).
+	Queue string
+	// Prefetch is the number of unacked deliveries (0: 20).
+	Prefetch int
+	// DB is a *pgxpool.Pool.
+	DB execer
+	// Logger (nil: discard) and Registerer (nil: a private registry).
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Reconnect is the wait after a lost connection or a database error
+	// (0: 2s).
+	Reconnect time.Duration
+}
+
+// Consumer is `borda consume-events`.
+type Consumer struct {
+	opts   Options
+	store  *Store
+	log    *slog.Logger
+	events *prometheus.CounterVec
+}
+
+// New builds a Consumer; it does not connect.
+func New(opts Options) (*Consumer, error) {
+	if opts.AMQPURL == "" || opts.Queue == "" || opts.DB == nil {
+		return nil, errors.New("instances: AMQPURL, Queue and DB are required")
+	}
+	if opts.Prefetch == 0 {
+		opts.Prefetch = 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	if opts.Reconnect == 0 {
+		opts.Reconnect = 2 * time.Second
+	}
+	events := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "borda_instances_events_total",
+		Help: "Events read by consume-events, by result: applied, skipped (older than the stored state), ignored (not connection.update), malformed.",
+	}, []string{"result"})
+	if err := opts.Registerer.Register(events); err != nil {
+		return nil, fmt.Errorf("registering instances metrics: %w", err)
+	}
+	return &Consumer{opts: opts, store: NewStore(opts.DB), log: opts.Logger.With("component", "consume-events"), events: events}, nil
+}
+
+// Result of handling one event.
+type Result string
+
+// Results.
+const (
+	Applied   Result = "applied"
+	Skipped   Result = "skipped"
+	Ignored   Result = "ignored"
+	Malformed Result = "malformed"
+)
+
+// Handle applies one message body (an envelope). An error means the
+// database failed and the message must be retried; every other case is
+// final (ack).
+func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
+	env, err := envelope.Decode(body)
+	if err != nil {
+		return Malformed, nil
+	}
+	u, ok, err := Parse(env.ContentType, env.Body)
+	switch {
+	case !ok:
+		return Ignored, nil
+	case err != nil:
+		c.log.Warn("malformed connection.update", "event_id", env.ID, "err", err)
+		return Malformed, nil
+	}
+	applied, err := c.store.Apply(ctx, u)
+	if err != nil {
+		return "", err
+	}
+	if !applied {
+		c.log.Info("stale connection.update skipped", "event_id", env.ID, "instance", u.Instance, "event_time", u.EventTime)
+		return Skipped, nil
+	}
+	return Applied, nil
+}
+
+// Run consumes until ctx ends, reconnecting after a lost connection. On
+// ctx's end it finishes the delivery in hand and returns nil.
+func (c *Consumer) Run(ctx context.Context) error {
+	for {
+		err := c.session(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.log.Error("consume-events session ended; reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.opts.Reconnect):
+		}
+	}
+}
+
+func (c *Consumer) session(ctx context.Context) error {
+	conn, err := amqp.DialConfig(c.opts.AMQPURL, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Properties: amqp.Table{"connection_name": "borda-consume-events"},
+	})
+	if err != nil {
+		return fmt.Errorf("dialing amqp: %w", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening channel: %w", err)
+	}
+	if err := ch.Qos(c.opts.Prefetch, 0, false); err != nil {
+		return fmt.Errorf("setting prefetch: %w", err)
+	}
+	deliveries, err := ch.Consume(c.opts.Queue, "", false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", c.opts.Queue, err)
+	}
+	hctx := context.WithoutCancel(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case d, ok := <-deliveries:
+			if !ok {
+				return errors.New("deliveries closed by the broker")
+			}
+			res, err := c.Handle(hctx, d.Body)
+			if err != nil {
+				c.log.Error("applying an event; requeueing", "message_id", d.MessageId, "err", err)
+				_ = d.Nack(false, true)
+				select { // the database is down: do not spin
+				case <-ctx.Done():
+				case <-time.After(c.opts.Reconnect):
+				}
+				continue
+			}
+			c.events.WithLabelValues(string(res)).Inc()
+			_ = d.Ack(false)
+		}
+	}
+}

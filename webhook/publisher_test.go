@@ -1,0 +1,137 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+func TestPublisherPublishesPersistentConfirmed(t *testing.T) {
+	cfg := testConfig(t)
+	p := newTestPublisher(t, cfg)
+	a := newAdmin(t, cfg)
+
+	err := p.Publish(context.Background(), Message{ID: "evt-1", Body: []byte(`{"a":1}`), Timestamp: time.Now()})
+	if err != nil {
+		t.Fatalf("Publish = %v, want nil", err)
+	}
+	got := a.drain(cfg.Forward.Queue)
+	if len(got) != 1 {
+		t.Fatalf("forward queue has %d messages, want 1", len(got))
+	}
+	d := got[0]
+	if d.MessageId != "evt-1" || d.DeliveryMode != 2 || d.ContentType != "application/json" || string(d.Body) != `{"a":1}` {
+		t.Errorf("message = id %q mode %d type %q body %q", d.MessageId, d.DeliveryMode, d.ContentType, d.Body)
+	}
+}
+
+func TestPublisherQuorumQueueByDefault(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Webhook.QueueType = "quorum"
+	p := newTestPublisher(t, cfg)
+	if err := p.Publish(context.Background(), Message{ID: "q", Body: []byte(`{}`)}); err != nil {
+		t.Fatalf("Publish = %v", err)
+	}
+	if n := newAdmin(t, cfg).count(cfg.Forward.Queue); n != 1 {
+		t.Fatalf("quorum forward queue has %d, want 1", n)
+	}
+}
+
+// Row 27: an unroutable mandatory message gets basic.return then
+// basic.ack; under load, not one of them may be reported as success, and
+// routable messages interleaved with them on the same channels must be.
+func TestEdgeCase27_AckPlusReturnIsFailure(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Webhook.PublishChannels = 2
+	p := newTestPublisher(t, cfg)
+	a := newAdmin(t, cfg)
+
+	const n = 400
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "" // bound
+			if i%2 == 1 {
+				key = "webhook.unknown"
+			}
+			errs[i] = p.Publish(context.Background(), Message{ID: fmt.Sprint(i), RoutingKey: key, Body: []byte(`{}`)})
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for i, err := range errs {
+		if i%2 == 1 {
+			if !errors.Is(err, ErrUnroutable) {
+				t.Fatalf("unroutable publish %d = %v, want ErrUnroutable", i, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("routable publish %d = %v, want nil", i, err)
+		}
+		ok++
+	}
+	if got := a.count(cfg.Forward.Queue); got != ok {
+		t.Fatalf("forward queue has %d, want the %d confirmed", got, ok)
+	}
+}
+
+func TestPublisherNotReadyWhenBrokerRefuses(t *testing.T) {
+	cfg := configs.Default()
+	cfg.AMQP.URL = "amqp://guest:guest@127.0.0.1:1/"
+	p, err := NewPublisher(cfg, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	time.Sleep(200 * time.Millisecond)
+	if err := p.Ready(); !errors.Is(err, ErrBrokerUnavailable) {
+		t.Fatalf("Ready = %v, want ErrBrokerUnavailable", err)
+	}
+	start := time.Now()
+	err = p.Publish(context.Background(), Message{ID: "x", Body: []byte(`{}`)})
+	if !errors.Is(err, ErrBrokerUnavailable) || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("Publish = %v after %s, want ErrBrokerUnavailable at once", err, time.Since(start))
+	}
+}
+
+func TestPublisherCloseDrainsAndRefuses(t *testing.T) {
+	cfg := testConfig(t)
+	p := newTestPublisher(t, cfg)
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- p.Publish(context.Background(), Message{ID: fmt.Sprint(i), Body: []byte(`{}`)})
+		}()
+	}
+	time.Sleep(time.Millisecond)
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && !errors.Is(err, ErrBrokerUnavailable) {
+			t.Errorf("publish during close = %v", err)
+		}
+	}
+	if err := p.Publish(context.Background(), Message{ID: "late", Body: []byte(`{}`)}); !errors.Is(err, ErrBrokerUnavailable) {
+		t.Fatalf("Publish after Close = %v, want ErrBrokerUnavailable", err)
+	}
+	if err := p.Ready(); err == nil {
+		t.Fatal("Ready after Close = nil")
+	}
+}
