@@ -169,6 +169,7 @@ func (c *Config) validateGateway(p *problems) {
 		}
 	}
 	seen := map[string]bool{}
+	claimed := map[string]string{} // "host prefix" → route name
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		field := fmt.Sprintf("routes[%d]", i)
@@ -218,6 +219,20 @@ func (c *Config) validateGateway(p *problems) {
 			if fw.As != "" && fw.As != "authorization" {
 				p.addf(f+".as", "%q: want \"authorization\" or nothing", fw.As)
 			}
+		}
+		if d := r.Cookies.Domain; d != "" && (strings.ContainsAny(d, " ;,=\t\"") || strings.Contains(d, "/")) {
+			p.addf(field+".cookies.domain", "%q is not a cookie domain (a host name such as portal.example.org)", d)
+		}
+		hosts := r.Hosts
+		if len(hosts) == 0 {
+			hosts = []string{""}
+		}
+		for _, h := range hosts {
+			key := strings.ToLower(h) + " " + strings.TrimRight(r.PathPrefix, "/")
+			if other, dup := claimed[key]; dup {
+				p.addf(field+".path_prefix", "%q on host %q is already routed by %q (this route would never match)", r.PathPrefix, h, other)
+			}
+			claimed[key] = r.Name
 		}
 		switch strings.ToLower(r.Cookies.SameSite) {
 		case "", "lax", "strict", "none":

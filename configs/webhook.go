@@ -58,14 +58,16 @@ type WebhookSource struct {
 	// RoutingKey overrides webhook.routing_key for this source.
 	RoutingKey string `yaml:"routing_key"`
 	// TokensEnv names the environment variable with this source's tokens
-	// (comma-separated). Empty: webhook.tokens (WEBHOOK_TOKENS).
+	// (comma-separated). Empty: webhook.tokens (WEBHOOK_TOKENS), unless
+	// the source has a Signature, which then authenticates it alone.
 	TokensEnv string `yaml:"tokens_env"`
 	// Signature, when set, verifies an HMAC signature over the raw body.
 	Signature *WebhookSignature `yaml:"signature"`
 	// IDFields override webhook.id_fields for this source.
 	IDFields []string `yaml:"id_fields"`
 	// RedactFields are top-level body fields removed before publishing
-	// (opt-in; the envelope records it and the original's SHA-256).
+	// (opt-in; the envelope records it and the original's SHA-256). Only
+	// JSON bodies are redacted; every other byte is kept.
 	RedactFields []string `yaml:"redact_fields"`
 
 	// Tokens are read from TokensEnv.
@@ -134,6 +136,7 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 	if w.MaxInFlight < 1 {
 		p.addf("webhook.max_in_flight", "must be at least 1")
 	}
+	validFields(p, "webhook.id_fields", w.IDFields)
 	paths := map[string]bool{w.Path: w.Path != ""}
 	for i := range w.Sources {
 		s := &w.Sources[i]
@@ -147,6 +150,12 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 			p.addf(f+".path", "%q is used by another source", s.Path)
 		}
 		paths[s.Path] = true
+		validFields(p, f+".id_fields", s.IDFields)
+		for j, r := range s.RedactFields {
+			if r == "" || strings.Contains(r, ".") {
+				p.addf(fmt.Sprintf("%s.redact_fields[%d]", f, j), "%q: want a top-level field name", r)
+			}
+		}
 		if s.TokensEnv != "" && lookup != nil {
 			if v, ok := lookup(s.TokensEnv); ok {
 				s.Tokens = splitSecrets(v)
@@ -166,6 +175,15 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 					sig.Secrets = splitSecrets(v)
 				}
 			}
+		}
+	}
+}
+
+// validFields checks dotted body paths ("data.key.id").
+func validFields(p *problems, field string, fields []string) {
+	for j, f := range fields {
+		if f == "" || strings.HasPrefix(f, ".") || strings.HasSuffix(f, ".") || strings.Contains(f, "..") {
+			p.addf(fmt.Sprintf("%s[%d]", field, j), "%q: want a dotted path such as data.key.id", f)
 		}
 	}
 }

@@ -50,10 +50,10 @@ func TestClientIPSubject(t *testing.T) {
 	t.Parallel()
 	c := &clientIP{v6Bits: 64}
 	for in, want := range map[string]string{
-		"203.0.113.9":             "203.0.113.9",
-		"2001:db8:1:2:aaaa::1":    "2001:db8:1:2::/64",
-		"::ffff:203.0.113.9":      "203.0.113.9",
-		"2001:db8:1:2:3:4:5:6":    "2001:db8:1:2::/64",
+		"203.0.113.9":          "203.0.113.9",
+		"2001:db8:1:2:aaaa::1": "2001:db8:1:2::/64",
+		"::ffff:203.0.113.9":   "203.0.113.9",
+		"2001:db8:1:2:3:4:5:6": "2001:db8:1:2::/64",
 	} {
 		if got := c.subject(netip.MustParseAddr(in).Unmap()); got != want {
 			t.Errorf("subject(%s) = %s, want %s", in, got, want)

@@ -303,3 +303,5 @@ type (
 	ratelimitSubject = ratelimit.Subject
 	ratelimitVerdict = ratelimit.Verdict
 )
+
+type telemetryEvent = telemetry.Event

@@ -26,7 +26,7 @@ func TestRouterPrecedence(t *testing.T) {
 		{"portal.example.org", "/api/v2/x", "exact-api-v2", "/x"},
 		{"PORTAL.example.org.:8443", "/api/v1", "exact-api", "/v1"},
 		{"portal.example.org", "/api", "exact-api", ""},
-		{"portal.example.org", "/apix", "wild", "/apix"},       // exact tier has no match: falls to wildcard
+		{"portal.example.org", "/apix", "wild", "/apix"},             // exact tier has no match: falls to wildcard
 		{"portal.example.org", "/api%2Fv2/x", "wild", "/api%2Fv2/x"}, // %2F is not a segment boundary
 		{"portal.example.org", "/ap%69/v2", "exact-api-v2", ""},
 		{"a.b.example.org", "/", "wild-deep", "/"},

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -266,7 +268,7 @@ func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out [
 	_, err := l.breaker.Execute(func() (struct{}, error) {
 		return struct{}{}, l.store.Hit(cctx, now, hits, out)
 	})
-	timedOut := cctx.Err() != nil
+	timedOut := cctx.Err() != nil || isTimeout(err)
 	cancel()
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		l.errs[errBreakerOpen].Inc()
@@ -283,6 +285,15 @@ func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out [
 		l.logStoreError(err)
 	}
 	return err
+}
+
+// isTimeout reports whether err is a deadline: the context's, or the
+// connection deadline go-redis derives from it (which may fire a moment
+// before the context's timer).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		(errors.As(err, &ne) && ne.Timeout())
 }
 
 // logStoreError logs at most one line per second.

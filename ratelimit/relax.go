@@ -65,7 +65,7 @@ func (l *Limiter) Start(ctx context.Context) {
 	ctx, l.cancel = context.WithCancel(ctx)
 	l.done = make(chan struct{})
 	l.probing.Store(!l.memory)
-	go l.run(ctx)
+	go l.run(ctx, l.done)
 }
 
 // Stop ends the background work started by Start and waits for it.
@@ -82,8 +82,8 @@ func (l *Limiter) Stop() {
 	l.probing.Store(false)
 }
 
-func (l *Limiter) run(ctx context.Context) {
-	defer close(l.done)
+func (l *Limiter) run(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
 	relaxTick := time.NewTicker(l.relaxPoll)
 	defer relaxTick.Stop()
 	probeTick := time.NewTicker(probeInterval)

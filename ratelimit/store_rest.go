@@ -83,21 +83,31 @@ func (s *RESTStore) Do(ctx context.Context, cmd ...any) (any, error) {
 		return nil, fmt.Errorf("calling upstash rest: %w", err)
 	}
 	defer resp.Body.Close()
+	reply, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the upstash rest reply: %w", err)
+	}
+	return parseRESTReply(resp.StatusCode, reply)
+}
+
+// parseRESTReply decodes one {"result": …} / {"error": "…"} reply, numbers
+// as json.Number.
+func parseRESTReply(status int, body []byte) (any, error) {
 	var reply struct {
 		Result any     `json:"result"`
 		Error  *string `json:"error"`
 	}
-	dec := json.NewDecoder(io.LimitReader(resp.Body, 1<<20))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&reply); err != nil {
-		return nil, &RESTError{Status: resp.StatusCode, Message: "unreadable reply: " + err.Error()}
+		return nil, &RESTError{Status: status, Message: "unreadable reply: " + err.Error()}
 	}
-	if reply.Error != nil || resp.StatusCode != http.StatusOK {
+	if reply.Error != nil || status != http.StatusOK {
 		msg := ""
 		if reply.Error != nil {
 			msg = *reply.Error
 		}
-		return nil, &RESTError{Status: resp.StatusCode, Message: msg}
+		return nil, &RESTError{Status: status, Message: msg}
 	}
 	return reply.Result, nil
 }

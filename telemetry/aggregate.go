@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -144,8 +145,17 @@ func (a *Aggregator) aggregate(ctx context.Context, hold time.Duration) (rep Rep
 			a.logger.Warn("aggregation lock left to expire", "error", lerr)
 		}
 	}()
+	// A run never outlives its lock: past lockTTL another replica may
+	// start, and a hung PostgreSQL must not stall Run's retries.
+	ctx, cancel := context.WithTimeout(ctx, lockTTL)
+	defer cancel()
 	minutes := make(map[int64]struct{})
-	page := func(keys []string, values []any) error { return a.upsert(ctx, keys, values, &rep, minutes) }
+	var mu sync.Mutex // ForEachMaster scans the masters concurrently
+	page := func(keys []string, values []any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return a.upsert(ctx, keys, values, &rep, minutes)
+	}
 	if cl, ok := a.rdb.(clusterStore); ok {
 		err = cl.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
 			return a.scan(ctx, node, true, page)

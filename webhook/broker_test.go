@@ -74,7 +74,7 @@ type admin struct {
 
 func newAdmin(t testing.TB, cfg configs.Config) *admin {
 	t.Helper()
-	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
+	conn, err := amqp.Dial(servicetest.AMQPURL(t)) // never through a fault proxy
 	if err != nil {
 		t.Fatalf("dialing broker: %v", err)
 	}

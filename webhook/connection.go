@@ -59,7 +59,17 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 		Heartbeat:  heartbeat,
 		Dial: func(network, addr string) (net.Conn, error) {
 			d := net.Dialer{Timeout: dialTimeout}
-			return d.DialContext(ctx, network, addr)
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// Bound the AMQP handshake like amqp.DefaultDial; amqp091-go
+			// clears the deadline once the connection is open.
+			if err := c.SetDeadline(time.Now().Add(dialTimeout)); err != nil {
+				c.Close()
+				return nil, err
+			}
+			return c, nil
 		},
 	})
 	if err != nil {
@@ -68,7 +78,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	defer conn.Close()
 	connCloses := conn.NotifyClose(make(chan *amqp.Error, 1))
 	blockings := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
-	p.blocked.Store(false)
+	p.setBlocked(false)
 
 	if err := p.declare(conn); err != nil {
 		return false, err
@@ -106,8 +116,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 			}
 			return true, fmt.Errorf("connection closed by broker: %s (%d)", e.Reason, e.Code)
 		case b := <-blockings:
-			p.blocked.Store(b.Active)
-			p.metrics.blocked.Set(boolGauge(b.Active))
+			p.setBlocked(b.Active)
 			if b.Active {
 				p.logger.Warn("webhook broker blocked the connection; answering 503 BROKER_BLOCKED", "reason", b.Reason)
 			} else {
@@ -210,7 +219,6 @@ func (p *Publisher) setUp(conn *amqp.Connection, chans []*confirmChannel) {
 	p.conn, p.chans, p.lastErr = conn, chans, nil
 	p.mu.Unlock()
 	p.metrics.connected.Set(1)
-	p.metrics.blocked.Set(0)
 }
 
 func (p *Publisher) setDown(err error) {
@@ -218,9 +226,8 @@ func (p *Publisher) setDown(err error) {
 	wasUp := p.conn != nil
 	p.conn, p.chans, p.lastErr = nil, nil, err
 	p.mu.Unlock()
-	p.blocked.Store(false)
+	p.setBlocked(false)
 	p.metrics.connected.Set(0)
-	p.metrics.blocked.Set(0)
 	if wasUp {
 		p.metrics.reconnects.Inc()
 	}

@@ -25,6 +25,7 @@ type stack struct {
 	pub     *Publisher
 	ingress *Ingress
 	srv     *httptest.Server
+	client  *http.Client
 	admin   *admin
 }
 
@@ -37,7 +38,9 @@ func newStack(t testing.TB, cfg configs.Config, opts ...PublisherOption) *stack 
 	}
 	srv := httptest.NewServer(i)
 	t.Cleanup(srv.Close)
-	return &stack{cfg: cfg, pub: pub, ingress: i, srv: srv, admin: newAdmin(t, cfg)}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	t.Cleanup(client.CloseIdleConnections)
+	return &stack{cfg: cfg, pub: pub, ingress: i, srv: srv, client: client, admin: newAdmin(t, cfg)}
 }
 
 // post sends body and returns the code, the answer and how long it took.
@@ -55,7 +58,7 @@ func (s *stack) post(t testing.TB, target, contentType string, body []byte, h ht
 		r.Header.Set("Authorization", "Bearer test-token")
 	}
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(r)
+	resp, err := s.client.Do(r)
 	if err != nil {
 		t.Errorf("POST %s: %v", target, err)
 		return 0, answer{}, time.Since(start)
@@ -109,6 +112,7 @@ func payloadConfig(t testing.TB) configs.Config {
 // Every provider payload is accepted and lands in the queue byte for byte,
 // with the event id of payloads/README.md.
 func TestEveryPayloadPublishedByteForByte(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, payloadConfig(t))
 	s.ingress.now = func() time.Time { return time.Unix(1767225600, 0) } // the standard-webhooks timestamp
 	files, err := os.ReadDir(payloadDir)
@@ -189,6 +193,7 @@ func (s *stack) sourceFor(target string) *source {
 // Row 30: the signature is checked over the raw bytes before anything
 // parses them, and the same bytes and content type are published.
 func TestEdgeCase30_SignedBodiesVerifiedAndPublishedRaw(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, payloadConfig(t))
 	for _, tc := range []struct{ ct, body string }{
 		{"application/x-www-form-urlencoded", "payload=%7B%22a%22%3A1%7D"},
@@ -222,6 +227,7 @@ func TestEdgeCase30_SignedBodiesVerifiedAndPublishedRaw(t *testing.T) {
 // Many concurrent identical deliveries: exactly one publish; the others
 // get 429 REQUEST_IN_FLIGHT or 200 ALREADY_PROCESSED.
 func TestDedupRaceExactlyOnePublish(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, testConfig(t))
 	body, _ := payload(t, "evolution-v2-messages-upsert.json")
 	const n = 64
@@ -253,6 +259,7 @@ func TestDedupRaceExactlyOnePublish(t *testing.T) {
 // Redaction is opt-in per source: the named top-level fields are removed,
 // every other byte kept, and the envelope records it.
 func TestRedactFieldsOptIn(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	cfg.Webhook.Sources = []configs.WebhookSource{{Name: "evolution-redacted", Path: "/webhooks/evo", RedactFields: []string{"apikey"}}}
 	s := newStack(t, cfg)
@@ -287,4 +294,3 @@ func TestRedactFieldsOptIn(t *testing.T) {
 		t.Fatalf("envelopes: %d redacted, %d kept", redacted, kept)
 	}
 }
-

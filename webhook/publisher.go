@@ -62,6 +62,9 @@ type Publisher struct {
 	blocked atomic.Bool
 	closing atomic.Bool
 
+	blockMu sync.Mutex
+	blockCh chan struct{} // closed while the broker blocks the connection
+
 	redeclare chan struct{}
 	dead      chan *confirmChannel
 
@@ -103,6 +106,7 @@ func NewPublisher(cfg configs.Config, logger *slog.Logger, reg prometheus.Regist
 		slots:          make(chan struct{}, max(w.MaxInFlight, 1)),
 		redeclare:      make(chan struct{}, 1),
 		lastErr:        errors.New("not connected yet"),
+		blockCh:        make(chan struct{}),
 		done:           make(chan struct{}),
 	}
 	for _, o := range opts {
@@ -149,6 +153,7 @@ func (p *Publisher) Publish(ctx context.Context, m Message) error {
 	if p.closing.Load() {
 		return fmt.Errorf("%w: publisher closing", ErrBrokerUnavailable)
 	}
+	blocked := p.blockedSignal()
 	if p.blocked.Load() {
 		return ErrBrokerBlocked
 	}
@@ -190,9 +195,36 @@ func (p *Publisher) Publish(ctx context.Context, m Message) error {
 	select {
 	case <-w.done:
 		return w.err
+	case <-blocked:
+		// RabbitMQ blocks a connection when it next publishes during an
+		// alarm, so the publish that triggers connection.blocked would
+		// otherwise wait for its whole deadline. The slot stays taken
+		// until the broker answers.
+		return fmt.Errorf("%w while awaiting the confirm", ErrBrokerBlocked)
 	case <-ctx.Done():
 		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, ctx.Err())
 	}
+}
+
+// setBlocked records connection.blocked / connection.unblocked.
+func (p *Publisher) setBlocked(active bool) {
+	p.blockMu.Lock()
+	defer p.blockMu.Unlock()
+	if p.blocked.Swap(active) == active {
+		return
+	}
+	if active {
+		close(p.blockCh)
+	} else {
+		p.blockCh = make(chan struct{})
+	}
+	p.metrics.blocked.Set(boolGauge(active))
+}
+
+func (p *Publisher) blockedSignal() <-chan struct{} {
+	p.blockMu.Lock()
+	defer p.blockMu.Unlock()
+	return p.blockCh
 }
 
 // Close stops new publishes (they fail with ErrBrokerUnavailable), waits

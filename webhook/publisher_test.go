@@ -14,6 +14,7 @@ import (
 )
 
 func TestPublisherPublishesPersistentConfirmed(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	p := newTestPublisher(t, cfg)
 	a := newAdmin(t, cfg)
@@ -33,6 +34,7 @@ func TestPublisherPublishesPersistentConfirmed(t *testing.T) {
 }
 
 func TestPublisherQuorumQueueByDefault(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	cfg.Webhook.QueueType = "quorum"
 	p := newTestPublisher(t, cfg)
@@ -48,6 +50,7 @@ func TestPublisherQuorumQueueByDefault(t *testing.T) {
 // basic.ack; under load, not one of them may be reported as success, and
 // routable messages interleaved with them on the same channels must be.
 func TestEdgeCase27_AckPlusReturnIsFailure(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	cfg.Webhook.PublishChannels = 2
 	p := newTestPublisher(t, cfg)
@@ -87,6 +90,7 @@ func TestEdgeCase27_AckPlusReturnIsFailure(t *testing.T) {
 }
 
 func TestPublisherNotReadyWhenBrokerRefuses(t *testing.T) {
+	t.Parallel()
 	cfg := configs.Default()
 	cfg.AMQP.URL = "amqp://guest:guest@127.0.0.1:1/"
 	p, err := NewPublisher(cfg, discardLogger(), prometheus.NewRegistry())
@@ -106,6 +110,7 @@ func TestPublisherNotReadyWhenBrokerRefuses(t *testing.T) {
 }
 
 func TestPublisherCloseDrainsAndRefuses(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	p := newTestPublisher(t, cfg)
 	var wg sync.WaitGroup

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -151,7 +152,15 @@ func WaitTCP(ctx context.Context, addr string, timeout time.Duration) error {
 // root into dir and returns the binary's path.
 func Build(ctx context.Context, root, dir, pkg string) (string, error) {
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	argv := []string{"go", "build", "-o", out, pkg}
+	// The bench may run pinned to one CPU (PinSelf); let the compiler use
+	// every online CPU.
+	if online, err := os.ReadFile("/sys/devices/system/cpu/online"); err == nil {
+		if ts, err := exec.LookPath("taskset"); err == nil {
+			argv = append([]string{ts, "-c", strings.TrimSpace(string(online))}, argv...)
+		}
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, b)

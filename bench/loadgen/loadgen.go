@@ -38,6 +38,7 @@ type Classify func(status int, body []byte) string
 type Result struct {
 	Requests  int64            // completed with a response
 	Errors    int64            // transport errors (no response)
+	FirstErr  string           // the first transport error, for diagnosis
 	Status    map[int]int64    // responses by status code
 	Classes   map[string]int64 // responses by Classify, when given
 	Elapsed   time.Duration    // wall time of the run
@@ -78,6 +79,16 @@ type recorder struct {
 	status   map[int]int64
 	lat      Latencies
 	n, err   atomic.Int64
+	firstErr string
+}
+
+func (r *recorder) fail(err error) {
+	r.err.Add(1)
+	r.mu.Lock()
+	if r.firstErr == "" {
+		r.firstErr = err.Error()
+	}
+	r.mu.Unlock()
 }
 
 func newRecorder(classify Classify) *recorder {
@@ -98,7 +109,7 @@ func (r *recorder) record(status int, body []byte, d time.Duration) {
 func (r *recorder) result(elapsed time.Duration) Result {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return Result{Requests: r.n.Load(), Errors: r.err.Load(), Status: r.status, Classes: r.classes, Elapsed: elapsed, Latencies: r.lat}
+	return Result{Requests: r.n.Load(), Errors: r.err.Load(), FirstErr: r.firstErr, Status: r.status, Classes: r.classes, Elapsed: elapsed, Latencies: r.lat}
 }
 
 func do(ctx context.Context, c *http.Client, build Request, i int64, keepBody bool) (int, []byte, error) {
@@ -140,7 +151,7 @@ func Saturate(ctx context.Context, c *http.Client, build Request, workers int, w
 					continue
 				}
 				if err != nil {
-					rec.err.Add(1)
+					rec.fail(err)
 					continue
 				}
 				rec.record(code, nil, time.Since(start))
@@ -191,7 +202,7 @@ func FixedClassify(ctx context.Context, c *http.Client, build Request, classify 
 		case slots <- struct{}{}:
 		default:
 			if record {
-				rec.err.Add(1)
+				rec.fail(errSaturated)
 			}
 			continue
 		}
@@ -204,7 +215,7 @@ func FixedClassify(ctx context.Context, c *http.Client, build Request, classify 
 				return
 			}
 			if err != nil {
-				rec.err.Add(1)
+				rec.fail(err)
 				return
 			}
 			rec.record(code, body, time.Since(intended))
@@ -222,6 +233,10 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// errSaturated counts a request the open-loop generator could not send
+// because maxInFlight requests were already outstanding.
+var errSaturated = errors.New("generator saturated: max in-flight requests outstanding")
 
 // ErrNotReady is returned by WaitReady when url never answered 2xx.
 var ErrNotReady = errors.New("not ready")

@@ -4,10 +4,61 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/olp-edu/borda/webhook/instances"
+	"github.com/olp-edu/borda/webhook/topology"
 )
 
-// runConsumeEvents is a placeholder until its issue lands.
-func runConsumeEvents(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "borda: not implemented yet")
-	return 1
+// runConsumeEvents is `borda consume-events [--config FILE] [--admin
+// ADDR]`: keep PostgreSQL whatsapp_instances current from the events
+// queue's connection.update events until SIGINT/SIGTERM. Needs
+// database.url (DATABASE_URL) and `borda migrate`.
+func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) int {
+	fs, path := newFlags("consume-events", stderr)
+	admin := fs.String("admin", "127.0.0.1:9093", `admin listener for /metrics and /healthz ("off" disables)`)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, code, ok := loadConfig(*path, stderr)
+	if !ok {
+		return code
+	}
+	if cfg.Database.URL == "" {
+		fmt.Fprintln(stderr, "borda: consume-events needs database.url (or DATABASE_URL)")
+		return 2
+	}
+	log := newLogger(stderr)
+	pool, err := pgxpool.New(ctx, cfg.Database.URL.Reveal())
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: parsing database.url: %v\n", err)
+		return 2
+	}
+	defer pool.Close()
+	reg := newCommandRegistry()
+	c, err := instances.New(instances.Options{
+		AMQPURL: cfg.AMQP.URL.Reveal(), Queue: cfg.Forward.EventsQueue, Prefetch: cfg.Forward.Prefetch,
+		DB: pool, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: %v\n", err)
+		return 2
+	}
+	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), topology.FromConfig(cfg)); err != nil {
+		log.Error("declaring topology", "err", err)
+		return 1
+	}
+	stopAdmin, err := serveAdmin(*admin, reg, log)
+	if err != nil {
+		log.Error("starting admin listener", "err", err)
+		return 1
+	}
+	defer stopAdmin()
+	log.Info("consuming events", "queue", cfg.Forward.EventsQueue)
+	if err := c.Run(ctx); err != nil {
+		log.Error("consume-events stopped", "err", err)
+		return 1
+	}
+	return 0
 }

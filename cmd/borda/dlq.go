@@ -4,10 +4,142 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/webhook/deadletter"
 )
 
-// runDLQ is a placeholder until its issue lands.
-func runDLQ(_ context.Context, _ []string, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "borda: not implemented yet")
-	return 1
+const dlqUsage = `Usage:
+  borda dlq list   [--config FILE] [--limit N]
+  borda dlq replay [--config FILE] (--id ID | --all-since 1h|RFC3339) --operator NAME --reason TEXT [--force] [--limit N]`
+
+// runDLQ is `borda dlq list|replay`. list prints the dead letters and
+// leaves them in the queue; replay republishes the chosen ones to the
+// forward queue and records each in webhook_replays (DATABASE_URL).
+func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
+		fmt.Fprintln(stderr, dlqUsage)
+		return 2
+	}
+	if args[0] == "list" {
+		return runDLQList(ctx, args[1:], stdout, stderr)
+	}
+	return runDLQReplay(ctx, args[1:], stdout, stderr)
+}
+
+func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, path := newFlags("dlq list", stderr)
+	limit := fs.Int("limit", deadletter.DefaultLimit, "read at most N dead letters")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	cfg, code, ok := loadConfig(*path, stderr)
+	if !ok {
+		return code
+	}
+	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", err)
+		return 1
+	}
+	defer conn.Close()
+	letters, err := deadletter.List(ctx, conn, cfg.Forward.DLQ, *limit)
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: listing %s: %v\n", cfg.Forward.DLQ, err)
+		return 1
+	}
+	now := time.Now()
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSOURCE\tATTEMPTS\tAGE\tDEAD-LETTERED\tFIRST FAILURE\tLAST STATUS")
+	for _, l := range letters {
+		dl := "-"
+		if !l.DeadLetteredAt.IsZero() {
+			dl = l.DeadLetteredAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\n", l.ID, orDash(l.Source), l.Attempts,
+			l.Age(now).Round(time.Second), dl, orDash(l.FirstReason), l.Status)
+	}
+	tw.Flush()
+	fmt.Fprintf(stdout, "%d dead letter(s) in %s\n", len(letters), cfg.Forward.DLQ)
+	return 0
+}
+
+func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, path := newFlags("dlq replay", stderr)
+	id := fs.String("id", "", "replay the dead letter with this event id")
+	since := fs.String("all-since", "", "replay every dead letter dead-lettered since this time (1h, or RFC 3339)")
+	operator := fs.String("operator", "", "who replays (recorded; required)")
+	reason := fs.String("reason", "", "why (recorded; required)")
+	force := fs.Bool("force", false, "POST even events already forwarded (recorded)")
+	limit := fs.Int("limit", deadletter.DefaultLimit, "read at most N dead letters")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if (*id == "") == (*since == "") || strings.TrimSpace(*operator) == "" || strings.TrimSpace(*reason) == "" {
+		fmt.Fprintln(stderr, dlqUsage)
+		return 2
+	}
+	sel := deadletter.Selection{ID: *id}
+	if *since != "" {
+		t, err := deadletter.ParseSince(*since, time.Now())
+		if err != nil {
+			fmt.Fprintf(stderr, "borda: %v\n", err)
+			return 2
+		}
+		sel.Since = t
+	}
+	cfg, code, ok := loadConfig(*path, stderr)
+	if !ok {
+		return code
+	}
+	if cfg.Database.URL == "" {
+		fmt.Fprintln(stderr, "borda: dlq replay records to webhook_replays and needs database.url (or DATABASE_URL)")
+		return 2
+	}
+	pool, err := pgxpool.New(ctx, cfg.Database.URL.Reveal())
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: parsing database.url: %v\n", err)
+		return 2
+	}
+	defer pool.Close()
+	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", err)
+		return 1
+	}
+	defer conn.Close()
+	out, err := deadletter.Replay(ctx, conn, pool, deadletter.ReplayOptions{
+		DLQ: cfg.Forward.DLQ, ForwardQueue: cfg.Forward.Queue, Select: sel,
+		Operator: *operator, Reason: *reason, Force: *force, Limit: *limit,
+	})
+	failed := 0
+	for _, o := range out {
+		msg := ""
+		if o.Err != nil {
+			msg = ": " + o.Err.Error()
+			failed++
+		}
+		fmt.Fprintf(stdout, "%s %s (audit #%d)%s\n", o.Letter.ID, o.Outcome, o.AuditID, msg)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: replaying: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%d replayed, %d failed\n", len(out)-failed, failed)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

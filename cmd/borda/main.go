@@ -8,6 +8,7 @@
 //	borda dlq list|replay  inspect and replay dead letters
 //	borda limits relax|show  relax a rate-limit rule during an incident
 //	borda config check     validate and print the effective config
+//	borda healthcheck      probe /healthz on 127.0.0.1 (container HEALTHCHECK)
 //	borda version          print the version
 //
 // Exit codes: 0 success, 1 runtime failure, 2 usage or invalid config.
@@ -41,6 +42,7 @@ func commands() []command {
 		{"dlq", "list or replay dead-lettered webhooks (list|replay)", runDLQ},
 		{"limits", "relax a rate-limit rule for a while, or show relaxes (relax|show)", runLimits},
 		{"config", "validate and print the effective config (check)", runConfig},
+		{"healthcheck", "probe /healthz on 127.0.0.1 (for container HEALTHCHECKs)", runHealthcheck},
 		{"version", "print the version", runVersion},
 	}
 }

@@ -298,3 +298,61 @@ func TestForward_SamplesQueueAgeAndDLQDepth(t *testing.T) {
 	h.publish(jsonEnvelope("dl-1", `{}`))
 	eventually(t, 5*time.Second, "DLQ depth 1", func() bool { return value(f.m.dlqDepth) == 1 })
 }
+
+func TestForward_RetryAfterLongerThanTheRungPicksALaterRung(t *testing.T) {
+	end := newLegacy(t, func(n int, _ string) action {
+		if n == 0 {
+			return action{status: 503, retryAfter: "1"}
+		}
+		return action{status: 200}
+	})
+	h := newHarness(t, end, func(c *configs.Config) {
+		c.Forward.RetryDelays = []configs.Delay{{Name: "100ms", D: 100 * time.Millisecond}, {Name: "1s", D: time.Second}}
+	})
+	f := h.start(nil)
+	h.publish(jsonEnvelope("ra-1", `{}`))
+	eventually(t, 10*time.Second, "delivery", func() bool { return end.delivered()["ra-1"] == 1 })
+	if a, b := value(f.m.retries.WithLabelValues("100ms")), value(f.m.retries.WithLabelValues("1s")); a != 0 || b != 1 {
+		t.Errorf("retries 100ms=%v 1s=%v; want the 1s rung for Retry-After: 1", a, b)
+	}
+}
+
+func TestForward_GracefulStopFinishesInFlightAndLosesNothing(t *testing.T) {
+	end := newLegacy(t, always(action{status: 200, sleep: 0}))
+	end.script = func(int, string) action { return action{status: 200} }
+	slow := newLegacy(t, nil)
+	var started atomic.Int32
+	slow.script = func(int, string) action { started.Add(1); return action{status: 200} }
+	h := newHarness(t, slow, func(c *configs.Config) { c.Forward.Prefetch = 2 })
+	// A handler that takes a while, so the stop lands mid-delivery.
+	f, err := New(Options{Forward: h.cfg.Forward, Topology: h.top, AMQPURL: h.cfg.AMQP.URL.Reveal(), Redis: h.rdb, Keys: h.keys, Registerer: h.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.afterMark = func(*amqp.Channel) { time.Sleep(300 * time.Millisecond) }
+	const n = 10
+	for i := range n {
+		h.publish(jsonEnvelope(fmt.Sprintf("gs-%d", i), `{}`))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	eventually(t, 5*time.Second, "a POST", func() bool { return started.Load() >= 1 })
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return within 5s of the stop")
+	}
+	delivered := len(slow.delivered())
+	eventually(t, 5*time.Second, "the undelivered messages back in the queue", func() bool {
+		return h.depth(h.top.ForwardQueue) == n-delivered
+	})
+	if delivered == 0 || delivered == n {
+		t.Logf("delivered %d of %d before the stop", delivered, n)
+	}
+	if d := h.depth(h.top.DLQ); d != 0 {
+		t.Errorf("DLQ depth %d, want 0", d)
+	}
+	_ = end
+}

@@ -257,10 +257,8 @@ func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
 			stop("shutdown")
 			return nil
 		case <-w.f.breaker.opened:
-			if w.f.breaker.State() == gobreaker.StateOpen {
-				stop("breaker open")
-				return nil
-			}
+			stop("breaker open") // the session loop then waits, or probes
+			return nil
 		case e := <-closed:
 			return fmt.Errorf("amqp connection closed: %v", e)
 		case d, ok := <-deliveries:

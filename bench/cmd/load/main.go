@@ -140,9 +140,14 @@ func run(ctx context.Context, o options) int {
 		}
 		measure(ctx, o, t)
 		stop()
-		fmt.Printf("%-13s %8.0f req/s   p50 %-8v p99 %-8v (at %d req/s; %d errors, %v statuses)\n", t.name, t.res[0].RPS(),
+		fmt.Printf("%-13s %8.0f req/s   p50 %-8v p99 %-8v (at %d req/s; statuses %v %v)\n", t.name, t.res[0].RPS(),
 			round(t.res[1].Latencies.Quantile(0.5)), round(t.res[1].Latencies.Quantile(0.99)), o.rate,
-			t.res[0].Errors+t.res[1].Errors, t.res[1].Status)
+			t.res[0].Status, t.res[1].Status)
+		for _, r := range t.res {
+			if r.Errors > 0 {
+				fmt.Printf("%-13s %d transport errors, first: %s\n", "", r.Errors, r.FirstErr)
+			}
+		}
 		if ctx.Err() != nil {
 			return 1
 		}

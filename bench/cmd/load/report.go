@@ -68,6 +68,7 @@ func report(ts []*target, o options) (string, bool) {
 		verdict := "not measured"
 		switch {
 		case !g.have:
+			g.got = "—"
 		case g.ok:
 			verdict = "PASS"
 		default:

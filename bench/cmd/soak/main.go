@@ -1,0 +1,216 @@
+// Command soak runs borda serve under mixed proxy and webhook traffic for a
+// while and checks that it stays flat and loses nothing:
+//
+//   - every -interval (10 s) it samples RSS and open fds (/proc) and
+//     goroutines (/debug/pprof/goroutine?debug=1 on the admin listener);
+//     growth from the end of the warm-up to the end must stay under 10 %
+//     (or within +4 MiB of RSS, +5 goroutines or fds: one-minute CI runs
+//     see allocator and pool noise of that size);
+//
+//   - every 200 PUBLISHED_CONFIRMED must be a message in RabbitMQ: the run
+//     publishes to its own exchange and queue (bench-soak-<id>), counts the
+//     queue at the end (lost = confirmed − queued must be 0), then deletes
+//     them.
+//
+//     go run ./bench/cmd/soak                 # 10 minutes
+//     go run ./bench/cmd/soak -ci             # 1 minute, for CI
+//     go run ./bench/cmd/soak -duration 1h -proxy-rps 1000
+//
+// It uses the local Redis (-redis, keys under olp-dev:bench…:, deleted at
+// the end) and RabbitMQ (-amqp). Exit status 1 when a check fails.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/olp-edu/borda/bench/harness"
+	"github.com/olp-edu/borda/bench/loadgen"
+	"github.com/olp-edu/borda/bench/webhookload"
+)
+
+func main() {
+	ci := flag.Bool("ci", false, "short run for CI (1 minute)")
+	duration := flag.Duration("duration", 10*time.Minute, "how long to run traffic")
+	interval := flag.Duration("interval", 10*time.Second, "sampling interval")
+	proxyRPS := flag.Int("proxy-rps", 500, "proxy requests per second")
+	webhookRPS := flag.Int("webhook-rps", 25, "webhook requests per second")
+	bordaBin := flag.String("borda", "", "borda binary (default: go build ./cmd/borda)")
+	redisURL := flag.String("redis", "redis://127.0.0.1:6379/0", "Redis for rules and telemetry")
+	amqpURL := flag.String("amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ")
+	maxGrowth := flag.Float64("max-growth", 0.10, "allowed growth of RSS, goroutines and fds")
+	flag.Parse()
+	if *ci {
+		*duration = time.Minute
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, *duration, *interval, *proxyRPS, *webhookRPS, *bordaBin, *redisURL, *amqpURL, *maxGrowth))
+}
+
+func run(ctx context.Context, duration, interval time.Duration, proxyRPS, webhookRPS int, bordaBin, redisURL, amqpURL string, maxGrowth float64) int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "soak:", err); return 1 }
+	root, err := harness.ModuleRoot()
+	if err != nil {
+		return fail(err)
+	}
+	dir, err := os.MkdirTemp("", "borda-bench-soak-")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.RemoveAll(dir)
+	up, err := harness.Build(ctx, root, dir, "./bench/cmd/upstream")
+	if err != nil {
+		return fail(err)
+	}
+	if bordaBin == "" {
+		if bordaBin, err = harness.Build(ctx, root, dir, "./cmd/borda"); err != nil {
+			return fail(err)
+		}
+	}
+	upAddr, _ := harness.FreeAddr()
+	upstream, err := harness.Start(dir, "upstream", "", nil, up, "-listen", upAddr)
+	if err != nil {
+		return fail(err)
+	}
+	defer upstream.Stop(2 * time.Second)
+
+	id := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
+	listen, _ := harness.FreeAddr()
+	admin, _ := harness.FreeAddr()
+	spec := harness.BordaSpec{
+		Listen: listen, Admin: admin, Upstream: "http://" + upAddr,
+		RedisURL: redisURL, KeyPrefix: "olp-dev:bench" + id + ":", AMQPURL: amqpURL,
+		Rules: 3, Webhook: true, Name: "bench-soak-" + id, Token: "bench-token-" + id,
+	}
+	defer harness.DeleteTopology(amqpURL, spec)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if n, _ := harness.KeysWithoutTTL(cctx, redisURL, spec.KeyPrefix); n > 0 {
+			fmt.Printf("FAIL: %d Redis keys under %s have no TTL\n", n, spec.KeyPrefix)
+		}
+		_, _ = harness.DeleteKeys(cctx, redisURL, spec.KeyPrefix)
+	}()
+	borda, err := harness.StartBorda(dir, "borda", "", bordaBin, spec)
+	if err != nil {
+		return fail(err)
+	}
+	defer borda.Stop(10 * time.Second)
+	if err := loadgen.WaitReady(ctx, "http://"+listen+"/readyz", 20*time.Second); err != nil {
+		return fail(fmt.Errorf("borda serve not ready on /readyz: %w; log tail: %s", err, strings.TrimSpace(borda.Tail(800))))
+	}
+	adminBase := "http://" + admin
+	fmt.Printf("machine: %s\nsoak: %s of %d proxy req/s + %d webhook req/s, sampling every %s (borda pid %d)\n",
+		harness.Machine(), duration, proxyRPS, webhookRPS, interval, borda.PID())
+
+	var wg sync.WaitGroup
+	var proxyRes, hookRes loadgen.Result
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		c := loadgen.NewClient(128, 10*time.Second)
+		proxyRes = loadgen.Fixed(ctx, c, loadgen.Get("http://"+listen+"/api/items/1", ""), proxyRPS, 512, 0, duration)
+	}()
+	go func() {
+		defer wg.Done()
+		c := loadgen.NewClient(64, 10*time.Second)
+		req := webhookload.Request("http://"+listen+harness.WebhookPath, spec.Token, spec.Name)
+		hookRes = loadgen.FixedClassify(ctx, c, req, webhookload.Classify, webhookRPS, 256, 0, duration)
+	}()
+
+	var samples []harness.Stats
+	tick := time.NewTicker(interval)
+	start := time.Now()
+	end := start.Add(duration)
+	fmt.Printf("%8s %10s %10s %6s\n", "t", "RSS MiB", "goroutines", "fds")
+	for time.Now().Before(end) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			s, err := harness.Sample(borda.PID(), adminBase)
+			if err != nil {
+				fmt.Println("sample:", err)
+				continue
+			}
+			samples = append(samples, s)
+			fmt.Printf("%8s %10.1f %10d %6d\n", time.Since(start).Round(time.Second), float64(s.RSSBytes)/(1<<20), s.Goroutines, s.FDs)
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	time.Sleep(2 * time.Second) // let the last confirms land
+
+	ok := true
+	fmt.Printf("\nproxy:   %d requests, statuses %v, %d transport errors, p50 %v p99 %v\n", proxyRes.Requests, proxyRes.Status,
+		proxyRes.Errors, proxyRes.Latencies.Quantile(0.5), proxyRes.Latencies.Quantile(0.99))
+	fmt.Printf("webhook: %d requests, outcomes %v, %d transport errors, p99 %v\n", hookRes.Requests, hookRes.Classes, hookRes.Errors, hookRes.Latencies.Quantile(0.99))
+	if proxyRes.Status[200] != proxyRes.Requests {
+		fmt.Println("FAIL: some proxy requests did not answer 200")
+		ok = false
+	}
+	confirmed := hookRes.Classes[webhookload.Confirmed]
+	queued, err := harness.QueueDepth(amqpURL, spec.ForwardQueue())
+	if err != nil {
+		fmt.Println("FAIL:", err)
+		ok = false
+	}
+	lost := max(confirmed-int64(queued), 0)
+	fmt.Printf("accounting: %d PUBLISHED_CONFIRMED, %d messages in %s, lost %d, extra %d\n", confirmed, queued, spec.ForwardQueue(), lost, max(int64(queued)-confirmed, 0))
+	if lost != 0 || confirmed == 0 {
+		fmt.Println("FAIL: every confirmed event must be in the queue (and some must be confirmed)")
+		ok = false
+	}
+	if !flat(samples, duration, interval, maxGrowth) {
+		ok = false
+	}
+	if ok {
+		fmt.Println("soak: PASS")
+		return 0
+	}
+	fmt.Println("soak: FAIL")
+	return 1
+}
+
+// flat compares the first sample after the warm-up (20 % of the run, at
+// least one interval) with the mean of the last two samples.
+func flat(samples []harness.Stats, duration, interval time.Duration, maxGrowth float64) bool {
+	if len(samples) < 3 {
+		fmt.Printf("FAIL: only %d samples; run longer than 3 intervals\n", len(samples))
+		return false
+	}
+	warm := max(duration/5, interval)
+	base := samples[0]
+	for _, s := range samples {
+		if s.At.Sub(samples[0].At)+interval >= warm {
+			base = s
+			break
+		}
+	}
+	last := samples[len(samples)-2:]
+	ok := true
+	check := func(what string, from, to float64, slack float64) {
+		growth := 0.0
+		if from > 0 {
+			growth = (to - from) / from
+		}
+		pass := growth < maxGrowth || to-from <= slack
+		verdict := "ok"
+		if !pass {
+			verdict, ok = "FAIL", false
+		}
+		fmt.Printf("%-10s %10.1f → %10.1f  growth %+6.1f%%  %s\n", what, from, to, 100*growth, verdict)
+	}
+	mean := func(f func(harness.Stats) float64) float64 { return (f(last[0]) + f(last[1])) / 2 }
+	check("RSS MiB", float64(base.RSSBytes)/(1<<20), mean(func(s harness.Stats) float64 { return float64(s.RSSBytes) / (1 << 20) }), 4)
+	check("goroutines", float64(base.Goroutines), mean(func(s harness.Stats) float64 { return float64(s.Goroutines) }), 5)
+	check("fds", float64(base.FDs), mean(func(s harness.Stats) float64 { return float64(s.FDs) }), 5)
+	return ok
+}

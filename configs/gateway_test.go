@@ -1,0 +1,48 @@
+package configs
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateGatewayProblems(t *testing.T) {
+	t.Parallel()
+	none := func(string) (string, bool) { return "", false }
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"pattern origin with credentials", `
+cors: {policies: {p: {allowed_origins: ["https://*.example.com"], allow_credentials: true}}}`, "cors.policies.p.allowed_origins[0]"},
+		{"null origin with credentials", `
+cors: {policies: {p: {allowed_origins: ["null"], allow_credentials: true}}}`, "cors.policies.p.allowed_origins[0]"},
+		{"origin with a path", `
+cors: {policies: {p: {allowed_origins: ["https://a.example.com/x"]}}}`, "cors.policies.p.allowed_origins[0]"},
+		{"unknown policy", `
+routes: [{name: a, upstream: "http://127.0.0.1:1", cors: nope}]`, "routes[0].cors"},
+		{"bad cookie domain", `
+routes: [{name: a, upstream: "http://127.0.0.1:1", cookies: {domain: "a.org; Secure"}}]`, "routes[0].cookies.domain"},
+		{"unreachable duplicate route", `
+routes:
+  - {name: a, hosts: [x.org], path_prefix: /api, upstream: "http://127.0.0.1:1"}
+  - {name: b, hosts: [X.org], path_prefix: /api/, upstream: "http://127.0.0.1:2"}`, "routes[1].path_prefix"},
+		{"bad wildcard host", `
+routes: [{name: a, hosts: ["a.*.org"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
+		{"bad trusted proxy", `
+trusted_proxies: ["10.0.0.0/33"]`, "trusted_proxies[0]"},
+	}
+	for _, tc := range tests {
+		_, err := Parse([]byte(tc.yaml), none)
+		if err == nil || !strings.Contains(err.Error(), tc.want+":") {
+			t.Errorf("%s: err = %v, want a problem naming %s", tc.name, err, tc.want)
+		}
+	}
+	ok := `
+cors: {policies: {p: {allowed_origins: ["https://*.example.com", "https://a.example.com"]}}}
+routes:
+  - {name: a, hosts: [x.org], path_prefix: /api, upstream: "http://127.0.0.1:1", cors: p, cookies: {domain: portal.example.org}}
+  - {name: b, hosts: [y.org], path_prefix: /api, upstream: "http://127.0.0.1:2"}
+`
+	if _, err := Parse([]byte(ok), none); err != nil {
+		t.Errorf("valid config refused: %v", err)
+	}
+}

@@ -1,0 +1,157 @@
+package cookies
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+func TestApplyRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		cookies   []string
+		auth      string
+		forward   []Forward
+		wantCook  string
+		wantAuth  string
+		noCookies bool
+	}{
+		{name: "default: olp_auth becomes bearer, olp_mural stays", cookies: []string{"olp_auth=abc.def.ghi; olp_mural=m1; theme=dark"},
+			forward: DefaultForward(), wantCook: "olp_mural=m1; theme=dark", wantAuth: "Bearer abc.def.ghi"},
+		{name: "own Authorization wins, olp_auth not sent", cookies: []string{"olp_auth=abc; x=1"}, auth: "Bearer mine",
+			forward: DefaultForward(), wantCook: "x=1", wantAuth: "Bearer mine"},
+		{name: "unlisted olp cookies removed, case-insensitive prefix", cookies: []string{"olp_secret=s; OLP_AUTH=z; a=b"},
+			forward: DefaultForward(), wantCook: "a=b"},
+		{name: "third party: nothing of the portal", cookies: []string{"olp_auth=abc; olp_mural=m"},
+			forward: []Forward{}, noCookies: true},
+		{name: "HTTP/2 split lines merged", cookies: []string{"a=1", "olp_mural=m", "b=2"},
+			forward: DefaultForward(), wantCook: "a=1; olp_mural=m; b=2"},
+		{name: "malformed pairs pass byte for byte", cookies: []string{`weird; =nothing; q="quoted value"; ;;`},
+			forward: DefaultForward(), wantCook: `weird; =nothing; q="quoted value"`},
+		{name: "quoted olp_auth unquoted", cookies: []string{`olp_auth="tok"`}, forward: DefaultForward(), noCookies: true, wantAuth: "Bearer tok"},
+		{name: "olp_auth with a space is not a token", cookies: []string{`olp_auth="a b"`}, forward: DefaultForward(), noCookies: true},
+		{name: "first olp_auth wins", cookies: []string{"olp_auth=one; olp_auth=two"}, forward: DefaultForward(), noCookies: true, wantAuth: "Bearer one"},
+		{name: "forward as cookie when configured", cookies: []string{"olp_auth=abc"}, forward: []Forward{{Cookie: "olp_auth"}}, wantCook: "olp_auth=abc"},
+		{name: "untouched single line", cookies: []string{"a=1;b=2"}, forward: DefaultForward(), wantCook: "a=1;b=2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := http.Header{"Cookie": tc.cookies}
+			if tc.auth != "" {
+				h.Set("Authorization", tc.auth)
+			}
+			ApplyRequest(h, tc.forward)
+			if _, ok := h["Cookie"]; ok == tc.noCookies {
+				t.Errorf("Cookie present = %v, want %v (%q)", ok, !tc.noCookies, h["Cookie"])
+			}
+			if !tc.noCookies && strings.Join(h["Cookie"], "|") != tc.wantCook {
+				t.Errorf("Cookie = %q, want %q", h["Cookie"], tc.wantCook)
+			}
+			if got := h.Get("Authorization"); got != tc.wantAuth {
+				t.Errorf("Authorization = %q, want %q", got, tc.wantAuth)
+			}
+		})
+	}
+}
+
+func TestForwardFromConfig(t *testing.T) {
+	t.Parallel()
+	if got := ForwardFromConfig(nil); len(got) != 2 || !got[0].AsAuthorization || got[1].Cookie != "olp_mural" {
+		t.Errorf("nil → %+v, want the default", got)
+	}
+	if got := ForwardFromConfig([]configs.CookieForward{}); got == nil || len(got) != 0 {
+		t.Errorf("empty → %+v, want empty non-nil", got)
+	}
+	got := ForwardFromConfig([]configs.CookieForward{{Cookie: "olp_x", As: "authorization"}, {Cookie: "olp_y"}})
+	if len(got) != 2 || !got[0].AsAuthorization || got[1].AsAuthorization {
+		t.Errorf("got %+v", got)
+	}
+}
+
+func TestApplySetCookie(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   []string
+		p    ResponsePolicy
+		want []string
+	}{
+		{"several lines stay several, only Domain rewritten",
+			[]string{"sid=abc; Path=/; Domain=internal; HttpOnly", "logout=x; Max-Age=0; Path=/"},
+			ResponsePolicy{Domain: "portal.example.org"},
+			[]string{"sid=abc; Path=/; Domain=portal.example.org; HttpOnly", "logout=x; Max-Age=0; Path=/"}},
+		{"olp cookies hardened", []string{"olp_auth=t; Path=/; SameSite=None; secure"}, ResponsePolicy{},
+			[]string{"olp_auth=t; Path=/; Secure; HttpOnly; SameSite=Lax"}},
+		{"configured SameSite", []string{"olp_mural=m"}, ResponsePolicy{SameSite: "strict"},
+			[]string{"olp_mural=m; Secure; HttpOnly; SameSite=Strict"}},
+		{"host-only cookies stay host-only", []string{"a=1; Path=/"}, ResponsePolicy{Domain: "x.org"}, []string{"a=1; Path=/"}},
+		{"malformed kept byte for byte", []string{"=;;; ", "no-equals", `q="v"; Expires=garbage`}, ResponsePolicy{},
+			[]string{"=;;; ", "no-equals", `q="v"; Expires=garbage`}},
+		{"value with equals signs kept", []string{"olp_auth=a=b==; Path=/"}, ResponsePolicy{},
+			[]string{"olp_auth=a=b==; Path=/; Secure; HttpOnly; SameSite=Lax"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := http.Header{"Set-Cookie": append([]string(nil), tc.in...)}
+			ApplySetCookie(h, tc.p)
+			if strings.Join(h["Set-Cookie"], "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(h["Set-Cookie"], "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func FuzzApplyRequest(f *testing.F) {
+	for _, s := range []string{"olp_auth=abc; olp_mural=m; a=b", `olp_auth="x y"`, ";;=;", "OLP_Auth=1", "olp_auth=\x00\x7f"} {
+		f.Add(s, "")
+		f.Add(s, "Bearer mine")
+	}
+	f.Fuzz(func(t *testing.T, cookie, auth string) {
+		h := http.Header{"Cookie": {cookie}}
+		if auth != "" {
+			h.Set("Authorization", auth)
+		}
+		ApplyRequest(h, DefaultForward())
+		for _, line := range h["Cookie"] {
+			for part := range strings.SplitSeq(line, ";") {
+				name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+				name = strings.TrimSpace(name)
+				if IsOwned(name) && name != "olp_mural" {
+					t.Fatalf("olp cookie %q forwarded from %q", name, cookie)
+				}
+			}
+		}
+		got := h.Get("Authorization")
+		if auth != "" && got != auth {
+			t.Fatalf("own Authorization %q replaced by %q", auth, got)
+		}
+		if auth == "" && got != "" && !validBearer(strings.TrimPrefix(got, "Bearer ")) {
+			t.Fatalf("invalid Authorization %q", got)
+		}
+	})
+}
+
+func FuzzApplySetCookie(f *testing.F) {
+	for _, s := range []string{"sid=abc; Path=/; Domain=x; HttpOnly", "olp_auth=t; SameSite=None", "=;;", "olp_x", "a=b; domain"} {
+		f.Add(s, "portal.example.org")
+	}
+	f.Fuzz(func(t *testing.T, line, domain string) {
+		h := http.Header{"Set-Cookie": {line, "second=2"}}
+		ApplySetCookie(h, ResponsePolicy{Domain: domain})
+		got := h["Set-Cookie"]
+		if len(got) != 2 || got[1] != "second=2" {
+			t.Fatalf("lines changed: %q", got)
+		}
+		name, _, _ := strings.Cut(line, "=")
+		if name, _, _ = strings.Cut(name, ";"); IsOwned(strings.TrimSpace(name)) {
+			if !strings.HasSuffix(got[0], "; Secure; HttpOnly; SameSite=Lax") {
+				t.Fatalf("olp cookie not hardened: %q", got[0])
+			}
+		}
+	})
+}

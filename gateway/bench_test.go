@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The chain against a bare ReverseProxy, both on an in-process upstream
+// (so only the gateway's own work is measured) and on a loopback one.
+//
+//	go test -run '^$' -bench . -benchmem ./gateway/
+
+const benchConfig = `
+cors:
+  policies:
+    portal: {allowed_origins: ["https://portal.example.org"], allow_credentials: true}
+routes:
+  - name: portal
+    hosts: [portal.example.org]
+    upstream: "{up}"
+    cors: portal
+    rate_limits: [burst]
+rate_limits:
+  rules:
+    - {name: burst, scope: ip, limit: 1000000000, window: 1m}
+`
+
+func benchChain(b *testing.B, upstream string, transport http.RoundTripper) http.Handler {
+	cfg := parseConfig(b, benchConfig, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": upstream})
+	srv, err := New(cfg, Deps{
+		Limiter:   &fakeLimiter{decide: func(ratelimitSubject) ratelimitVerdict { return ratelimitVerdict{} }},
+		Recorder:  nopRecorder{},
+		Registry:  prometheus.NewRegistry(),
+		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Transport: transport,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	return srv.Handler()
+}
+
+func benchBare(upstream string, transport http.RoundTripper) http.Handler {
+	u, _ := url.Parse(upstream)
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.SetXForwarded()
+		},
+		Transport: transport,
+	}
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Record(telemetryEvent) {}
+
+func runBench(b *testing.B, h http.Handler) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			req := httptest.NewRequest(http.MethodGet, "http://portal.example.org/api/alunos/42?x=1", nil)
+			req.RemoteAddr = "203.0.113.9:5555"
+			req.Header.Set("Origin", "https://portal.example.org")
+			req.Header.Set("Cookie", "olp_auth=abc; olp_mural=m; theme=dark")
+			rr := httptest.NewRecorder()
+			h.ServeHTTP(rr, req)
+			if rr.Code != 200 {
+				b.Fatalf("status %d", rr.Code)
+			}
+		}
+	})
+}
+
+var inProcess = roundTripFunc(func(r *http.Request) (*http.Response, error) { return okResponse(r), nil })
+
+func BenchmarkChainInProcess(b *testing.B) {
+	runBench(b, benchChain(b, "http://upstream.internal", inProcess))
+}
+
+func BenchmarkBareReverseProxyInProcess(b *testing.B) {
+	runBench(b, benchBare("http://upstream.internal", inProcess))
+}
+
+func loopbackUpstream(b *testing.B) *httptest.Server {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	b.Cleanup(up.Close)
+	return up
+}
+
+func BenchmarkChainLoopback(b *testing.B) {
+	up := loopbackUpstream(b)
+	runBench(b, benchChain(b, up.URL, NewTransport()))
+}
+
+func BenchmarkBareReverseProxyLoopback(b *testing.B) {
+	up := loopbackUpstream(b)
+	runBench(b, benchBare(up.URL, NewTransport()))
+}

@@ -1,0 +1,89 @@
+package ratelimit
+
+import (
+	"context"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// Benchmarks of the decision path (allocations per request). Run:
+//
+//	go test -run '^$' -bench . -benchmem ./ratelimit/
+
+func BenchmarkDecide_NoRule(b *testing.B) {
+	cfg := rulesConfig()
+	l, _ := newTestLimiter(b, cfg, testKS, NewMemoryStore(0))
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Decide(context.Background(), s)
+	}
+}
+
+func BenchmarkDecide_Memory_OneRule(b *testing.B) {
+	l, _ := newTestLimiter(b, rulesConfig(burstRule(1<<40, time.Hour)), testKS, NewMemoryStore(0))
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Decide(context.Background(), s)
+	}
+}
+
+func BenchmarkDecide_Memory_ThreeRules(b *testing.B) {
+	l, _ := newTestLimiter(b, seedRules(), testKS, NewMemoryStore(0))
+	subjects := make([]Subject, 1024)
+	for i := range subjects {
+		subjects[i] = Subject{Route: "portal", IP: "203.0.113." + strconv.Itoa(i%250), User: "u-" + strconv.Itoa(i), Escola: "e-" + strconv.Itoa(i%40)}
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		l.Decide(context.Background(), subjects[i%len(subjects)])
+		i++
+	}
+}
+
+func BenchmarkDecide_Redis_ThreeRules(b *testing.B) {
+	prefix := servicetest.KeyPrefix(b)
+	rdb := testRedis(b, prefix)
+	cfg := seedRules()
+	for i := range cfg.Rules {
+		cfg.Rules[i].Limit = 1 << 40
+	}
+	l, _ := newTestLimiter(b, cfg, keyspace.MustNew(prefix), NewRedisStore(rdb))
+	s := Subject{Route: "portal", IP: "203.0.113.9", User: "u-1", Escola: "e-1"}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if v := l.Decide(context.Background(), s); v.Decisions[0].Outcome != OutcomeAllow {
+				b.Fatalf("outcome %s", v.Decisions[0].Outcome)
+			}
+		}
+	})
+}
+
+func BenchmarkDecide_DenyCacheHit(b *testing.B) {
+	l, _ := newTestLimiter(b, rulesConfig(burstRule(1, time.Hour)), testKS, NewMemoryStore(0))
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	l.Decide(context.Background(), s)
+	l.Decide(context.Background(), s)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Decide(context.Background(), s)
+	}
+}
+
+func BenchmarkWriteHeaders(b *testing.B) {
+	l, _ := newTestLimiter(b, seedRules(), testKS, NewMemoryStore(0))
+	v := l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.9", User: "u-1", Escola: "e-1"})
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		WriteHeaders(rec.Header(), v)
+	}
+}

@@ -1,0 +1,38 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/ratelimit"
+)
+
+func ExampleLimiter_Decide() {
+	cfg := configs.Default().RateLimits
+	cfg.Rules = []configs.Rule{{Name: "burst", Scope: "ip", Limit: 2, Window: configs.Duration(5 * time.Second), Routes: []string{"*"}}}
+	l, err := ratelimit.New(cfg, nil, keyspace.MustNew("olp-dev:"), ratelimit.NewMemoryStore(0), prometheus.NewRegistry(), nil)
+	if err != nil {
+		panic(err)
+	}
+	s := ratelimit.Subject{Route: "portal", IP: "203.0.113.9"}
+	for range 3 {
+		v := l.Decide(context.Background(), s)
+		if v.Blocked() {
+			rec := httptest.NewRecorder()
+			ratelimit.WriteTooManyRequests(rec, v)
+			fmt.Println(rec.Code, rec.Header().Get("RateLimit-Policy"), rec.Header().Get("Retry-After"))
+			continue
+		}
+		fmt.Println("allow", v.Decisions[0].Remaining)
+	}
+	// Output:
+	// allow 1
+	// allow 0
+	// 429 "burst";q=2;w=5 5
+}

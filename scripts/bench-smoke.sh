@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Short versions of the load, soak and fault benches (≤ 2 minutes together
+# on 2 CPUs, once built), so the harness never rots. CI calls this from
+# .ci/run; the full runs are in docs/performance.md and docs/reliability.md.
+#
+# Needs the local Redis (127.0.0.1:6379) and RabbitMQ (127.0.0.1:5672),
+# redis-server on PATH (the fault bench starts its own), and nginx for the
+# load bench's reference row (skipped, and said so, when missing). Load
+# figures never fail CI (they depend on the machine); the soak's flatness
+# and the accounting of the soak and fault benches (lost = 0) do.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+echo "bench-smoke: building borda"
+go build -o "$work/borda" ./cmd/borda
+go build -o "$work/load" ./bench/cmd/load
+go build -o "$work/soak" ./bench/cmd/soak
+go build -o "$work/faults" ./bench/cmd/faults
+
+targets=upstream,bare-go,nginx,borda,borda-3rules
+if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
+	echo "bench-smoke: nginx not installed (apt-get install -y nginx-light): skipping its row"
+	targets=upstream,bare-go,borda,borda-3rules
+fi
+
+start=$SECONDS
+echo "bench-smoke: load"
+timeout 90 "$work/load" -ci -borda "$work/borda" -targets "$targets"
+echo "bench-smoke: soak"
+timeout 120 "$work/soak" -ci -borda "$work/borda"
+echo "bench-smoke: faults"
+timeout 90 "$work/faults" -ci -borda "$work/borda"
+echo "bench-smoke: ok in $((SECONDS - start)) s (after building)"

@@ -1,0 +1,87 @@
+package webhook
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+// Row 32: an unauthenticated-looking huge body is never buffered whole:
+// Content-Length over the cap is refused before reading, a chunked stream
+// is cut at the cap, both before the signature check or any publish, and
+// the connection is closed rather than drained.
+func TestEdgeCase32_HugeChunkedBodyRefusedBeforeSignature(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Webhook.Sources = []configs.WebhookSource{{Name: "x", Path: "/webhooks/x", Signature: &configs.WebhookSignature{
+		Scheme: "github", Tolerance: configs.Duration(time.Minute), Secrets: configs.Secrets{"s"}}}}
+	pub := &fakePublisher{}
+	i, err := NewIngress(cfg, pub, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(i)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	const head = "POST /webhooks/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-Hub-Signature-256: sha256=00\r\n"
+
+	t.Run("Content-Length 999999999", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprint(c, head+"Content-Length: 999999999\r\n\r\n{")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer before the body: %v", err)
+		}
+		if resp.StatusCode != 413 || !resp.Close {
+			t.Fatalf("answer = %d close=%v, want 413 and the connection closed", resp.StatusCode, resp.Close)
+		}
+	})
+
+	t.Run("chunked 200 MB", func(t *testing.T) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+		fmt.Fprint(c, head+"Transfer-Encoding: chunked\r\n\r\n")
+		var sent atomic.Int64
+		go func() {
+			chunk := fmt.Sprintf("%x\r\n%s\r\n", 64<<10, strings.Repeat("a", 64<<10))
+			for sent.Load() < 200<<20 {
+				if _, err := c.Write([]byte(chunk)); err != nil {
+					return
+				}
+				sent.Add(64 << 10)
+			}
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		if resp.StatusCode != 413 || !resp.Close {
+			t.Fatalf("answer = %d close=%v, want 413 and the connection closed", resp.StatusCode, resp.Close)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if n := sent.Load(); n > 64<<20 {
+			t.Errorf("the server kept reading: %d MB sent", n>>20)
+		}
+	})
+	if len(pub.messages()) != 0 {
+		t.Fatal("an oversized body was published")
+	}
+}
