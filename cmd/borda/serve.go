@@ -115,4 +115,3 @@ func (a *app) reload(path string) {
 	}
 	a.log.Info("rate-limit rules reloaded", "config", path, "rules", len(cfg.RateLimits.Rules))
 }
-
