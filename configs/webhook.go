@@ -138,12 +138,16 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 	}
 	validFields(p, "webhook.id_fields", w.IDFields)
 	paths := map[string]bool{w.Path: w.Path != ""}
+	names := map[string]bool{"whatsapp": w.Path != ""} // the flat section's source name
 	for i := range w.Sources {
 		s := &w.Sources[i]
 		f := fmt.Sprintf("webhook.sources[%d]", i)
 		if !validName(s.Name) {
 			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", s.Name)
+		} else if names[s.Name] {
+			p.addf(f+".name", "%q is used by another source (the flat webhook section is \"whatsapp\")", s.Name)
 		}
+		names[s.Name] = true
 		if !strings.HasPrefix(s.Path, "/") || strings.HasSuffix(s.Path, "/") {
 			p.addf(f+".path", "%q must start with / and not end with /", s.Path)
 		} else if paths[s.Path] {

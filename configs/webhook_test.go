@@ -20,6 +20,9 @@ webhook:
     - name: github
       path: /hooks/github
       signature: {scheme: github, secret_env: GH_SECRET}
+    - name: github
+      path: /hooks/github2
+      signature: {scheme: github, secret_env: GH_SECRET}
 `
 	env := map[string]string{"ZAPSTER_TOKENS": "a, b", "GH_SECRET": "s1,s2"}
 	_, err := Parse([]byte(doc), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
@@ -28,16 +31,16 @@ webhook:
 		t.Fatalf("Parse = %v, want a ValidationError", err)
 	}
 	got := strings.Join(ve.Problems, "\n")
-	for _, want := range []string{"webhook.id_fields[1]", "webhook.sources[0].redact_fields[1]"} {
+	for _, want := range []string{"webhook.id_fields[1]", "webhook.sources[0].redact_fields[1]", "webhook.sources[2].name"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems %q do not name %s", got, want)
 		}
 	}
-	if len(ve.Problems) != 2 {
-		t.Errorf("problems = %q, want exactly 2", ve.Problems)
+	if len(ve.Problems) != 3 {
+		t.Errorf("problems = %q, want exactly 3", ve.Problems)
 	}
 
-	doc = strings.NewReplacer(`"data..id"`, "event", `, "data.apikey"`, "").Replace(doc)
+	doc = strings.NewReplacer(`"data..id"`, "event", `, "data.apikey"`, "", "name: github\n      path: /hooks/github2", "name: github2\n      path: /hooks/github2").Replace(doc)
 	cfg, err := Parse([]byte(doc), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)

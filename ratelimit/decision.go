@@ -45,15 +45,17 @@ type Decision struct {
 	// RetryAfter is the wait before a retry may pass (0 unless blocked or
 	// would-block).
 	RetryAfter time.Duration
-	// Message is the rule's PT-BR message for a block, {retry_after}
-	// already replaced.
+	// Message is the rule's PT-BR message, {retry_after} already replaced;
+	// set on OutcomeBlock only.
 	Message string
 }
 
 // Verdict is the result of every rule that applies to one request.
 type Verdict struct {
 	// Decisions lists one Decision per rule that applied, skipped rules
-	// included, in configuration order.
+	// included, in configuration order. Empty when no rule covers the
+	// route. A request refused from the local deny cache lists only the
+	// refusing and the skipped rules.
 	Decisions []Decision
 }
 

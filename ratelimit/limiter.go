@@ -266,7 +266,7 @@ func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out [
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	start := time.Now()
 	_, err := l.breaker.Execute(func() (struct{}, error) {
-		return struct{}{}, l.store.Hit(cctx, now, hits, out)
+		return struct{}{}, l.hitWithin(cctx, now, hits, out)
 	})
 	timedOut := cctx.Err() != nil || isTimeout(err)
 	cancel()
@@ -285,6 +285,26 @@ func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out [
 		l.logStoreError(err)
 	}
 	return err
+}
+
+// hitWithin runs the store call but returns by ctx's deadline whatever the
+// store does: a client library that overruns its context (a connection
+// handshake, a pool wait) cannot hold the request. The call then finishes
+// in the background, bounded by the client's own timeouts, writing into its
+// own buffer; hits is never modified after Decide builds it.
+func (l *Limiter) hitWithin(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+	done := make(chan error, 1)
+	buf := make([]Count, len(out))
+	go func() { done <- l.store.Hit(ctx, now, hits, buf) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			copy(out, buf)
+		}
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the rate-limit store: %w", ctx.Err())
+	}
 }
 
 // isTimeout reports whether err is a deadline: the context's, or the

@@ -23,8 +23,8 @@ var (
 )
 
 // RedisStore is the Store on go-redis (redis://, rediss://, Upstash over
-// RESP, Redis Cluster). One Hit is one EVALSHA (plus one EVAL the first
-// time a server has not cached the script). On a Redis Cluster, where one
+// RESP, Redis Cluster, Ring). One Hit is one EVALSHA (plus one EVAL the first
+// time a server has not cached the script). On a Redis Cluster (or Ring), where one
 // request's keys fall in different slots, each key is its own EVALSHA and
 // they travel in one pipeline (one round trip per node).
 type RedisStore struct {
@@ -35,7 +35,11 @@ type RedisStore struct {
 // NewRedisStore returns a store on c, as built by redisconn.New (which sets
 // the timeouts the fail-open deadline relies on).
 func NewRedisStore(c redis.UniversalClient) *RedisStore {
-	_, cluster := c.(*redis.ClusterClient)
+	cluster := false
+	switch c.(type) {
+	case *redis.ClusterClient, *redis.Ring: // one request's keys may live on different nodes
+		cluster = true
+	}
 	return &RedisStore{c: c, cluster: cluster}
 }
 

@@ -6,51 +6,79 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 )
 
-// batch folds events into per-counter sums between two flushes.
+// eventKey is an event reduced to what its counters need. Folding an
+// event is one map operation on it; the counters are expanded per
+// distinct eventKey at flush time.
+type eventKey struct {
+	route, tmpl, escola string
+	status              int
+	minute              int64 // Unix seconds / 60
+	blocked, wouldBlock bool
+}
+
+// batch folds events between two flushes. It belongs to the flusher
+// goroutine.
 type batch struct {
-	counts map[counter]int64
+	keys   map[eventKey]int64
 	events int // events folded since the last reset
 	cap    *endpointCap
-	incs   []Increment // reused by increments
+
+	counts map[counter]int64 // reused by increments
+	incs   []Increment       // reused by increments
 }
 
 func newBatch(maxPerRoute int) *batch {
-	return &batch{counts: make(map[counter]int64), cap: newEndpointCap(maxPerRoute)}
+	return &batch{
+		keys:   make(map[eventKey]int64),
+		cap:    newEndpointCap(maxPerRoute),
+		counts: make(map[counter]int64),
+	}
 }
 
-func (b *batch) len() int { return len(b.counts) }
+// len is the number of distinct event shapes folded; each flush therefore
+// covers at least len events.
+func (b *batch) len() int { return len(b.keys) }
 
-// add folds one event: its endpoint, and its school, block, would-block
-// and status when it has them.
+// add folds one event.
 func (b *batch) add(e Event, now func() time.Time) {
 	t := e.Time
 	if t.IsZero() {
 		t = now()
 	}
-	minute := t.Unix() / 60
-	if t.Unix() < 0 && t.Unix()%60 != 0 {
+	sec := t.Unix()
+	minute := sec / 60
+	if sec < 0 && sec%60 != 0 {
 		minute-- // floor, not truncation toward zero
 	}
 	route, tmpl := b.cap.endpoint(e.Route, e.Path, minute)
-	b.counts[counter{kind: KindEndpoint, a: route, b: tmpl, minute: minute}]++
-	if e.Escola != "" {
-		b.counts[counter{kind: KindEscola, a: e.Escola, minute: minute}]++
+	status := e.Status
+	if status < 100 || status > 999 {
+		status = 0 // not counted under status
 	}
-	if e.Blocked {
-		b.counts[counter{kind: KindBlocked, a: route, b: tmpl, minute: minute}]++
-	}
-	if e.WouldBlock {
-		b.counts[counter{kind: KindWouldBlock, a: route, b: tmpl, minute: minute}]++
-	}
-	if e.Status >= 100 && e.Status <= 999 {
-		b.counts[counter{kind: KindStatus, status: e.Status, minute: minute}]++
-	}
+	b.keys[eventKey{route: route, tmpl: tmpl, escola: e.Escola, status: status, minute: minute, blocked: e.Blocked, wouldBlock: e.WouldBlock}]++
 	b.events++
 }
 
-// increments returns the batch as Redis increments, keys built by ks. The
-// slice is reused by the next call.
+// increments returns the batch as Redis increments, one per counter: the
+// endpoint, and the school, block, would-block and status when the event
+// had them. Keys are built by ks. The slice is reused by the next call.
 func (b *batch) increments(ks keyspace.Keyspace) []Increment {
+	clear(b.counts)
+	for k, n := range b.keys {
+		b.counts[counter{kind: KindEndpoint, a: k.route, b: k.tmpl, minute: k.minute}] += n
+		if k.escola != "" {
+			b.counts[counter{kind: KindEscola, a: k.escola, minute: k.minute}] += n
+		}
+		if k.blocked {
+			b.counts[counter{kind: KindBlocked, a: k.route, b: k.tmpl, minute: k.minute}] += n
+		}
+		if k.wouldBlock {
+			b.counts[counter{kind: KindWouldBlock, a: k.route, b: k.tmpl, minute: k.minute}] += n
+		}
+		if k.status != 0 {
+			b.counts[counter{kind: KindStatus, status: k.status, minute: k.minute}] += n
+		}
+	}
 	b.incs = b.incs[:0]
 	for c, n := range b.counts {
 		b.incs = append(b.incs, Increment{Key: ks.Metric(c.dimension(), time.Unix(c.minute*60, 0)), Delta: n})
@@ -59,6 +87,6 @@ func (b *batch) increments(ks keyspace.Keyspace) []Increment {
 }
 
 func (b *batch) reset() {
-	clear(b.counts)
+	clear(b.keys)
 	b.events = 0
 }

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +107,15 @@ func FuzzParseDimension(f *testing.F) {
 			t.Fatalf("ParseDimension(%q) = %q, %q does not rebuild the dimension", dim, kind, value)
 		}
 	})
+}
+
+func TestConfigRefusesARouteNamedLikeAKind(t *testing.T) {
+	t.Parallel()
+	for _, name := range configs.ReservedRouteNames {
+		yaml := "routes:\n  - name: " + name + "\n    upstream: http://127.0.0.1:3000\n"
+		_, err := configs.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
+		if err == nil || !strings.Contains(err.Error(), "routes[0].name") {
+			t.Errorf("route named %q: err = %v, want a problem naming routes[0].name", name, err)
+		}
+	}
 }

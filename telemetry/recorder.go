@@ -20,9 +20,12 @@ import (
 // least once before it expires.
 const TTL = 2 * time.Hour
 
-// maxBatchKeys flushes a batch early once it holds this many distinct
-// counters (2 × maxBatchKeys commands in one pipeline).
-const maxBatchKeys = 1000
+// maxBatchShapes flushes a batch early once it holds this many distinct
+// event shapes (endpoint, school, status, block flags, minute). A flush
+// therefore covers at least that many events (Redis sees under one round
+// trip per 500 events at any rate), and its MULTI/EXEC stays small: at
+// most 5 counters per shape, 2 commands per counter.
+const maxBatchShapes = 500
 
 // flushTimeout bounds one batch write: one short try, then the batch is
 // dropped and counted.
@@ -53,7 +56,7 @@ type Recorder struct {
 }
 
 // NewRecorder returns a Recorder that queues up to cfg.QueueSize events,
-// writes them to sink every cfg.FlushEvery (or sooner, by 1000 counters)
+// writes them to sink every cfg.FlushEvery (or sooner, by 500 event shapes)
 // and caps endpoints at cfg.MaxEndpointsPerRoute per route per minute. It
 // registers borda_telemetry_dropped_total{reason} and
 // borda_telemetry_flush_duration_seconds on reg. Errors: a registration
@@ -142,7 +145,7 @@ func (r *Recorder) run(ctx context.Context) {
 		select {
 		case e := <-r.events:
 			b.add(e, r.now)
-			if b.len() >= maxBatchKeys {
+			if b.len() >= maxBatchShapes {
 				r.flush(wctx, b)
 			}
 		case <-tick.C:
@@ -164,7 +167,7 @@ func (r *Recorder) drain(ctx context.Context, b *batch) {
 		select {
 		case e := <-r.events:
 			b.add(e, r.now)
-			if b.len() >= maxBatchKeys {
+			if b.len() >= maxBatchShapes {
 				r.flush(ctx, b)
 			}
 		default:

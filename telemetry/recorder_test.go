@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -151,7 +152,7 @@ func TestRecordNeverBlocksWhenQueueIsFull(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Record blocked")
 	}
-	if got := dropped(t, r, dropQueueFull); got < 10_000-10-maxBatchKeys {
+	if got := dropped(t, r, dropQueueFull); got < 10_000-10-maxBatchShapes {
 		t.Errorf("dropped{queue_full} = %v, want nearly all of 10000", got)
 	}
 	close(sink.block)
@@ -288,7 +289,7 @@ func TestRecordersShareARegistry(t *testing.T) {
 	}
 }
 
-// A batch reaching maxBatchKeys distinct counters is written at once,
+// A batch reaching maxBatchShapes distinct event shapes is written at once,
 // without waiting for the tick.
 func TestBatchFlushesOnSize(t *testing.T) {
 	t.Parallel()
@@ -301,8 +302,8 @@ func TestBatchFlushesOnSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	for i := range maxBatchKeys {
-		r.Record(Event{Time: now, Route: "portal", Path: "/p" + string(rune('a'+i%26)) + "/" + string(rune('a'+i/26))})
+	for i := range maxBatchShapes {
+		r.Record(Event{Time: now, Route: "portal", Path: fmt.Sprintf("/s%d", i)})
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -318,4 +319,13 @@ func TestBatchFlushesOnSize(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	_ = r.Stop(t.Context())
+}
+
+// Record allocates nothing: the gateway calls it on every request.
+func TestRecordDoesNotAllocate(t *testing.T) {
+	r, _ := newTestRecorder(t, testConfig(1<<16), keyspace.MustNew("olp-dev:t:"), &memSink{})
+	e := Event{Time: time.Now(), Route: "portal", Path: "/api/alunos/42", Status: 200, Escola: "e1"}
+	if n := testing.AllocsPerRun(1000, func() { r.Record(e) }); n != 0 {
+		t.Errorf("Record: %v allocs per call, want 0", n)
+	}
 }

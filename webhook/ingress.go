@@ -62,7 +62,7 @@ type Ingress struct {
 	maxBody  int64
 	logger   *slog.Logger
 	metrics  *ingressMetrics
-	now      func() time.Time
+	now      func() time.Time // received_at and signature timestamps; tests freeze it
 	readyErr func() error
 }
 
@@ -119,7 +119,7 @@ func (i *Ingress) Ready() error {
 
 // ServeHTTP answers one webhook delivery (design.md §6 status table).
 func (i *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := i.now()
+	start := time.Now()
 	i.metrics.inflight.Inc()
 	defer i.metrics.inflight.Dec()
 	status := i.serve(w, r)

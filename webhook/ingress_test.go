@@ -339,3 +339,54 @@ func seriesCount(reg *prometheus.Registry, name string) (int, error) {
 	}
 	return 0, nil
 }
+
+func TestUnconfiguredAnswers503NotConfigured(t *testing.T) {
+	cfg := unitConfig()
+	cfg.Webhook.Tokens = nil
+	_, err := NewIngress(cfg, &fakePublisher{}, discardLogger(), prometheus.NewRegistry())
+	u := NewUnconfigured(cfg, err)
+	if fmt.Sprint(u.Paths()) != "[/webhooks/whatsapp]" || u.Ready() == nil {
+		t.Fatalf("paths %v ready %v", u.Paths(), u.Ready())
+	}
+	w := req{target: "/webhooks/whatsapp", headers: bearer("x"), body: "{}"}.do(u)
+	if a := decodeAnswer(t, w); w.Code != 503 || a.Reason != ReasonNotConfigured {
+		t.Fatalf("answer = %d %s", w.Code, w.Body.String())
+	}
+	expect(t, req{method: http.MethodGet, target: "/webhooks/whatsapp"}.do(u), 405, StatusMethodNotAllowed)
+}
+
+// The seed's metric names are a contract (design.md §6).
+func TestIngressMetricNames(t *testing.T) {
+	pub := &fakePublisher{fn: func(m Message) error {
+		if strings.Contains(string(m.Body), "eyJ1IjoxfQ") { // {"u":1}
+			return ErrUnroutable
+		}
+		return nil
+	}}
+	i, reg := newUnitIngress(t, unitConfig(), pub)
+	req{target: "/webhooks/whatsapp", headers: bearer("test-token"), body: `{"a":1}`}.do(i)
+	req{target: "/webhooks/whatsapp", headers: bearer("test-token"), body: `{"a":1}`}.do(i)
+	req{target: "/webhooks/whatsapp", headers: bearer("test-token"), body: `{"u":1}`}.do(i)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = true
+	}
+	for _, name := range []string{
+		"webhook_ingress_requests_total", "webhook_ingress_latency_seconds", "webhook_ingress_dedup_hits_total",
+		"webhook_ingress_unroutable_total", "webhook_ingress_inflight_current",
+	} {
+		if !got[name] {
+			t.Errorf("metric %s missing; have %v", name, got)
+		}
+	}
+	if v := value(t, i.metrics.unroutable); v != 1 {
+		t.Errorf("unroutable_total = %v, want 1", v)
+	}
+	if v := value(t, i.metrics.dedupHits.WithLabelValues("CONFIRMED")); v != 1 {
+		t.Errorf("dedup_hits_total{CONFIRMED} = %v, want 1", v)
+	}
+}

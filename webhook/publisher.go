@@ -175,7 +175,7 @@ func (p *Publisher) Publish(ctx context.Context, m Message) error {
 		release()
 		return fmt.Errorf("%w: %w", ErrBrokerUnavailable, lastErr)
 	}
-	c := chans[p.next.Add(1)%uint64(len(chans))]
+	c := pick(chans, p.next.Add(1))
 	key := m.RoutingKey
 	if key == "" {
 		key = p.routingKey
@@ -204,6 +204,21 @@ func (p *Publisher) Publish(ctx context.Context, m Message) error {
 	case <-ctx.Done():
 		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, ctx.Err())
 	}
+}
+
+// pick returns the channel at n round robin, skipping channels already
+// closed (a replacement is on its way) while an open one remains.
+func pick(chans []*confirmChannel, n uint64) *confirmChannel {
+	for k := range uint64(len(chans)) {
+		c := chans[(n+k)%uint64(len(chans))]
+		select {
+		case <-c.done:
+			continue
+		default:
+			return c
+		}
+	}
+	return chans[n%uint64(len(chans))]
 }
 
 // setBlocked records connection.blocked / connection.unblocked.

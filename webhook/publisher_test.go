@@ -140,3 +140,47 @@ func TestPublisherCloseDrainsAndRefuses(t *testing.T) {
 		t.Fatal("Ready after Close = nil")
 	}
 }
+
+// A channel-level error (the exchange deleted under us: 404 on publish)
+// fails the waiting publish at once; the channel is replaced on the same
+// connection after redeclaring the topology.
+func TestPublisherReplacesAChannelClosedByTheBroker(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Webhook.PublishChannels = 1
+	p := newTestPublisher(t, cfg)
+	a := newAdmin(t, cfg)
+	ch := a.channel()
+	if err := ch.ExchangeDelete(cfg.Webhook.Exchange, false, false); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close()
+	p.mu.RLock()
+	conn := p.conn
+	p.mu.RUnlock()
+
+	start := time.Now()
+	err := p.Publish(context.Background(), Message{ID: "gone", Body: []byte(`{}`)})
+	if !errors.Is(err, ErrBrokerUnavailable) || time.Since(start) > time.Second {
+		t.Fatalf("Publish to a deleted exchange = %v after %s, want ErrBrokerUnavailable at once", err, time.Since(start))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.Publish(context.Background(), Message{ID: "back", Body: []byte(`{}`)})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing 10 s later: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.conn != conn {
+		t.Error("the connection was replaced; only the channel should be")
+	}
+	if n := a.count(cfg.Forward.Queue); n != 1 {
+		t.Errorf("forward queue holds %d, want 1", n)
+	}
+}

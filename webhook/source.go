@@ -13,6 +13,11 @@ import (
 // §2) in envelopes, logs and metrics.
 const FlatSourceName = "whatsapp"
 
+// Enabled reports whether cfg configures any webhook source (webhook.path
+// or webhook.sources); when it does not, the ingress is off and
+// NewIngress would return an error.
+func Enabled(w configs.Webhook) bool { return w.Path != "" || len(w.Sources) > 0 }
+
 // source is one compiled webhook source.
 type source struct {
 	name       string

@@ -11,8 +11,8 @@
 // The proxy under test is pinned to -proxy-cpu (GOMAXPROCS or
 // worker_processes 1); the generator and the upstream run on -client-cpu.
 //
-//	go run ./bench/cmd/load                 # 10 s saturation + 10 s at 1 000 req/s per target
-//	go run ./bench/cmd/load -ci             # 2 s + 2 s, for CI
+//	go run ./bench/cmd/load        # 3 rounds of 10 s saturation + 10 s at 1 000 req/s per target
+//	go run ./bench/cmd/load -ci    # 1 round of 2 s + 2 s, for CI
 //
 // Borda writes its counters under olp-dev:bench<id>: on -redis, and the
 // run deletes them at the end. Exit status: 1 when a target could not run;
@@ -28,6 +28,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,8 +42,10 @@ type options struct {
 	ci                   bool
 	sat, fixed, warmup   time.Duration
 	rate, workers        int
+	rounds               int
 	proxyCPU, clientCPU  string
 	borda, redisURL, out string
+	profile              string
 	strict, keep         bool
 	targets              string
 }
@@ -54,17 +58,19 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unrecorded warm-up before each measurement")
 	flag.IntVar(&o.rate, "rate", 1000, "fixed rate, requests per second")
 	flag.IntVar(&o.workers, "conns", 64, "concurrent connections at saturation")
+	flag.IntVar(&o.rounds, "rounds", 3, "measurement rounds (targets interleaved; medians reported)")
 	flag.StringVar(&o.proxyCPU, "proxy-cpu", "1", "CPU list the proxy under test is pinned to (taskset); empty: no pinning")
 	flag.StringVar(&o.clientCPU, "client-cpu", "0", "CPU list of the generator and the upstream")
 	flag.StringVar(&o.borda, "borda", "", "borda binary (default: go build ./cmd/borda)")
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis for borda's rules and telemetry")
 	flag.StringVar(&o.targets, "targets", "upstream,bare-go,nginx,borda,borda-3rules", "targets to measure, comma-separated")
 	flag.StringVar(&o.out, "out", "", "also write the result table (Markdown) to this file")
+	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of each borda target's first saturation run to DIR/<target>.pprof")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target ratio is missed")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
 	flag.Parse()
 	if o.ci {
-		o.sat, o.fixed, o.warmup = 2*time.Second, 2*time.Second, 500*time.Millisecond
+		o.sat, o.fixed, o.warmup, o.rounds = 2*time.Second, 2*time.Second, 500*time.Millisecond, 1
 	}
 	if err := harness.PinSelf(o.clientCPU); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
@@ -76,10 +82,40 @@ func main() {
 }
 
 type target struct {
-	name string
-	url  string
-	res  [2]loadgen.Result // saturation, fixed
-	err  error
+	name   string
+	url    string
+	admin  string              // borda's admin listener, for profiles
+	rounds [][2]loadgen.Result // per round: saturation, fixed rate
+	err    error
+}
+
+// rps is the median saturation throughput over the rounds.
+func (t *target) rps() float64 {
+	var v []float64
+	for _, r := range t.rounds {
+		v = append(v, r[0].RPS())
+	}
+	return median(v)
+}
+
+// latency is the median over the rounds of the q-quantile at the fixed rate.
+func (t *target) latency(q float64) time.Duration {
+	var v []float64
+	for _, r := range t.rounds {
+		v = append(v, float64(r[1].Latencies.Quantile(q)))
+	}
+	return time.Duration(median(v))
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 func run(ctx context.Context, o options) int {
@@ -125,7 +161,8 @@ func run(ctx context.Context, o options) int {
 	defer cleanupRedis(o.redisURL, prefix)
 
 	fmt.Printf("machine: %s\nproxy pinned to CPU %q, generator and upstream to CPU %q\n", harness.Machine(), o.proxyCPU, o.clientCPU)
-	fmt.Printf("per target: %s saturation (%d connections), %s at %d req/s, %s warm-up each\n\n", o.sat, o.workers, o.fixed, o.rate, o.warmup)
+	fmt.Printf("per target and round: %s saturation (%d connections), %s at %d req/s, %s warm-up each; %d rounds, medians reported\n\n",
+		o.sat, o.workers, o.fixed, o.rate, o.warmup, o.rounds)
 	var results []*target
 	failed := false
 	for _, name := range strings.Split(o.targets, ",") {
@@ -138,19 +175,28 @@ func run(ctx context.Context, o options) int {
 			fmt.Printf("%-13s FAILED: %v\n", t.name, err)
 			continue
 		}
-		measure(ctx, o, t)
-		stop()
-		fmt.Printf("%-13s %8.0f req/s   p50 %-8v p99 %-8v (at %d req/s; statuses %v %v)\n", t.name, t.res[0].RPS(),
-			round(t.res[1].Latencies.Quantile(0.5)), round(t.res[1].Latencies.Quantile(0.99)), o.rate,
-			t.res[0].Status, t.res[1].Status)
-		for _, r := range t.res {
-			if r.Errors > 0 {
-				fmt.Printf("%-13s %d transport errors, first: %s\n", "", r.Errors, r.FirstErr)
+		defer stop()
+	}
+	// Rounds interleave the targets, so a burst of noise from elsewhere on
+	// the machine hits one round of each rather than all of one target.
+	for round := 1; round <= o.rounds && ctx.Err() == nil; round++ {
+		for _, t := range results {
+			if t.err != nil || ctx.Err() != nil {
+				continue
+			}
+			sat, fixed := measure(ctx, o, t)
+			t.rounds = append(t.rounds, [2]loadgen.Result{sat, fixed})
+			fmt.Printf("round %d %-13s %8.0f req/s   p50 %-8v p99 %-8v (at %d req/s; statuses %v %v)\n", round, t.name, sat.RPS(),
+				round2(fixed.Latencies.Quantile(0.5)), round2(fixed.Latencies.Quantile(0.99)), o.rate, sat.Status, fixed.Status)
+			for _, r := range []loadgen.Result{sat, fixed} {
+				if r.Errors > 0 {
+					fmt.Printf("%-21s %d transport errors, first: %s\n", "", r.Errors, r.FirstErr)
+				}
 			}
 		}
-		if ctx.Err() != nil {
-			return 1
-		}
+	}
+	if ctx.Err() != nil {
+		return 1
 	}
 	table, missed := report(results, o)
 	fmt.Println()
@@ -189,6 +235,7 @@ func startTarget(ctx context.Context, dir string, bins map[string]string, o opti
 		if t.name == "borda-3rules" {
 			spec.Rules = 3
 		}
+		t.admin = "http://" + admin
 		p, err = harness.StartBorda(dir, t.name, o.proxyCPU, bins["./cmd/borda"], spec)
 	default:
 		return nil, fmt.Errorf("unknown target %q", t.name)
@@ -231,13 +278,58 @@ func waitOK(ctx context.Context, url string, timeout time.Duration) error {
 	return fmt.Errorf("no 200 from %s within %s (last: %s)", url, timeout, last)
 }
 
-func measure(ctx context.Context, o options, t *target) {
+func measure(ctx context.Context, o options, t *target) (sat, fixed loadgen.Result) {
 	c := loadgen.NewClient(o.workers, 5*time.Second)
-	t.res[0] = loadgen.Saturate(ctx, c, loadgen.Get(t.url, ""), o.workers, o.warmup, o.sat)
+	var profiled chan error
+	if o.profile != "" && t.admin != "" && len(t.rounds) == 0 {
+		profiled = make(chan error, 1)
+		go func() {
+			time.Sleep(o.warmup)
+			profiled <- saveProfile(ctx, t.admin, o.sat, filepath.Join(o.profile, t.name+".pprof"))
+		}()
+	}
+	sat = loadgen.Saturate(ctx, c, loadgen.Get(t.url, ""), o.workers, o.warmup, o.sat)
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			fmt.Printf("%-21s profile: %v\n", "", err)
+		} else {
+			fmt.Printf("%-21s profile: %s (go tool pprof -top %[2]s)\n", "", filepath.Join(o.profile, t.name+".pprof"))
+		}
+	}
 	c.CloseIdleConnections()
 	c = loadgen.NewClient(256, 5*time.Second)
-	t.res[1] = loadgen.Fixed(ctx, c, loadgen.Get(t.url, ""), o.rate, 256, o.warmup, o.fixed)
+	fixed = loadgen.Fixed(ctx, c, loadgen.Get(t.url, ""), o.rate, 256, o.warmup, o.fixed)
 	c.CloseIdleConnections()
+	return sat, fixed
+}
+
+// saveProfile saves a CPU profile of d from the pprof endpoint at admin.
+func saveProfile(ctx context.Context, admin string, d time.Duration, path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	secs := max(int(d.Seconds()), 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: d + 10*time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("fetching profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetching profile: %s", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("saving profile: %w", err)
+	}
+	return f.Close()
 }
 
 func cleanupRedis(redisURL, prefix string) {
@@ -267,7 +359,7 @@ func cpuCount(cpus string) string {
 	return fmt.Sprint(n)
 }
 
-func round(d time.Duration) time.Duration {
+func round2(d time.Duration) time.Duration {
 	if d > time.Millisecond {
 		return d.Round(10 * time.Microsecond)
 	}

@@ -18,13 +18,13 @@ func report(ts []*target, o options) (string, bool) {
 	}
 	rps := func(name string) float64 {
 		if t := by[name]; t != nil {
-			return t.res[0].RPS()
+			return t.rps()
 		}
 		return 0
 	}
 	p99 := func(name string) time.Duration {
 		if t := by[name]; t != nil {
-			return t.res[1].Latencies.Quantile(0.99)
+			return t.latency(0.99)
 		}
 		return 0
 	}
@@ -44,10 +44,10 @@ func report(ts []*target, o options) (string, bool) {
 		}
 		added := "—"
 		if t.name != "upstream" && by["upstream"] != nil {
-			added = round(p99(t.name) - p99("upstream")).String()
+			added = round2(p99(t.name) - p99("upstream")).String()
 		}
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %v | %v | %s |\n", t.name, rps(t.name), ratio(rps(t.name), rps("nginx")),
-			ratio(rps(t.name), rps("bare-go")), round(t.res[1].Latencies.Quantile(0.5)), round(p99(t.name)), added)
+			ratio(rps(t.name), rps("bare-go")), round2(t.latency(0.5)), round2(p99(t.name)), added)
 	}
 	type goal struct {
 		what string
@@ -59,8 +59,8 @@ func report(ts []*target, o options) (string, bool) {
 		{"borda ≥ 0.95 × bare Go", rps("borda") >= 0.95*rps("bare-go"), rps("borda") > 0 && rps("bare-go") > 0, ratio(rps("borda"), rps("bare-go"))},
 		{"borda-3rules ≥ 0.75 × bare Go", rps("borda-3rules") >= 0.75*rps("bare-go"), rps("borda-3rules") > 0 && rps("bare-go") > 0, ratio(rps("borda-3rules"), rps("bare-go"))},
 		{"borda ≥ 0.5 × nginx", rps("borda") >= 0.5*rps("nginx"), rps("borda") > 0 && rps("nginx") > 0, ratio(rps("borda"), rps("nginx"))},
-		{"borda p99 added ≤ 1 ms at 1 000/s", p99("borda")-p99("upstream") <= time.Millisecond, p99("borda") > 0 && p99("upstream") > 0, round(p99("borda") - p99("upstream")).String()},
-		{"borda-3rules p99 added ≤ 1 ms at 1 000/s", p99("borda-3rules")-p99("upstream") <= time.Millisecond, p99("borda-3rules") > 0 && p99("upstream") > 0, round(p99("borda-3rules") - p99("upstream")).String()},
+		{"borda p99 added ≤ 1 ms at 1 000/s", p99("borda")-p99("upstream") <= time.Millisecond, p99("borda") > 0 && p99("upstream") > 0, round2(p99("borda") - p99("upstream")).String()},
+		{"borda-3rules p99 added ≤ 1 ms at 1 000/s", p99("borda-3rules")-p99("upstream") <= time.Millisecond, p99("borda-3rules") > 0 && p99("upstream") > 0, round2(p99("borda-3rules") - p99("upstream")).String()},
 	}
 	b.WriteString("\n| target | measured | |\n|---|---:|---|\n")
 	missed := false
