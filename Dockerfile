@@ -35,7 +35,7 @@ LABEL org.opencontainers.image.title="borda" \
       org.opencontainers.image.source="https://github.com/olp-edu/borda" \
       org.opencontainers.image.version="${VERSION}"
 COPY --from=build /out/borda /borda
-COPY configs/ /etc/borda/
+COPY configs/*.yaml /etc/borda/
 ENV BORDA_CONFIG=/etc/borda/production.yaml
 USER 65532:65532
 # 8080 public listener; 9091 admin listener (/metrics, /healthz, /readyz,

@@ -176,3 +176,29 @@ func TestRetryQueueNamesKeepTheDelayAsWritten(t *testing.T) {
 		t.Errorf("60m parsed as %v", cfg.Forward.RetryDelays[3].D)
 	}
 }
+
+// The seed's rollout: the burst rule enforced everywhere; user and school
+// rules enforced in staging and observed in production.
+func TestRolloutEnforcesInStagingAndObservesInProduction(t *testing.T) {
+	t.Parallel()
+	want := map[string]map[string]string{
+		"staging.yaml":    {"burst": "enforce", "api": "enforce", "escola": "enforce"},
+		"production.yaml": {"burst": "enforce", "api": "observe", "escola": "observe"},
+	}
+	for file, modes := range want {
+		data, _ := os.ReadFile(file)
+		cfg, err := configs.Parse(data, noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range cfg.RateLimits.Rules {
+			got[r.Name] = r.Mode
+		}
+		for rule, mode := range modes {
+			if got[rule] != mode {
+				t.Errorf("%s: rule %s mode %q, want %q", file, rule, got[rule], mode)
+			}
+		}
+	}
+}

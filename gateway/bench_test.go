@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,7 +36,7 @@ rate_limits:
 func benchChain(b *testing.B, upstream string, transport http.RoundTripper) http.Handler {
 	cfg := parseConfig(b, benchConfig, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": upstream})
 	srv, err := New(cfg, Deps{
-		Limiter:   &fakeLimiter{decide: func(ratelimitSubject) ratelimitVerdict { return ratelimitVerdict{} }},
+		Limiter:   allowLimiter{},
 		Recorder:  nopRecorder{},
 		Registry:  prometheus.NewRegistry(),
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -57,6 +58,12 @@ func benchBare(upstream string, transport http.RoundTripper) http.Handler {
 		},
 		Transport: transport,
 	}
+}
+
+type allowLimiter struct{}
+
+func (allowLimiter) Decide(context.Context, ratelimitSubject) ratelimitVerdict {
+	return ratelimitVerdict{}
 }
 
 type nopRecorder struct{}

@@ -32,6 +32,8 @@ import (
 // observe is the outermost layer.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
 		ex := &exchange{start: time.Now()}
 		ex.w.reset(w)
 		ex.id = requestID(r.Header.Get("X-Request-Id"))
@@ -64,6 +66,10 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	}
 	s.metrics.requests.WithLabelValues(label, codeLabel(status), methodLabel(r.Method)).Inc()
 	s.metrics.duration.WithLabelValues(label).Observe(dur.Seconds())
+	path := r.URL.Path
+	if ex.label == labelWebhook && s.webhook != nil {
+		path = s.webhook.RedactPath(path) // never a URL token in a log line or a key
+	}
 	if s.recorder != nil {
 		route := ""
 		if ex.route != nil {
@@ -74,7 +80,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 		s.recorder.Record(telemetry.Event{
 			Time:       ex.start.Add(dur),
 			Route:      route,
-			Path:       r.URL.Path,
+			Path:       path,
 			Status:     status,
 			Escola:     ex.identity.EscolaID,
 			Blocked:    ex.verdict.Blocked(),
@@ -93,7 +99,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 		slog.String("route", label),
 		slog.String("method", r.Method),
 		slog.String("host", r.Host),
-		slog.String("path", r.URL.Path), // never the query: it may carry tokens
+		slog.String("path", path), // never the query: it may carry tokens
 		slog.Int("status", status),
 		slog.Float64("duration_s", dur.Seconds()),
 		slog.Int64("bytes", ex.w.bytes),

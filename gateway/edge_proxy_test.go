@@ -187,7 +187,7 @@ func TestEdgeCase5_ClientGoneIs499NotA5xx(t *testing.T) {
 			t.Errorf("upstream_errors{kind=%s} = %v, want 0", kind, n)
 		}
 	}
-	if !strings.Contains(h.logs.String(), `"status":499`) {
+	if !eventually(t, 2*time.Second, func() bool { return strings.Contains(h.logs.String(), `"status":499`) }) {
 		t.Errorf("access log has no status 499:\n%s", h.logs)
 	}
 }
@@ -222,7 +222,7 @@ routes:
     upstream: "{up}"
     cors: p
     expose_headers: true
-`, nil, map[string]string{"up": up.URL})
+`, fullChainEnv, map[string]string{"up": up.URL})
 			h := newHarness(t, cfg)
 			h.limiter.decide = func(ratelimitSubject) ratelimitVerdict { return wouldBlockVerdict() }
 			start := time.Now()
@@ -274,7 +274,7 @@ routes:
     upstream: "{up}"
     cors: p
     expose_headers: true
-`, nil, map[string]string{"up": up.URL})
+`, fullChainEnv, map[string]string{"up": up.URL})
 	h := newHarness(t, cfg)
 	res, conn, br := rawRequest(t, h.front.Listener.Addr().String(), "GET /ws HTTP/1.1\r\n"+
 		"Host: portal.example.org\r\n"+
@@ -451,3 +451,7 @@ routes:
 }
 
 var _ net.Conn // keep net imported for helpers
+
+// fullChainEnv turns on identity verification, so every layer of the chain
+// is present (observe, recover, dispatch, CORS, identify, limit, proxy).
+var fullChainEnv = map[string]string{"AUTH_JWT_SECRET": testSecret}

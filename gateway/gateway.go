@@ -5,9 +5,8 @@
 // handler and the draining switch used by graceful shutdown.
 //
 // Construct it with New, serve Handler on the public listener and
-// AdminHandler on the admin listener (NewHTTPServer gives both sane
-// timeouts), and on SIGTERM call SetDraining, wait
-// shutdown.readiness_grace, then http.Server.Shutdown and Close.
+// AdminHandler on the admin listener (Server.NewHTTPServer gives both
+// sane timeouts), and on SIGTERM call Shutdown.
 package gateway
 
 import (
@@ -50,6 +49,9 @@ type Webhook interface {
 	http.Handler
 	// Paths are the ingress paths ("/webhooks/whatsapp").
 	Paths() []string
+	// RedactPath returns a request path fit for logs and telemetry keys:
+	// a credential carried in the path ({path}/t/{token}) replaced.
+	RedactPath(path string) string
 }
 
 // Deps are the collaborators New wires in. Every field is optional.
@@ -94,6 +96,13 @@ type Server struct {
 
 	public http.Handler
 	admin  http.Handler
+
+	// inFlight counts requests inside the chain (upgraded connections
+	// included); base is the parent of every request context of servers
+	// built by NewHTTPServer, cancelled by Shutdown as a last resort.
+	inFlight   atomic.Int64
+	base       context.Context
+	cancelBase context.CancelFunc
 }
 
 // New builds the gateway from a validated configuration (configs.Load or
@@ -167,6 +176,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 	var chain http.Handler = http.HandlerFunc(s.dispatch)
 	chain = s.recoverer(chain)
 	chain = s.observe(chain)
+	s.base, s.cancelBase = context.WithCancel(context.Background())
 	s.public = s.publicMux(chain)
 	s.admin = s.adminMux()
 	return s, nil
@@ -250,38 +260,12 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // upstream connections and the JWKS refresh goroutine. Call it after
 // http.Server.Shutdown returned.
 func (s *Server) Close() error {
+	s.cancelBase()
 	s.verifier.Close()
 	if t, ok := s.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
 	return nil
-}
-
-// Server timeouts recommended for both listeners (see NewHTTPServer).
-const (
-	ReadHeaderTimeout = 10 * time.Second
-	IdleTimeout       = 120 * time.Second
-	MaxHeaderBytes    = 1 << 20
-)
-
-// NewHTTPServer returns an http.Server for addr and h with the timeouts a
-// proxy with streams and WebSockets wants: ReadHeaderTimeout 10 s
-// (slowloris), IdleTimeout 120 s (above common LB idle timeouts of 60 s),
-// MaxHeaderBytes 1 MiB, no ReadTimeout or WriteTimeout (they would cut
-// uploads, SSE and WebSockets; the route timeout bounds upstream waits),
-// and the server's own errors logged through logger.
-func NewHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Server {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
 }
 
 func (s *Server) publicMux(chain http.Handler) http.Handler {

@@ -89,6 +89,12 @@ type fakeWebhook struct {
 }
 
 func (f *fakeWebhook) Paths() []string { return []string{"/webhooks/whatsapp"} }
+func (f *fakeWebhook) RedactPath(p string) string {
+	if strings.HasPrefix(p, "/webhooks/whatsapp/t/") {
+		return "/webhooks/whatsapp/t/[redacted]"
+	}
+	return p
+}
 func (f *fakeWebhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.calls.Add(1)
 	if f.panic {
@@ -352,6 +358,25 @@ func TestAccessLogFieldsWithoutSecrets(t *testing.T) {
 	}
 }
 
+// A provider that can only vary the URL sends its token in the path
+// ({path}/t/{token}): the access log and the telemetry event carry the
+// webhook's redacted path, never the token.
+func TestWebhookPathTokenNeverReachesLogsOrTelemetry(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, parseConfig(t, "", nil, nil), func(d *Deps) { d.Webhook = &fakeWebhook{} })
+	h.do(t, h.newRequest(t, http.MethodPost, "", "/webhooks/whatsapp/t/SECRET-PATH-TOKEN"))
+	if logs := h.logs.String(); strings.Contains(logs, "SECRET") || !strings.Contains(logs, "[redacted]") {
+		t.Errorf("access log:\n%s", logs)
+	}
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	for _, e := range h.rec.events {
+		if strings.Contains(e.Path, "SECRET") {
+			t.Errorf("telemetry event path %q carries the token", e.Path)
+		}
+	}
+}
+
 func TestCookiePolicyPerRoute(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
@@ -388,5 +413,68 @@ routes:
 	got = send("/maps/tile", "")
 	if got.Header.Get("Authorization") != "" || got.Header.Get("Cookie") != "theme=dark; broken" {
 		t.Errorf("third party: Authorization %q Cookie %q", got.Header.Get("Authorization"), got.Header.Get("Cookie"))
+	}
+}
+
+func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			wsEcho(t)(w, r)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+		io.WriteString(w, "finished")
+	})
+	cfg := parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL})
+	srv, err := New(cfg, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer("127.0.0.1:0", srv.Handler())
+	front := httptest.NewUnstartedServer(hs.Handler)
+	front.Config = hs
+	front.Start()
+	defer front.Close()
+
+	// An upgraded connection that would never end by itself.
+	res, conn, br := rawRequest(t, front.Listener.Addr().String(), "GET /ws HTTP/1.1\r\nHost: x\r\n"+
+		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+	if res.StatusCode != 101 {
+		t.Fatalf("upgrade: %d", res.StatusCode)
+	}
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	// A slow plain request in flight when shutdown starts.
+	slow := make(chan string, 1)
+	go func() {
+		res, err := http.Get(front.URL + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		slow <- string(b)
+	}()
+	time.Sleep(50 * time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	err = srv.Shutdown(ctx, 100*time.Millisecond, hs)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v, want the deadline (a WebSocket was still open)", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Shutdown took %v", d)
+	}
+	if got := <-slow; got != "finished" {
+		t.Errorf("in-flight request = %q, want it drained", got)
+	}
+	if _, err := readFrame(br); err == nil {
+		t.Error("the upgraded connection is still open after Shutdown")
+	}
+	if !srv.Draining() {
+		t.Error("not draining")
 	}
 }

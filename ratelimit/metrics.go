@@ -12,7 +12,6 @@ import (
 const (
 	PurposeRateLimit = "ratelimit"
 	PurposeRelax     = "relax"
-	PurposeOther     = "other"
 )
 
 const outcomeCount = 5
@@ -82,7 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func RedisCommands(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "borda_redis_commands_total",
-		Help: "Redis commands sent, by purpose (ratelimit, telemetry, relax, aggregate, other).",
+		Help: "Redis commands sent, by purpose (ratelimit, relax, telemetry, aggregate).",
 	}, []string{"purpose"}))
 }
 
@@ -95,35 +94,38 @@ func WithPurpose(ctx context.Context, purpose string) context.Context {
 }
 
 // CommandsHook returns a go-redis hook that counts every command (each
-// command of a pipeline too) into counter, labelled with the purpose of
-// its context (WithPurpose; "other" when untagged). Install it with
-// client.AddHook. The rate limiter does not need it: it counts its own
-// commands.
+// command of a pipeline too) sent with a context tagged by WithPurpose
+// into counter, labelled with that purpose. Untagged commands are not
+// counted: the rate limiter counts its own (ratelimit, relax) without
+// tagging, so installing the hook on the client it shares never counts a
+// command twice. Install it with client.AddHook.
 func CommandsHook(counter *prometheus.CounterVec) redis.Hook {
 	return commandsHook{counter}
 }
 
 type commandsHook struct{ c *prometheus.CounterVec }
 
-func purposeOf(ctx context.Context) string {
-	if p, ok := ctx.Value(purposeKey{}).(string); ok {
-		return p
-	}
-	return PurposeOther
+func purposeOf(ctx context.Context) (string, bool) {
+	p, ok := ctx.Value(purposeKey{}).(string)
+	return p, ok && p != ""
 }
 
 func (h commandsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h commandsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.c.WithLabelValues(purposeOf(ctx)).Inc()
+		if p, ok := purposeOf(ctx); ok {
+			h.c.WithLabelValues(p).Inc()
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (h commandsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.c.WithLabelValues(purposeOf(ctx)).Add(float64(len(cmds)))
+		if p, ok := purposeOf(ctx); ok {
+			h.c.WithLabelValues(p).Add(float64(len(cmds)))
+		}
 		return next(ctx, cmds)
 	}
 }

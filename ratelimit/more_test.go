@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
@@ -122,5 +124,43 @@ func TestRelax_AppliedByRunningInstanceWithinPoll(t *testing.T) {
 	}
 	if counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "relax"}) < 1 {
 		t.Fatal("relax polls not counted")
+	}
+}
+
+// TestCommandsHook_CountsTaggedCommandsOnly: telemetry-style callers tag
+// their context; the limiter's own (untagged) commands are not counted
+// twice.
+func TestCommandsHook_CountsTaggedCommandsOnly(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	reg := prometheus.NewRegistry()
+	vec, err := RedisCommands(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(CommandsHook(vec))
+	// Untagged warm-up: the connection handshakes (HELLO, on the command and
+	// the pipeline pools) are real commands but not counted below.
+	rdb.Ping(context.Background())
+	wp := rdb.Pipeline()
+	wp.Ping(context.Background())
+	_, _ = wp.Exec(context.Background())
+	ctx := WithPurpose(context.Background(), "telemetry")
+	rdb.Set(ctx, prefix+"m:x", 1, time.Minute)
+	p := rdb.Pipeline()
+	p.Incr(ctx, prefix+"m:x")
+	p.Expire(ctx, prefix+"m:x", time.Minute)
+	_, _ = p.Exec(ctx)
+	l, err := New(rulesConfig(burstRule(10, 5*time.Second)), testRoutes, keyspace.MustNew(prefix), NewRedisStore(rdb), reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Decide(context.Background(), Subject{Route: "portal", IP: "192.0.2.1"})
+	if got := counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "telemetry"}); got != 3 {
+		t.Fatalf("telemetry commands = %v, want 3", got)
+	}
+	if got := counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "ratelimit"}); got != 1 {
+		t.Fatalf("ratelimit commands = %v, want 1", got)
 	}
 }

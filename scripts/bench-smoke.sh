@@ -8,13 +8,18 @@
 # load bench's reference row (skipped, and said so, when missing). Load
 # figures never fail CI (they depend on the machine); the soak's flatness
 # and the accounting of the soak and fault benches (lost = 0) do.
+# BORDA_BIN=path reuses an already built borda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-echo "bench-smoke: building borda"
-go build -o "$work/borda" ./cmd/borda
+borda=${BORDA_BIN:-}
+if [ -z "$borda" ]; then
+	echo "bench-smoke: building borda"
+	borda=$work/borda
+	go build -o "$borda" ./cmd/borda
+fi
 go build -o "$work/load" ./bench/cmd/load
 go build -o "$work/soak" ./bench/cmd/soak
 go build -o "$work/faults" ./bench/cmd/faults
@@ -27,9 +32,9 @@ fi
 
 start=$SECONDS
 echo "bench-smoke: load"
-timeout 90 "$work/load" -ci -borda "$work/borda" -targets "$targets"
+timeout 90 "$work/load" -ci -borda "$borda" -targets "$targets"
 echo "bench-smoke: soak"
-timeout 120 "$work/soak" -ci -borda "$work/borda"
+timeout 120 "$work/soak" -ci -borda "$borda"
 echo "bench-smoke: faults"
-timeout 90 "$work/faults" -ci -borda "$work/borda"
+timeout 90 "$work/faults" -ci -borda "$borda"
 echo "bench-smoke: ok in $((SECONDS - start)) s (after building)"

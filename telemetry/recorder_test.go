@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,10 +25,12 @@ type memSink struct {
 	batches int
 	err     error
 	block   chan struct{}
+	waiting atomic.Bool // a flush is waiting on block
 }
 
 func (s *memSink) Add(ctx context.Context, batch []Increment, ttl time.Duration) error {
 	if s.block != nil {
+		s.waiting.Store(true)
 		select {
 		case <-s.block:
 		case <-ctx.Done():
@@ -136,9 +139,16 @@ func TestRecorderFoldsEveryDimension(t *testing.T) {
 func TestRecordNeverBlocksWhenQueueIsFull(t *testing.T) {
 	t.Parallel()
 	sink := &memSink{block: make(chan struct{})}
-	r, _ := newTestRecorder(t, testConfig(10), keyspace.MustNew("olp-dev:t:"), sink)
+	cfg := testConfig(10)
+	cfg.FlushEvery = configs.Duration(time.Millisecond)
+	r, _ := newTestRecorder(t, cfg, keyspace.MustNew("olp-dev:t:"), sink)
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	// Hang the flusher in a write, so only the queue takes events.
+	r.Record(Event{Route: "portal", Path: "/x", Status: 200})
+	for !sink.waiting.Load() {
+		time.Sleep(time.Millisecond)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -152,8 +162,8 @@ func TestRecordNeverBlocksWhenQueueIsFull(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Record blocked")
 	}
-	if got := dropped(t, r, dropQueueFull); got < 10_000-10-maxBatchShapes {
-		t.Errorf("dropped{queue_full} = %v, want nearly all of 10000", got)
+	if got := dropped(t, r, dropQueueFull); got != 10_000-10 {
+		t.Errorf("dropped{queue_full} = %v, want 9990 (10000 minus the queue of 10)", got)
 	}
 	close(sink.block)
 	if err := r.Stop(t.Context()); err != nil {

@@ -18,7 +18,8 @@ type Increment struct {
 // Increment and set each key's TTL to ttl in the same batch, so that no
 // counter ever exists without a TTL, and should do it in one round trip.
 // It returns an error when the batch may not have been applied; the
-// Recorder then drops the batch (it never retries).
+// Recorder then drops the batch (it never retries). Add must not keep
+// batch after it returns: the Recorder reuses it.
 //
 // RedisSink is the production Sink; the interface is small so a store
 // reached another way (the Upstash REST /multi-exec endpoint) can

@@ -73,7 +73,7 @@ func BenchmarkWebhookThroughput(b *testing.B) {
 	b.Run("publisher", func(b *testing.B) {
 		cfg := testConfig(b)
 		cfg.Webhook.QueueType = "quorum"
-		if v := os.Getenv("BENCH_CHANNELS"); v != "" {
+		if v := os.Getenv("BENCH_CHANNELS"); v != "" { // try other pool sizes
 			cfg.Webhook.PublishChannels, _ = strconv.Atoi(v)
 		}
 		p := newTestPublisher(b, cfg)

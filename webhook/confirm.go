@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -48,6 +49,7 @@ type waiter struct {
 	done     chan struct{} // closed when err is set
 	err      error         // nil: acked without a return
 	release  func()        // frees the in-flight slot, once
+	sentAt   time.Time
 }
 
 func (w *waiter) resolve(err error) {
@@ -99,7 +101,7 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	}
 	defer func() { <-c.lock }()
 
-	w := &waiter{corID: msg.CorrelationId, done: make(chan struct{}), release: release}
+	w := &waiter{corID: msg.CorrelationId, done: make(chan struct{}), release: release, sentAt: time.Now()}
 	c.mu.Lock()
 	if c.closed != nil {
 		err := c.closed
@@ -233,7 +235,16 @@ func (c *confirmChannel) shutdown(cause *amqp.Error) {
 	}
 }
 
-// close closes the AMQP channel; run fails what is still outstanding.
-func (c *confirmChannel) close() {
-	_ = c.ch.Close()
+// oldestPending returns when the oldest unconfirmed publish was sent (zero
+// when none is outstanding).
+func (c *confirmChannel) oldestPending() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var oldest time.Time
+	for _, w := range c.byTag {
+		if oldest.IsZero() || w.sentAt.Before(oldest) {
+			oldest = w.sentAt
+		}
+	}
+	return oldest
 }

@@ -16,6 +16,7 @@ const (
 	maxBackoff     = 5 * time.Second
 	dialTimeout    = 5 * time.Second
 	heartbeat      = 10 * time.Second
+	closeTimeout   = time.Second
 	redeclareEvery = 2 * time.Second
 	// topologyEvery is how often the topology is redeclared while
 	// connected, so a queue deleted under the gateway comes back (a
@@ -75,7 +76,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("dialing broker: %w", err)
 	}
-	defer conn.Close()
+	defer closeConn(conn)
 	connCloses := conn.NotifyClose(make(chan *amqp.Error, 1))
 	blockings := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
 	p.setBlocked(false)
@@ -87,10 +88,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	for range p.channels {
 		c, err := p.openChannel(conn)
 		if err != nil {
-			for _, c := range chans {
-				c.close()
-			}
-			return false, err
+			return false, err // closing the connection closes the channels
 		}
 		chans = append(chans, c)
 	}
@@ -103,9 +101,17 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	for {
 		select {
 		case <-tick.C:
-			lastDeclare = time.Now()
-			if err := p.declare(conn); err != nil {
-				p.logger.Warn("redeclaring webhook topology", "error", err)
+			// A half-open connection (a partition that keeps TCP up) is
+			// detected by heartbeats only after 2-3 intervals; confirms
+			// stalled for 3 × confirm_timeout while not blocked start a
+			// fresh connection sooner.
+			since := p.stalled()
+			if since > 3*p.confirmTimeout && !p.blocked.Load() {
+				return true, fmt.Errorf("confirms stalled for %s; recycling the connection", since.Round(time.Millisecond))
+			}
+			if since <= p.confirmTimeout { // a stalled connection would hang the declare
+				lastDeclare = time.Now()
+				p.declareAsync(conn)
 			}
 		case <-ctx.Done():
 			p.shutdownSession(conn)
@@ -127,9 +133,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 				continue
 			}
 			lastDeclare = time.Now()
-			if err := p.declare(conn); err != nil {
-				p.logger.Warn("redeclaring webhook topology after a return", "error", err)
-			}
+			p.declareAsync(conn)
 		case gone := <-p.dead:
 			if conn.IsClosed() || !p.current(gone) {
 				continue // connCloses follows, or a channel of an earlier session
@@ -162,8 +166,14 @@ func (p *Publisher) replaceChannel(conn *amqp.Connection, gone *confirmChannel) 
 	p.chans = kept
 	if len(kept) == 0 {
 		p.lastErr = errors.New("no publishing channel open")
-		_ = conn.Close() // start over with a fresh connection
+		go closeConn(conn) // start over with a fresh connection
 	}
+}
+
+func (p *Publisher) stalled() time.Duration {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return stalledFor(p.chans)
 }
 
 func (p *Publisher) current(c *confirmChannel) bool {
@@ -205,6 +215,21 @@ func (p *Publisher) declare(conn *amqp.Connection) error {
 	return nil
 }
 
+// declareAsync redeclares the topology off the session loop (a declare is
+// a synchronous RPC that hangs on a half-open connection until heartbeats
+// give up), one at a time.
+func (p *Publisher) declareAsync(conn *amqp.Connection) {
+	if !p.declaring.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.declaring.Store(false)
+		if err := p.declare(conn); err != nil && !conn.IsClosed() {
+			p.logger.Warn("redeclaring webhook topology", "error", err)
+		}
+	}()
+}
+
 // requestRedeclare asks the session to redeclare the topology (a queue
 // deleted under us makes publishes unroutable); rate-limited there.
 func (p *Publisher) requestRedeclare() {
@@ -233,18 +258,20 @@ func (p *Publisher) setDown(err error) {
 	}
 }
 
-// shutdownSession closes the channels (failing what is outstanding) and
-// the connection, at Close.
+// shutdownSession closes the connection (and so its channels, failing
+// what is outstanding), at Close.
 func (p *Publisher) shutdownSession(conn *amqp.Connection) {
 	p.mu.Lock()
-	chans := p.chans
 	p.conn, p.chans, p.lastErr = nil, nil, errors.New("publisher closed")
 	p.mu.Unlock()
-	for _, c := range chans {
-		c.close()
-	}
-	_ = conn.Close()
+	closeConn(conn)
 	p.metrics.connected.Set(0)
+}
+
+// closeConn closes conn, bounding the close handshake: on a half-open
+// connection Close would wait for a close-ok that never comes.
+func closeConn(conn *amqp.Connection) {
+	_ = conn.CloseDeadline(time.Now().Add(closeTimeout))
 }
 
 func boolGauge(b bool) float64 {

@@ -131,3 +131,23 @@ func credential(h http.Header, t requestTarget) presented {
 	}
 	return p
 }
+
+// RedactPath returns a request path with the token of the path form
+// ({path}/t/{token}[/{event}]) replaced by "[redacted]", for access logs:
+// "/webhooks/whatsapp/t/abc/messages-upsert" →
+// "/webhooks/whatsapp/t/[redacted]/messages-upsert". Other paths are
+// returned unchanged. (Query strings carry ?token= too: never log them.)
+func (i *Ingress) RedactPath(p string) string {
+	src, rest := matchSource(i.sources, p)
+	if src == nil {
+		return p
+	}
+	if tok, ok := strings.CutPrefix(rest, "/t/"); ok && tok != "" {
+		after := ""
+		if j := strings.IndexByte(tok, '/'); j >= 0 {
+			after = tok[j:]
+		}
+		return src.path + "/t/[redacted]" + after
+	}
+	return p
+}

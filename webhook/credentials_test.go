@@ -105,3 +105,18 @@ func TestTokenSetMatch(t *testing.T) {
 		t.Errorf("credential of an empty request = %+v", p)
 	}
 }
+
+func TestRedactPath(t *testing.T) {
+	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+	for in, want := range map[string]string{
+		"/webhooks/whatsapp/t/abc/messages-upsert": "/webhooks/whatsapp/t/[redacted]/messages-upsert",
+		"/webhooks/whatsapp/t/abc":                 "/webhooks/whatsapp/t/[redacted]",
+		"/webhooks/whatsapp/messages-upsert":       "/webhooks/whatsapp/messages-upsert",
+		"/webhooks/whatsapp/t/":                    "/webhooks/whatsapp/t/",
+		"/portal/t/abc":                            "/portal/t/abc",
+	} {
+		if got := i.RedactPath(in); got != want {
+			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

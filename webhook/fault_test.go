@@ -233,6 +233,7 @@ func TestEdgeCase25_StalledConfirmsNeverHang(t *testing.T) {
 	if d := time.Duration(slowest.Load()); d > faultConfirmTimeout+time.Second {
 		t.Errorf("slowest stalled answer %s, want ≤ %s", d, faultConfirmTimeout+time.Second)
 	}
+	waitNotReady(t, s.pub, 2*faultConfirmTimeout) // readiness reports the stall
 	if err := proxy.Toxics.RemoveToxic(context.Background(), "stall"); err != nil {
 		t.Fatal(err)
 	}
@@ -241,12 +242,66 @@ func TestEdgeCase25_StalledConfirmsNeverHang(t *testing.T) {
 	l.check(t, s, ReasonConfirmTimeout)
 }
 
+// Row 29, partition with TCP kept up: nothing comes back from the broker
+// (heartbeats would need 2-3 intervals to notice). Readiness fails once a
+// confirm is older than confirm_timeout, the connection is recycled after
+// 3 × confirm_timeout, and publishing resumes when the path heals.
+func TestEdgeCase29_HalfOpenConnectionIsRecycled(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Webhook.ConfirmTimeout = configs.Duration(time.Second)
+	proxy := withProxy(t, &cfg)
+	s := newStack(t, cfg)
+	s.pub.mu.RLock()
+	first := s.pub.conn
+	s.pub.mu.RUnlock()
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"partition","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`)); err != nil {
+		t.Fatal(err)
+	}
+	code, a, took := s.post(t, "/webhooks/whatsapp", "application/json", []byte(`{"partitioned":1}`), nil)
+	if code != 503 || a.Reason != ReasonConfirmTimeout || took > 2*time.Second {
+		t.Errorf("during the partition: %d %+v after %s, want 503 CONFIRM_TIMEOUT within 2 s", code, a, took)
+	}
+	waitNotReady(t, s.pub, 2*time.Second)
+	deadline := time.Now().Add(3*time.Second + topologyEvery + 2*time.Second)
+	for value(t, s.pub.metrics.reconnects) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled connection was not recycled")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := proxy.Toxics.RemoveToxic(context.Background(), "partition"); err != nil {
+		t.Fatal(err)
+	}
+	readyAgain(t, s)
+	s.pub.mu.RLock()
+	defer s.pub.mu.RUnlock()
+	if s.pub.conn == first {
+		t.Error("still on the half-open connection")
+	}
+}
+
+func waitNotReady(t *testing.T, p *Publisher, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for p.Ready() == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("still ready %s into the stall", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Row 26: a memory alarm blocks the connection: 503 BROKER_BLOCKED at
 // once without publishing, readiness fails, and both recover on unblock.
 // The alarm blocks every publisher on the broker, so this test is not
 // parallel: Go runs it before the parallel tests of this package start.
 func TestEdgeCase26_ConnectionBlockedAnswers503AtOnce(t *testing.T) {
 	cfg := faultConfig(t)
+	// The memory alarm blocks every publisher on the shared broker: wait
+	// until no other test is publishing, and keep them out until restored.
+	servicetest.BrokerAlarm(t)
 	s := newStack(t, cfg)
 	if code, _, _ := s.post(t, "/webhooks/whatsapp", "application/json", []byte(`{"before":1}`), nil); code != 200 {
 		t.Fatalf("before the alarm: %d", code)

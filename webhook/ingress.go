@@ -198,7 +198,14 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		if reason == ReasonUnroutable {
 			i.metrics.unroutable.Inc()
 		}
-		i.logger.Warn("webhook not published; answering 503", "source", src.name, "event_id", id, "reason", reason, "error", err)
+		// Broker state changes are logged once by the publisher and every
+		// reason is counted; per-request lines are warnings only for the
+		// reasons that point at the topology or the broker's judgement.
+		level := slog.LevelDebug
+		if reason == ReasonUnroutable || reason == ReasonNack {
+			level = slog.LevelWarn
+		}
+		i.logger.Log(r.Context(), level, "webhook not published; answering 503", "source", src.name, "event_id", id, "reason", reason, "error", err)
 		w.Header().Set("Retry-After", "5")
 		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, reason)
 	}

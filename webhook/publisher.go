@@ -56,11 +56,12 @@ type Publisher struct {
 	logger         *slog.Logger
 	metrics        *publisherMetrics
 
-	slots   chan struct{} // in-flight cap; one token per unconfirmed publish
-	next    atomic.Uint64 // round robin over channels
-	seq     atomic.Uint64 // per-publish correlation ids
-	blocked atomic.Bool
-	closing atomic.Bool
+	slots     chan struct{} // in-flight cap; one token per unconfirmed publish
+	next      atomic.Uint64 // round robin over channels
+	seq       atomic.Uint64 // per-publish correlation ids
+	blocked   atomic.Bool
+	closing   atomic.Bool
+	declaring atomic.Bool
 
 	blockMu sync.Mutex
 	blockCh chan struct{} // closed while the broker blocks the connection
@@ -124,8 +125,9 @@ func NewPublisher(cfg configs.Config, logger *slog.Logger, reg prometheus.Regist
 	return p, nil
 }
 
-// Ready returns nil when a connection with its channels is up and the
-// broker is not blocking it; else an error wrapping ErrBrokerBlocked or
+// Ready returns nil when a connection with its channels is up, the broker
+// is not blocking it and no confirm has been outstanding for longer than
+// confirm_timeout; else an error wrapping ErrBrokerBlocked or
 // ErrBrokerUnavailable (with the last connection error).
 func (p *Publisher) Ready() error {
 	if p.closing.Load() {
@@ -139,7 +141,21 @@ func (p *Publisher) Ready() error {
 	if len(p.chans) == 0 {
 		return fmt.Errorf("%w: %w", ErrBrokerUnavailable, p.lastErr)
 	}
+	if since := stalledFor(p.chans); since > p.confirmTimeout {
+		return fmt.Errorf("%w: a confirm has been outstanding for %s", ErrBrokerUnavailable, since.Round(time.Millisecond))
+	}
 	return nil
+}
+
+// stalledFor returns how long the oldest unconfirmed publish has waited.
+func stalledFor(chans []*confirmChannel) time.Duration {
+	var d time.Duration
+	for _, c := range chans {
+		if t := c.oldestPending(); !t.IsZero() {
+			d = max(d, time.Since(t))
+		}
+	}
+	return d
 }
 
 // Publish sends m persistent and mandatory and waits for the broker's

@@ -50,6 +50,23 @@ func (u *Unconfigured) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	respond(w, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", ReasonNotConfigured)
 }
 
+// RedactPath replaces the token of the path form ({path}/t/{token}) with
+// "[redacted]", as Ingress.RedactPath does.
+func (u *Unconfigured) RedactPath(p string) string {
+	for _, base := range u.paths {
+		rest, ok := strings.CutPrefix(p, base+"/t/")
+		if !ok || rest == "" {
+			continue
+		}
+		after := ""
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			after = rest[j:]
+		}
+		return base + "/t/[redacted]" + after
+	}
+	return p
+}
+
 // Ready returns Err: the component is never ready.
 func (u *Unconfigured) Ready() error {
 	return errors.New("webhook ingress not configured: " + strings.TrimSpace(u.Err.Error()))

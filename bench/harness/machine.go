@@ -32,16 +32,22 @@ func PinSelf(cpus string) error {
 
 // Machine describes the machine a figure was measured on.
 func Machine() string {
-	model := "unknown CPU"
+	model, cpus := "unknown CPU", 0
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
-			if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			k, v, _ := strings.Cut(sc.Text(), ":")
+			switch strings.TrimSpace(k) {
+			case "model name":
 				model = strings.TrimSpace(v)
-				break
+			case "processor":
+				cpus++ // every CPU, not only those this process is pinned to
 			}
 		}
 		f.Close()
+	}
+	if cpus == 0 {
+		cpus = runtime.NumCPU()
 	}
 	var u syscall.Utsname
 	kernel := ""
@@ -55,5 +61,5 @@ func Machine() string {
 		}
 		kernel = b.String()
 	}
-	return fmt.Sprintf("%d CPUs (%s), Linux %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
+	return fmt.Sprintf("%d CPUs (%s), Linux %s, %s", cpus, model, kernel, runtime.Version())
 }

@@ -86,7 +86,7 @@ func TestMigrateThenAggregate(t *testing.T) {
 
 	opt, _ := redis.ParseURL(redisURL)
 	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	t.Cleanup(func() { rdb.Close() }) // after the Del below (cleanups run last-in first-out)
 	ks := keyspace.MustNew(prefix)
 	minute := time.Now().UTC().Truncate(time.Minute)
 	key := ks.Metric("escola:e42", minute)

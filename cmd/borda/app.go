@@ -113,7 +113,10 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 }
 
 // store picks the rate-limit store: Redis (redis.url), Upstash REST
-// (rest_url + rest_token), or the embedded in-memory store.
+// (rest_url + rest_token), or the embedded in-memory store. The shared
+// go-redis client counts its commands by purpose
+// (borda_redis_commands_total), so an operator can project a hosted
+// Redis bill.
 func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	switch cfg.StoreKind() {
 	case "redis":
@@ -122,13 +125,15 @@ func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 			return nil, err
 		}
 		a.redis = rdb
-		return ratelimit.NewRedisStore(rdb), nil
-	case "upstash-rest":
-		return ratelimit.NewRESTStore(cfg.Redis.RestURL, cfg.Redis.RestToken, &http.Client{Timeout: 2 * time.Second})
-	default:
+		vec, err := ratelimit.RedisCommands(a.registry)
+		if err != nil {
+			return nil, fmt.Errorf("registering redis command metrics: %w", err)
+		}
+		rdb.AddHook(ratelimit.CommandsHook(vec))
+	case "memory":
 		a.log.Warn("no Redis configured: rate limits use the embedded in-memory store, which counts for this instance only")
-		return ratelimit.NewMemoryStore(0), nil
 	}
+	return ratelimit.NewStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second})
 }
 
 // aggregate runs the hourly aggregation when database.url and redis.url

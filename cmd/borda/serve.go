@@ -9,10 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/olp-edu/borda/configs"
-	"github.com/olp-edu/borda/gateway"
 )
 
 // runServe implements `borda serve --config FILE`: the gateway until SIGTERM
@@ -38,10 +36,9 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	defer app.close()
 
-	public := gateway.NewHTTPServer(cfg.Listen, app.gateway.Handler(), logger)
-	servers := []*http.Server{public}
+	servers := []*http.Server{app.gateway.HTTPServer(cfg.Listen, app.gateway.Handler())}
 	if cfg.AdminListen != "off" {
-		servers = append(servers, gateway.NewHTTPServer(cfg.AdminListen, app.gateway.AdminHandler(), logger))
+		servers = append(servers, app.gateway.HTTPServer(cfg.AdminListen, app.gateway.AdminHandler()))
 	}
 	listeners := make([]net.Listener, 0, len(servers))
 	for _, srv := range servers {
@@ -84,18 +81,12 @@ loop:
 		}
 	}
 
-	logger.Info("shutting down", "drain", cfg.Shutdown.Drain.String())
-	app.gateway.SetDraining()
-	if g := cfg.Shutdown.ReadinessGrace.D(); g > 0 {
-		time.Sleep(g)
-	}
-	drainCtx, cancel := context.WithTimeout(context.Background(), cfg.Shutdown.Drain.D())
+	logger.Info("shutting down", "readiness_grace", cfg.Shutdown.ReadinessGrace.String(), "drain", cfg.Shutdown.Drain.String())
+	grace := cfg.Shutdown.ReadinessGrace.D()
+	drainCtx, cancel := context.WithTimeout(context.Background(), grace+cfg.Shutdown.Drain.D())
 	defer cancel()
-	for _, srv := range servers {
-		if err := srv.Shutdown(drainCtx); err != nil {
-			logger.Warn("in-flight requests cut at the drain deadline", "addr", srv.Addr, "err", err)
-			srv.Close()
-		}
+	if err := app.gateway.Shutdown(drainCtx, grace, servers...); err != nil {
+		logger.Warn("requests still running at the drain deadline were cancelled", "err", err)
 	}
 	app.shutdown(logger)
 	logger.Info("stopped")

@@ -13,8 +13,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -35,8 +38,56 @@ func RedisURL(t testing.TB) string {
 }
 
 // AMQPURL returns the test RabbitMQ URL, or skips (fails when required).
+// The test holds a shared broker lock until it ends, so a test that raises
+// a broker-wide alarm (BrokerAlarm) never runs while it publishes, in this
+// package or any other.
 func AMQPURL(t testing.TB) string {
-	return reachable(t, "RabbitMQ", env("BORDA_TEST_AMQP_URL", DefaultAMQPURL))
+	u := reachable(t, "RabbitMQ", env("BORDA_TEST_AMQP_URL", DefaultAMQPURL))
+	brokerLock(t, syscall.LOCK_SH)
+	return u
+}
+
+// BrokerAlarm is for tests that change the shared broker for everyone
+// (rabbitmqctl set_vm_memory_high_watermark): it takes the broker lock
+// exclusively until the test ends, waiting for every other test holding
+// AMQPURL's shared lock, in every test binary, to finish. Call it before
+// raising the alarm, after AMQPURL if the test uses that too.
+func BrokerAlarm(t testing.TB) {
+	brokerLock(t, syscall.LOCK_EX)
+}
+
+var (
+	locksMu sync.Mutex
+	locks   = map[testing.TB]*os.File{}
+)
+
+// brokerLock takes (or converts to) a flock on a file every test binary of
+// this machine shares, released when t ends.
+func brokerLock(t testing.TB, how int) {
+	t.Helper()
+	locksMu.Lock()
+	f, held := locks[t]
+	if !held {
+		var err error
+		f, err = os.OpenFile(filepath.Join(os.TempDir(), "borda-servicetest-broker.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+		if err != nil {
+			locksMu.Unlock()
+			t.Fatalf("servicetest: opening the broker lock: %v", err)
+		}
+		locks[t] = f
+	}
+	locksMu.Unlock()
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		t.Fatalf("servicetest: taking the broker lock: %v", err)
+	}
+	if !held {
+		t.Cleanup(func() {
+			locksMu.Lock()
+			delete(locks, t)
+			locksMu.Unlock()
+			f.Close() // releases the flock
+		})
+	}
 }
 
 // DatabaseURL returns the test PostgreSQL URL, or skips (fails when

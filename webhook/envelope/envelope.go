@@ -15,6 +15,7 @@ package envelope
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -81,9 +82,45 @@ func Digest(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// Encode returns the wire form.
+// Encode returns the wire form: the same bytes as json.Marshal(e), built
+// in one buffer sized up front, with the body base64-encoded straight into
+// it (a 10 MB body costs one 13.3 MB allocation, not a pooled encoder
+// buffer plus a copy).
 func (e Envelope) Encode() ([]byte, error) {
-	return json.Marshal(e)
+	small := struct {
+		ID          string            `json:"id"`
+		Source      string            `json:"source"`
+		ReceivedAt  time.Time         `json:"received_at"`
+		ContentType string            `json:"content_type"`
+		Headers     map[string]string `json:"headers"`
+	}{e.ID, e.Source, e.ReceivedAt, e.ContentType, e.Headers}
+	head, err := json.Marshal(small)
+	if err != nil {
+		return nil, fmt.Errorf("encoding envelope: %w", err)
+	}
+	tail, err := json.Marshal(struct {
+		SHA256         string   `json:"sha256"`
+		Event          string   `json:"event,omitempty"`
+		Redacted       []string `json:"redacted,omitempty"`
+		OriginalSHA256 string   `json:"original_sha256,omitempty"`
+	}{e.SHA256, e.Event, e.Redacted, e.OriginalSHA256})
+	if err != nil {
+		return nil, fmt.Errorf("encoding envelope: %w", err)
+	}
+	const key = `,"body_b64":`
+	buf := make([]byte, 0, len(head)+len(key)+base64.StdEncoding.EncodedLen(len(e.Body))+len(tail)+4)
+	buf = append(buf, head[:len(head)-1]...) // without '}'
+	buf = append(buf, key...)
+	if e.Body == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '"')
+		buf = base64.StdEncoding.AppendEncode(buf, e.Body)
+		buf = append(buf, '"')
+	}
+	buf = append(buf, ',')
+	buf = append(buf, tail[1:]...) // without '{'
+	return buf, nil
 }
 
 // Decode parses the wire form and checks the digest. It returns an error

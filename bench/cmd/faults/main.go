@@ -15,10 +15,10 @@
 //	                their limit stay refused from memory until their window ends)
 //	redis-back      restarted on the same port (two phases long): 429s again
 //	amqp-cut        every broker connection closed, new ones refused: webhook 503, proxy 200
-//	amqp-back       link restored (two phases long): webhook 200 again after reconnect
+//	amqp-back       link restored (three phases long): webhook 200 again after reconnect
 //
 //	go run ./bench/cmd/faults               # 10 s phases
-//	go run ./bench/cmd/faults -ci           # 3 s phases, for CI
+//	go run ./bench/cmd/faults -ci           # 2 s phases, for CI
 //
 // 429s are printed, not asserted (see account). Exit status 1 when an
 // invariant breaks: a proxy request not answered
@@ -56,7 +56,7 @@ type tally struct {
 }
 
 func main() {
-	ci := flag.Bool("ci", false, "short run for CI (3 s phases)")
+	ci := flag.Bool("ci", false, "short run for CI (2 s phases)")
 	phaseLen := flag.Duration("phase", 10*time.Second, "length of one phase")
 	proxyRPS := flag.Int("proxy-rps", 200, "proxy requests per second")
 	webhookRPS := flag.Int("webhook-rps", 20, "webhook requests per second")
@@ -64,7 +64,7 @@ func main() {
 	amqpURL := flag.String("amqp", "amqp://guest:guest@127.0.0.1:5672/", "the shared RabbitMQ (reached through the fault proxy)")
 	flag.Parse()
 	if *ci {
-		*phaseLen = 3 * time.Second
+		*phaseLen = 2 * time.Second
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -154,7 +154,7 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 			return err
 		}},
 		{"amqp-cut", 1, func() error { fp.Cut(); return nil }},
-		{"amqp-back", 2, func() error { fp.Restore(); return nil }},
+		{"amqp-back", 3, func() error { fp.Restore(); return nil }},
 	}
 	proxyClient := loadgen.NewClient(128, 10*time.Second)
 	hookClient := loadgen.NewClient(64, 10*time.Second)

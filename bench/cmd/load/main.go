@@ -12,7 +12,7 @@
 // worker_processes 1); the generator and the upstream run on -client-cpu.
 //
 //	go run ./bench/cmd/load        # 3 rounds of 10 s saturation + 10 s at 1 000 req/s per target
-//	go run ./bench/cmd/load -ci    # 1 round of 2 s + 2 s, for CI
+//	go run ./bench/cmd/load -ci    # 1 round of 1.5 s + 1.5 s, for CI
 //
 // Borda writes its counters under olp-dev:bench<id>: on -redis, and the
 // run deletes them at the end. Exit status: 1 when a target could not run;
@@ -52,7 +52,7 @@ type options struct {
 
 func main() {
 	var o options
-	flag.BoolVar(&o.ci, "ci", false, "short run for CI (2 s per measurement)")
+	flag.BoolVar(&o.ci, "ci", false, "short run for CI (1 round, 1.5 s per measurement)")
 	flag.DurationVar(&o.sat, "sat", 10*time.Second, "saturation measurement per target")
 	flag.DurationVar(&o.fixed, "fixed", 10*time.Second, "fixed-rate measurement per target")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unrecorded warm-up before each measurement")
@@ -70,7 +70,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
 	flag.Parse()
 	if o.ci {
-		o.sat, o.fixed, o.warmup, o.rounds = 2*time.Second, 2*time.Second, 500*time.Millisecond, 1
+		o.sat, o.fixed, o.warmup, o.rounds = 1500*time.Millisecond, 1500*time.Millisecond, 500*time.Millisecond, 1
 	}
 	if err := harness.PinSelf(o.clientCPU); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)

@@ -8,8 +8,10 @@
 // Every -interval (10 s) it samples RSS and open fds (/proc) and goroutines
 // (/debug/pprof/goroutine?debug=1 on the admin listener). Growth from the
 // warm-up's peak (the first 25 % of the run) to the mean of the last two
-// samples must stay under 10 %, or within +4 MiB of RSS and +5 goroutines
-// or fds (one-minute CI runs see allocator and pool noise of that size).
+// samples must stay under 10 %, or within +4 MiB of RSS and +10 goroutines
+// or fds: connection pools (to Redis, RabbitMQ, the upstream) may still be
+// settling in a one-minute CI run; a leak per request or per connection
+// shows as hundreds within minutes.
 //
 // Every 200 PUBLISHED_CONFIRMED must be a message in RabbitMQ: the run
 // publishes to its own exchange and queue (bench-soak-<id>), counts the
@@ -148,7 +150,7 @@ func run(ctx context.Context, duration, interval time.Duration, proxyRPS, webhoo
 	}
 	tick.Stop()
 	wg.Wait()
-	time.Sleep(2 * time.Second) // let the last confirms land
+	time.Sleep(time.Second) // let the last confirms land
 
 	ok := true
 	fmt.Printf("\nproxy:   %d requests, statuses %v, %d transport errors, p50 %v p99 %v\n", proxyRes.Requests, proxyRes.Status,
@@ -197,11 +199,9 @@ func flat(samples []harness.Stats, duration, interval time.Duration, maxGrowth f
 		return false
 	}
 	warm := max(duration/4, 2*interval)
+	nWarm := max(int((warm+interval-1)/interval), 1) // samples in the warm-up
 	base := samples[0]
-	for _, s := range samples {
-		if s.At.Sub(samples[0].At)+interval > warm {
-			break
-		}
+	for _, s := range samples[:min(nWarm, len(samples)-2)] {
 		base.RSSBytes = max(base.RSSBytes, s.RSSBytes)
 		base.Goroutines = max(base.Goroutines, s.Goroutines)
 		base.FDs = max(base.FDs, s.FDs)
@@ -222,7 +222,7 @@ func flat(samples []harness.Stats, duration, interval time.Duration, maxGrowth f
 	}
 	mean := func(f func(harness.Stats) float64) float64 { return (f(last[0]) + f(last[1])) / 2 }
 	check("RSS MiB", float64(base.RSSBytes)/(1<<20), mean(func(s harness.Stats) float64 { return float64(s.RSSBytes) / (1 << 20) }), 4)
-	check("goroutines", float64(base.Goroutines), mean(func(s harness.Stats) float64 { return float64(s.Goroutines) }), 5)
-	check("fds", float64(base.FDs), mean(func(s harness.Stats) float64 { return float64(s.FDs) }), 5)
+	check("goroutines", float64(base.Goroutines), mean(func(s harness.Stats) float64 { return float64(s.Goroutines) }), 10)
+	check("fds", float64(base.FDs), mean(func(s harness.Stats) float64 { return float64(s.FDs) }), 10)
 	return ok
 }

@@ -1,0 +1,109 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Server timeouts recommended for both listeners (see NewHTTPServer).
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	IdleTimeout       = 120 * time.Second
+	MaxHeaderBytes    = 1 << 20
+)
+
+// NewHTTPServer returns an http.Server for addr and h with the timeouts a
+// proxy with streams and WebSockets wants: ReadHeaderTimeout 10 s
+// (slowloris), IdleTimeout 120 s (above common load-balancer idle
+// timeouts of 60 s), MaxHeaderBytes 1 MiB, no ReadTimeout or WriteTimeout
+// (they would cut uploads, SSE and WebSockets; the route timeout bounds
+// the wait for upstreams), and the server's own errors logged at warn.
+// Prefer Server.HTTPServer, which also lets Shutdown end upgraded
+// connections.
+func NewHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// HTTPServer is NewHTTPServer with the gateway's logger and with request
+// contexts derived from the gateway's, so Shutdown can cancel upgraded
+// connections (WebSockets) and endless streams that outlive the drain;
+// http.Server.Shutdown and Close do not track hijacked connections.
+func (s *Server) HTTPServer(addr string, h http.Handler) *http.Server {
+	srv := NewHTTPServer(addr, h, nil)
+	srv.ErrorLog = s.errorLog
+	srv.BaseContext = func(net.Listener) context.Context { return s.base }
+	return srv
+}
+
+// Shutdown drains the HTTP side in the order of design.md §3: readiness
+// answers 503 at once (SetDraining); after grace the servers stop
+// accepting and close idle connections while in-flight requests finish
+// (http.Server.Shutdown); requests still running when ctx ends — typically
+// WebSockets and streams — are cancelled; finally Close. It returns
+// ctx.Err() when the drain did not finish in time, after cancelling.
+//
+// ctx bounds the whole call, grace included: for shutdown.readiness_grace
+// G and shutdown.drain D, pass a context with timeout G + D. The caller
+// then drains what is not HTTP (AMQP confirms, telemetry) and closes
+// pools.
+func (s *Server) Shutdown(ctx context.Context, grace time.Duration, servers ...*http.Server) error {
+	s.SetDraining()
+	if grace > 0 {
+		t := time.NewTimer(grace)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() { errs[i] = srv.Shutdown(ctx) })
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if werr := s.waitIdle(ctx); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		s.log.Warn("HTTP drain did not finish in time; cancelling the rest", "in_flight", s.inFlight.Load(), "error", err)
+		s.cancelBase()
+		// Cancelled handlers unwind at once; bound the wait anyway.
+		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.waitIdle(stop)
+		cancel()
+	}
+	s.log.Info("HTTP drained")
+	return errors.Join(err, s.Close())
+}
+
+// waitIdle polls until no request is inside the chain or ctx ends; after
+// the servers stopped, only upgraded connections can remain.
+func (s *Server) waitIdle(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for s.inFlight.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
