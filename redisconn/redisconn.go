@@ -35,34 +35,30 @@ func New(cfg configs.Redis) (redis.UniversalClient, error) {
 	if pool == 0 {
 		pool = 10 * runtime.GOMAXPROCS(0)
 	}
+	opt := &redis.UniversalOptions{
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		DialTimeout:           cfg.DialTimeout.D(),
+		ReadTimeout:           cfg.ReadTimeout.D(),
+		WriteTimeout:          cfg.WriteTimeout.D(),
+		PoolTimeout:           cfg.DialTimeout.D(),
+		PoolSize:              pool,
+		DisableIdentity:       true,
+	}
 	if cfg.Cluster {
-		opt, err := redis.ParseClusterURL(raw)
+		c, err := redis.ParseClusterURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("parsing redis.url as a cluster URL: %w", err)
 		}
-		opt.ContextTimeoutEnabled = true
-		opt.MaxRetries = -1
-		opt.DialTimeout = cfg.DialTimeout.D()
-		opt.ReadTimeout = cfg.ReadTimeout.D()
-		opt.WriteTimeout = cfg.WriteTimeout.D()
-		opt.PoolTimeout = cfg.DialTimeout.D()
-		opt.PoolSize = pool
-		opt.DisableIdentity = true
-		opt.DialerRetries = 1
-		return redis.NewClusterClient(opt), nil
+		opt.IsClusterMode = true
+		opt.Addrs, opt.Username, opt.Password, opt.TLSConfig = c.Addrs, c.Username, c.Password, c.TLSConfig
+	} else {
+		c, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("parsing redis.url: %w", err)
+		}
+		opt.Addrs, opt.Username, opt.Password, opt.DB, opt.TLSConfig = []string{c.Addr}, c.Username, c.Password, c.DB, c.TLSConfig
 	}
-	opt, err := redis.ParseURL(raw)
-	if err != nil {
-		return nil, fmt.Errorf("parsing redis.url: %w", err)
-	}
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1
-	opt.DialTimeout = cfg.DialTimeout.D()
-	opt.ReadTimeout = cfg.ReadTimeout.D()
-	opt.WriteTimeout = cfg.WriteTimeout.D()
-	opt.PoolTimeout = cfg.DialTimeout.D()
-	opt.PoolSize = pool
-	opt.DisableIdentity = true
-	opt.DialerRetries = 1
-	return redis.NewClient(opt), nil
+	return redis.NewUniversalClient(opt), nil
 }
