@@ -127,6 +127,25 @@ func Value(h http.Header, name string) (string, bool) {
 	return "", false
 }
 
+// bearerCookie returns the value ApplyRequest sends upstream as
+// "Authorization: Bearer" for an AsAuthorization cookie named name: the
+// first such cookie whose value is a usable token (validBearer), so
+// identity and the upstream see the same credential.
+func bearerCookie(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if strings.TrimSpace(n) != name {
+				continue
+			}
+			if v = unquote(strings.TrimSpace(v)); validBearer(v) {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
 func lookup(forward []Forward, name string) (Forward, bool) {
 	for _, f := range forward {
 		if f.Cookie == name {

@@ -138,11 +138,25 @@ func (v *Verifier) Close() {
 
 // FromRequest verifies the token the upstream will see as the request's
 // credential: the Authorization: Bearer token when present, else the
-// olp_auth cookie. It returns the anonymous Identity and false when there
-// is no token or it does not verify.
+// olp_auth cookie. A header the client names in Connection is not
+// forwarded (RFC 9110 §7.6.1), so it is ignored here too: otherwise
+// `Connection: Authorization` with a non-Bearer Authorization would leave
+// the request anonymous while the upstream gets the olp_auth cookie as its
+// Bearer token. Of several olp_auth cookies, the one ApplyRequest turns
+// into the Bearer token is verified (the first with a usable value). It
+// returns the anonymous Identity and false when there is no token or it
+// does not verify.
 func (v *Verifier) FromRequest(h http.Header) (Identity, bool) {
 	if v == nil {
 		return Identity{}, false
+	}
+	if len(h["Connection"]) > 0 && (connectionNames(h, "Authorization") || connectionNames(h, "Cookie")) {
+		h = h.Clone()
+		for _, name := range []string{"Authorization", "Cookie"} {
+			if connectionNames(h, name) {
+				delete(h, name)
+			}
+		}
 	}
 	if auth := h.Get("Authorization"); auth != "" {
 		scheme, token, ok := strings.Cut(auth, " ")
@@ -151,7 +165,7 @@ func (v *Verifier) FromRequest(h http.Header) (Identity, bool) {
 		}
 		return v.Verify(strings.TrimSpace(token))
 	}
-	if token, ok := Value(h, AuthCookie); ok {
+	if token, ok := bearerCookie(h, AuthCookie); ok {
 		return v.Verify(token)
 	}
 	return Identity{}, false
@@ -175,6 +189,20 @@ func (v *Verifier) Verify(token string) (Identity, bool) {
 		return Identity{}, false
 	}
 	return id, true
+}
+
+// connectionNames reports whether any Connection line of h names the
+// header name (case-insensitively), as the hop-by-hop removal of
+// net/http/httputil.ReverseProxy reads them.
+func connectionNames(h http.Header, name string) bool {
+	for _, line := range h["Connection"] {
+		for tok := range strings.SplitSeq(line, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 var errNoKey = errors.New("no key for the token's algorithm")

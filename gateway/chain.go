@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"time"
 
@@ -155,6 +156,13 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeFrom(r.Context())
 	path := r.URL.EscapedPath()
+	if clean, ok := removeDotSegments(path); ok {
+		// In place: the URL is shared with observe's request, so the access
+		// log and telemetry see (and redact) the path that was served.
+		if decoded, err := url.PathUnescape(clean); err == nil {
+			r.URL.Path, r.URL.RawPath, path = decoded, clean, clean
+		}
+	}
 	if s.webhook != nil {
 		for _, p := range s.webhookPaths {
 			if _, ok := matchPrefix(path, p); ok {

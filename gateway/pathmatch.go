@@ -78,6 +78,85 @@ func joinPath(base, rest string) string {
 	return strings.TrimSuffix(base, "/") + rest
 }
 
+// removeDotSegments resolves the "." and ".." segments of the escaped
+// path p (RFC 3986 §5.2.4), a segment spelled with %2e counting as a dot
+// too, and reports whether p had any (false: p is returned as is, without
+// allocating). Routing and the upstream must see the same path: unresolved,
+// "/api/../login" would match the /api route (its limits, its cookie
+// policy) while the upstream serves /login, and "/v2/../x" would leave a
+// route's upstream base path. A ".." at the root stays at the root.
+func removeDotSegments(p string) (string, bool) {
+	if !hasDotSegment(p) {
+		return p, false
+	}
+	segs := strings.Split(p, "/")
+	out := make([]string, 0, len(segs))
+	trailing := false
+	for i, s := range segs {
+		if i == 0 && s == "" {
+			continue // the leading slash
+		}
+		switch dotSegment(s) {
+		case 1:
+			trailing = true
+		case 2:
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+			trailing = true
+		default:
+			out = append(out, s)
+			trailing = false
+		}
+	}
+	clean := "/" + strings.Join(out, "/")
+	if trailing && len(out) > 0 {
+		clean += "/"
+	}
+	return clean, true
+}
+
+// hasDotSegment reports whether a segment of p is "." or ".." (also as
+// %2e), without allocating ("/static/app.js" has none).
+func hasDotSegment(p string) bool {
+	for p != "" {
+		seg := p
+		if i := strings.IndexByte(p, '/'); i >= 0 {
+			seg, p = p[:i], p[i+1:]
+		} else {
+			p = ""
+		}
+		if dotSegment(seg) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dotSegment returns 1 for a "." segment, 2 for "..", 0 otherwise; "%2e"
+// (any case) counts as a dot.
+func dotSegment(s string) int {
+	if len(s) == 0 || len(s) > 6 {
+		return 0
+	}
+	dots := 0
+	for i := 0; i < len(s); {
+		switch {
+		case s[i] == '.':
+			i++
+		case i+2 < len(s) && s[i] == '%' && s[i+1] == '2' && (s[i+2] == 'e' || s[i+2] == 'E'):
+			i += 3
+		default:
+			return 0
+		}
+		dots++
+	}
+	if dots > 2 {
+		return 0
+	}
+	return dots
+}
+
 // normalizePrefix drops a trailing slash ("/api/" → "/api"), keeping "/".
 func normalizePrefix(p string) string {
 	if p == "" {

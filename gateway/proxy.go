@@ -117,7 +117,8 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // setForwarded replaces the client-IP headers with the gateway's view
-// (design.md §3). From an untrusted peer nothing the client sent is kept;
+// (design.md §3). From an untrusted peer nothing the client sent is kept
+// (no X-Forwarded-* at all, nor the configured client-IP header);
 // from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are
 // believed, and the client IP comes from its headers (clientIP).
 func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
@@ -137,14 +138,41 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 		if v := in.Header.Get("X-Forwarded-Host"); v != "" && len(in.Header["X-Forwarded-Host"]) == 1 {
 			host = v
 		}
-	} else if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
-		delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
+	} else {
+		// ReverseProxy drops only X-Forwarded-For, -Host and -Proto; an
+		// untrusted client's -Prefix, -Port, -Ssl... go too (frameworks
+		// build redirects from them).
+		for k := range h {
+			if isXForwarded(k) {
+				delete(h, k)
+			}
+		}
+		if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
+			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
+		}
 	}
 	h["X-Forwarded-For"] = []string{ip}
 	h["X-Real-Ip"] = []string{ip}
 	h["X-Forwarded-Proto"] = []string{proto}
 	h["X-Forwarded-Host"] = []string{host}
 	h["Forwarded"] = []string{forwardedValue(ex, host, proto)}
+}
+
+// isXForwarded reports whether the header name k starts with
+// "X-Forwarded-", in any case and with '_' for '-' (CGI-style servers map
+// X_Forwarded_Prefix to the same variable as X-Forwarded-Prefix).
+func isXForwarded(k string) bool {
+	const p = "x-forwarded-"
+	if len(k) < len(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		c := k[i] | 0x20 // ASCII lower case; '-' and '_' stay apart
+		if c != p[i] && !(p[i] == '-' && k[i] == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // forwardedValue renders RFC 7239 Forwarded: for=...;host="...";proto=...

@@ -21,8 +21,14 @@ type relaxEntry struct {
 	until  time.Time
 }
 
-// apply returns limit raised by rule's relax factor (floor(limit × factor))
-// while the relax lasts; limit itself otherwise, and for limit 0.
+// maxRelaxedLimit caps a relaxed limit: 2^53 is exact in float64 (the Lua
+// script's numbers) and far above any real traffic, so a huge factor
+// ("--factor 1e20") lifts the limit instead of overflowing int64.
+const maxRelaxedLimit = 1 << 53
+
+// apply returns limit raised by rule's relax factor (floor(limit × factor),
+// at most maxRelaxedLimit) while the relax lasts; limit itself otherwise,
+// and for limit 0.
 func (s *relaxState) apply(rule string, limit int64, now time.Time) int64 {
 	if s == nil || limit == 0 {
 		return limit
@@ -31,7 +37,11 @@ func (s *relaxState) apply(rule string, limit int64, now time.Time) int64 {
 	if !ok || !now.Before(e.until) {
 		return limit
 	}
-	return int64(math.Floor(float64(limit) * e.factor))
+	relaxed := math.Floor(float64(limit) * e.factor)
+	if relaxed >= maxRelaxedLimit {
+		return max(limit, maxRelaxedLimit)
+	}
+	return max(limit, int64(relaxed))
 }
 
 // ErrBadRelax is returned by Relax for a factor below 1 or a non-positive

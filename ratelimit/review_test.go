@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+	"github.com/redis/go-redis/v9"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -77,4 +79,87 @@ func TestReload_ShorterWindowNeverBlocksLongerThanIt(t *testing.T) {
 	if ra := v.Decisions[0].RetryAfter; ra > time.Second {
 		t.Fatalf("blocked for %v under a 1s window", ra)
 	}
+}
+
+// A GCRA bucket filled under a long period (the rule's window was then
+// shortened by a reload) refused the subject for the rest of the old
+// period, and the deny cache with it: the arrival time read from the store
+// must be capped at now + period, as an allowed hit never sets it further.
+func TestStoreConformance_GCRANeverRefusesLongerThanPeriod(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			ctx, now := context.Background(), time.Now()
+			key := ks.RateLimit("burst", "203.0.113.7")
+			out := make([]Count, 1)
+			long := []Hit{{Key: key, Algorithm: GCRA, Limit: 3, Period: time.Hour}}
+			for range 3 {
+				if err := s.Hit(ctx, now, long, out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			short := []Hit{{Key: key, Algorithm: GCRA, Limit: 1, Period: time.Second}}
+			if err := s.Hit(ctx, now, short, out); err != nil {
+				t.Fatal(err)
+			}
+			if !out[0].Allowed && (out[0].RetryAfter <= 0 || out[0].RetryAfter > time.Second) {
+				t.Fatalf("refused for %v under a 1s period", out[0].RetryAfter)
+			}
+			if out[0].ResetAfter > time.Second {
+				t.Fatalf("ResetAfter %v under a 1s period", out[0].ResetAfter)
+			}
+			if rs, ok := s.(*RedisStore); ok {
+				if ttl := rs.c.(interface {
+					PTTL(context.Context, string) *redis.DurationCmd
+				}).PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Second {
+					t.Fatalf("key TTL %v, want in (0, 1s]", ttl)
+				}
+			}
+		})
+	}
+}
+
+// hangingStore ignores its context for d, as a client library stuck in a
+// handshake or pool wait would.
+type hangingStore struct {
+	Store
+	d time.Duration
+}
+
+func (s *hangingStore) Hit(context.Context, time.Time, []Hit, []Count) error {
+	time.Sleep(s.d)
+	return nil
+}
+
+// A store that overruns its context must not hold the request past
+// rate_limits.timeout, and its goroutine ends when the store returns.
+func TestDecide_StoreIgnoringContextAnswersByTimeout(t *testing.T) {
+	store := &hangingStore{Store: NewMemoryStore(1), d: 300 * time.Millisecond}
+	cfg := rulesConfig(burstRule(5, 5*time.Second))
+	cfg.Breaker.Failures = 1000
+	l, _ := newTestLimiter(t, cfg, testKS, store)
+	before := runtime.NumGoroutine()
+	for i := range 5 {
+		start := time.Now()
+		v := l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.5"})
+		if el := time.Since(start); el > cfg.Timeout.D()+50*time.Millisecond {
+			t.Fatalf("request %d waited %v with timeout %v", i, el, cfg.Timeout.D())
+		}
+		if v.Blocked() || v.Decisions[0].Outcome != OutcomeError {
+			t.Fatalf("request %d: %s, want error (fail-open)", i, outcomes(v))
+		}
+	}
+	if !eventuallyTrue(2*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		t.Fatalf("goroutines %d after the store returned, %d before", runtime.NumGoroutine(), before)
+	}
+}
+
+func eventuallyTrue(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }

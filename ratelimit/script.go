@@ -26,7 +26,9 @@ import (
 //
 // A fixed-window key gets its TTL in the same script as its first INCR,
 // and a key found without a TTL (written by an older, non-atomic limiter:
-// edge case 15) gets one too, so no key lives forever. The GCRA math is
+// edge case 15) or with one longer than its window (the window was
+// shortened by a reload) gets the window's, so every key has
+// 0 < TTL ≤ window. The GCRA math is
 // redis_rate v10's (itself from rwz/redis-gcra), in milliseconds.
 const hitScriptSource = `
 local now = tonumber(ARGV[1])
@@ -38,7 +40,7 @@ for i, key in ipairs(KEYS) do
   if ARGV[j] == 'f' then
     local n = redis.call('INCR', key)
     local ttl = redis.call('PTTL', key)
-    if ttl < 0 then
+    if ttl < 0 or ttl > a then
       redis.call('PEXPIRE', key, a)
       ttl = a
     end
@@ -50,6 +52,13 @@ for i, key in ipairs(KEYS) do
     local interval = b / a
     local tat = tonumber(redis.call('GET', key) or '')
     if tat == nil or tat < now then tat = now end
+    if tat > now + b then
+      -- set under a longer period (the window was shortened): an allowed
+      -- hit never sets tat past now + period, so neither refusal nor TTL
+      -- may outlast the current one
+      tat = now + b
+      redis.call('SET', key, string.format('%.3f', tat), 'PX', b)
+    end
     local new_tat = tat + interval
     local diff = now - (new_tat - b)
     if diff < 0 then

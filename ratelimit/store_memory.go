@@ -79,6 +79,9 @@ func (s *MemoryStore) Hit(_ context.Context, now time.Time, hits []Hit, out []Co
 		} else {
 			ttl := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
 			e, _ := sh.entry(h.Key, now, ttl)
+			if limit := now.Add(ttl); e.expires.After(limit) {
+				e.expires = limit // as the script: never longer than the window
+			}
 			e.n++
 			out[i] = Count{N: e.n, TTL: e.expires.Sub(now).Truncate(time.Millisecond)}
 		}
@@ -95,6 +98,10 @@ func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
 	tat := nowMS
 	if e, ok := sh.keys.Get(h.Key); ok && now.Before(e.expires) && e.tat > tat {
 		tat = e.tat
+		if tat > nowMS+period { // as the script: capped at now + period
+			tat = nowMS + period
+			e.tat, e.expires = tat, now.Add(h.Period)
+		}
 	}
 	newTAT := tat + interval
 	diff := nowMS - (newTAT - period)
