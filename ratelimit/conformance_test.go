@@ -57,6 +57,30 @@ func TestStoreConformance(t *testing.T) {
 					}
 				}
 			})
+			// A reload may switch a rule between gcra and fixed_window under
+			// the same name, so the same key: the store must not fail (a
+			// failing script fails every rule of the request and feeds the
+			// breaker), and the new algorithm starts afresh.
+			t.Run("AlgorithmChangeOnReloadDoesNotFail", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx, now := context.Background(), time.Now()
+				key := ks.RateLimit("switch", "203.0.113.20")
+				out := make([]Count, 1)
+				gcra := []Hit{{Key: key, Algorithm: GCRA, Limit: 5, Period: 5 * time.Second}}
+				fixed := []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}
+				if err := s.Hit(ctx, now, gcra, out); err != nil || !out[0].Allowed {
+					t.Fatalf("gcra hit: %v %+v", err, out[0])
+				}
+				if err := s.Hit(ctx, now, fixed, out); err != nil {
+					t.Fatalf("fixed_window hit on a gcra key: %v", err)
+				}
+				if out[0].N < 1 || out[0].TTL <= 0 || out[0].TTL > 5*time.Second {
+					t.Fatalf("fixed_window after gcra: %+v", out[0])
+				}
+				if err := s.Hit(ctx, now, gcra, out); err != nil || !out[0].Allowed {
+					t.Fatalf("gcra hit on a fixed_window key: %v %+v", err, out[0])
+				}
+			})
 			t.Run("FixedWindowExpires", func(t *testing.T) {
 				s, ks := mk(t)
 				ctx := context.Background()

@@ -38,7 +38,14 @@ for i, key in ipairs(KEYS) do
   local a = tonumber(ARGV[j + 1])
   local b = tonumber(ARGV[j + 2])
   if ARGV[j] == 'f' then
-    local n = redis.call('INCR', key)
+    local n = redis.pcall('INCR', key)
+    if type(n) == 'table' and n.err then
+      -- the key holds a GCRA arrival time (the rule's algorithm changed
+      -- on a reload): start a fresh window instead of failing every
+      -- request of every rule in this call
+      redis.call('DEL', key)
+      n = redis.call('INCR', key)
+    end
     local ttl = redis.call('PTTL', key)
     if ttl < 0 or ttl > a then
       redis.call('PEXPIRE', key, a)
