@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -153,6 +154,10 @@ func Load(path string) (Config, error) {
 	return Parse(data, os.LookupEnv)
 }
 
+// unknownKey rewrites yaml.v3's "field x not found in type configs.Route"
+// into words an operator knows.
+var unknownKey = regexp.MustCompile(`field (\S+) not found in type \S+`)
+
 // Parse is Load without the file system: data is the YAML document and
 // lookup reads environment variables (os.LookupEnv in production, a map in
 // tests).
@@ -161,7 +166,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("parsing config: %w", err)
+		return Config{}, fmt.Errorf("parsing config: %s", unknownKey.ReplaceAllString(err.Error(), `unknown key "$1"`))
 	}
 	if err := ApplyEnv(&cfg, lookup); err != nil {
 		return Config{}, err

@@ -52,7 +52,7 @@ func TestLocalConfigRunsOnTheEmbeddedStore(t *testing.T) {
 func TestInvalidConfigsNameTheField(t *testing.T) {
 	t.Parallel()
 	want := map[string]string{
-		"unknown_key":                    "listne",
+		"unknown_key":                    `unknown key "listne"`,
 		"bad_duration":                   "not a duration",
 		"bad_environment":                "environment:",
 		"prefix_of_other_environment":    "redis.key_prefix:",
@@ -70,6 +70,10 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"lease_not_above_timeout":        "forward.lease_ttl:",
 		"bad_webhook_path":               "webhook.path:",
 		"observe_limit_above_limit":      "rate_limits.rules[0].observe_limit:",
+		"redis_password_not_escaped":     "redis.url:",
+		"amqp_bad_port":                  "amqp.url:",
+		"bad_listen":                     "listen:",
+		"bad_client_ip_header":           "client_ip_header:",
 	}
 	files, _ := filepath.Glob("testdata/invalid/*.yaml")
 	if len(files) != len(want) {
@@ -85,6 +89,9 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		}
 		if w, ok := want[name]; !ok || !strings.Contains(err.Error(), w) {
 			t.Errorf("%s: error %q does not name %q", name, err, w)
+		}
+		if strings.Contains(err.Error(), "Secret") {
+			t.Errorf("%s: error %q echoes a password", name, err)
 		}
 	}
 }

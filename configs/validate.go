@@ -2,7 +2,10 @@ package configs
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -68,9 +71,9 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	if c.Redis.KeyPrefix != "" && !strings.HasSuffix(c.Redis.KeyPrefix, ":") {
 		p.addf("redis.key_prefix", "%q must end with ':'", c.Redis.KeyPrefix)
 	}
-	if u := c.Redis.URL.Reveal(); u != "" && !strings.HasPrefix(u, "redis://") && !strings.HasPrefix(u, "rediss://") {
-		p.addf("redis.url", "must start with redis:// or rediss://")
-	}
+	checkSecretURL(&p, "redis.url", c.Redis.URL, "redis", "rediss")
+	checkSecretURL(&p, "amqp.url", c.AMQP.URL, "amqp", "amqps")
+	checkSecretURL(&p, "database.url", c.Database.URL, "postgres", "postgresql")
 	if c.Redis.RestURL != "" {
 		if !strings.HasPrefix(c.Redis.RestURL, "https://") && !strings.HasPrefix(c.Redis.RestURL, "http://") {
 			p.addf("redis.rest_url", "must be an http(s) URL")
@@ -82,14 +85,12 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	if c.Redis.DialTimeout <= 0 || c.Redis.ReadTimeout <= 0 || c.Redis.WriteTimeout <= 0 {
 		p.addf("redis", "dial_timeout, read_timeout and write_timeout must be positive")
 	}
-	if u := c.AMQP.URL.Reveal(); u != "" && !strings.HasPrefix(u, "amqp://") && !strings.HasPrefix(u, "amqps://") {
-		p.addf("amqp.url", "must start with amqp:// or amqps://")
+	checkListen(&p, "listen", c.Listen)
+	if c.AdminListen != "off" {
+		checkListen(&p, "admin_listen", c.AdminListen)
 	}
-	if u := c.Database.URL.Reveal(); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
-		p.addf("database.url", "must start with postgres:// or postgresql://")
-	}
-	if c.Listen == "" {
-		p.addf("listen", "is required")
+	if h := c.ClientIPHeader; h != "" && !validHeaderName(h) {
+		p.addf("client_ip_header", "%q is not a header name", h)
 	}
 	if c.Shutdown.Drain < 0 {
 		p.addf("shutdown.drain", "must not be negative")
@@ -103,4 +104,56 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 		return &ValidationError{Problems: p}
 	}
 	return nil
+}
+
+// checkSecretURL checks that a connection URL parses and has one of the
+// schemes and a host, never echoing the URL (it carries a password).
+func checkSecretURL(p *problems, field string, v Secret, schemes ...string) {
+	raw := v.Reveal()
+	if raw == "" {
+		return
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		p.addf(field, "does not parse as a URL (percent-encode reserved characters such as / # ? @ in the password)")
+		return
+	}
+	if !oneOf(u.Scheme, schemes) {
+		p.addf(field, "scheme %q: want %s://", u.Scheme, strings.Join(schemes, ":// or "))
+		return
+	}
+	if u.Hostname() == "" {
+		p.addf(field, "has no host")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			p.addf(field, "port %q is not a TCP port", port)
+		}
+	}
+}
+
+// checkListen checks a listen address ("host:port", ":port").
+func checkListen(p *problems, field, addr string) {
+	if addr == "" {
+		p.addf(field, "is required")
+		return
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		p.addf(field, "%q is not host:port (\":8080\", \"127.0.0.1:9091\")", addr)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		p.addf(field, "port %q is not a TCP port", port)
+	}
+}
+
+// validHeaderName reports whether h is an HTTP field name (RFC 9110 token).
+func validHeaderName(h string) bool {
+	for _, r := range h {
+		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return h != ""
 }

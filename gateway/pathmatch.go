@@ -85,6 +85,10 @@ func joinPath(base, rest string) string {
 // "/api/../login" would match the /api route (its limits, its cookie
 // policy) while the upstream serves /login, and "/v2/../x" would leave a
 // route's upstream base path. A ".." at the root stays at the root.
+//
+// Empty segments are merged too ("//api//x" → "/api/x", as nginx's
+// merge_slashes): "//api/login" would otherwise miss the /api route (and
+// its limits) and reach an upstream that merges slashes as /api/login.
 func removeDotSegments(p string) (string, bool) {
 	if !hasDotSegment(p) {
 		return p, false
@@ -95,6 +99,10 @@ func removeDotSegments(p string) (string, bool) {
 	for i, s := range segs {
 		if i == 0 && s == "" {
 			continue // the leading slash
+		}
+		if s == "" {
+			trailing = i == len(segs)-1 && len(out) > 0
+			continue // a merged slash, or the trailing one
 		}
 		switch dotSegment(s) {
 		case 1:
@@ -117,8 +125,12 @@ func removeDotSegments(p string) (string, bool) {
 }
 
 // hasDotSegment reports whether a segment of p is "." or ".." (also as
-// %2e), without allocating ("/static/app.js" has none).
+// %2e), or whether p has an empty segment ("//"), without allocating
+// ("/static/app.js" has none).
 func hasDotSegment(p string) bool {
+	if strings.Contains(p, "//") {
+		return true
+	}
 	for p != "" {
 		seg := p
 		if i := strings.IndexByte(p, '/'); i >= 0 {

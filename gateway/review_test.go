@@ -103,6 +103,26 @@ routes:
 	}
 }
 
+// `GET //api/login` missed the /api route (and its rate limits) for the
+// catch-all, and an upstream that merges slashes served /api/login.
+func TestDoubleSlashCannotEscapeRouteLimits(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, `
+routes:
+  - {name: api, path_prefix: /api, upstream: "{up}"}
+  - {name: rest, path_prefix: /, upstream: "{up}"}
+`, nil, map[string]string{"up": up.URL}))
+	res := h.do(t, h.newRequest(t, http.MethodGet, "", "//api//login"))
+	res.Body.Close()
+	if got := up.last(t).RequestURI; got != "/api/login" {
+		t.Errorf("upstream path %q, want /api/login", got)
+	}
+	if h.requests("api", "200", "GET") != 1 {
+		t.Errorf("//api//login was not served by the api route")
+	}
+}
+
 func TestRemoveDotSegments(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -120,7 +140,11 @@ func TestRemoveDotSegments(t *testing.T) {
 		{"/a/.%2e/b", "/b", true},
 		{"/a/%2e", "/a/", true},
 		{"/a/%2F../b", "/a/%2F../b", false},
-		{"/a//../b", "/a/b", true},
+		{"/a//../b", "/b", true},
+		{"//api/login", "/api/login", true},
+		{"/a//b/", "/a/b/", true},
+		{"//", "/", true},
+		{"/a/", "/a/", false},
 	}
 	for _, tc := range tests {
 		got, changed := removeDotSegments(tc.in)

@@ -46,17 +46,21 @@ func (s *relaxState) apply(rule string, limit int64, now time.Time) int64 {
 
 // ErrBadRelax is returned by Relax for a factor below 1 or a non-positive
 // duration.
-var ErrBadRelax = errors.New("ratelimit: relax factor must be ≥ 1 and duration positive")
+var ErrBadRelax = errors.New("ratelimit: relax factor must be in [1, 100] and duration in (0, 24h]")
 
 // MaxRelax bounds how long one relax may last.
 const MaxRelax = 24 * time.Hour
 
+// MaxRelaxFactor is the largest relax factor: a relax raises a limit during
+// an incident, it never turns a rule off (factor 1e308 would).
+const MaxRelaxFactor = 100
+
 // Relax writes {prefix}cfg:relax:{rule} = factor with TTL d, which every
 // running Limiter on the same store applies within rate_limits.relax_poll
 // and drops when it expires. A relax only raises limits: factor must be
-// ≥ 1 (ErrBadRelax otherwise); d must be in (0, MaxRelax].
+// in [1, MaxRelaxFactor] (ErrBadRelax otherwise); d must be in (0, MaxRelax].
 func Relax(ctx context.Context, store Store, ks keyspace.Keyspace, rule string, factor float64, d time.Duration) error {
-	if math.IsNaN(factor) || math.IsInf(factor, 0) || factor < 1 || d <= 0 || d > MaxRelax {
+	if math.IsNaN(factor) || factor < 1 || factor > MaxRelaxFactor || d <= 0 || d > MaxRelax {
 		return ErrBadRelax
 	}
 	return store.WriteRelax(ctx, ks.Relax(rule), factor, d)

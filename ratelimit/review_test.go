@@ -2,10 +2,15 @@ package ratelimit
 
 import (
 	"context"
-	"github.com/redis/go-redis/v9"
+	"errors"
+	"math"
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/keyspace"
 )
 
 // A relax factor is only bounded below (≥ 1): `borda limits relax
@@ -19,7 +24,9 @@ func TestRelax_HugeFactorNeverBlocksEverything(t *testing.T) {
 		r.Algorithm = algo
 		l, _ := newTestLimiter(t, rulesConfig(r), testKS, store)
 		ctx := context.Background()
-		if err := Relax(ctx, store, testKS, "burst", 1e20, time.Minute); err != nil {
+		// Written past Relax's own cap (by hand, or by an older binary): the
+		// limiter must still cope.
+		if err := store.WriteRelax(ctx, testKS.Relax("burst"), 1e20, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		l.pollRelax(ctx)
@@ -162,4 +169,16 @@ func eventuallyTrue(d time.Duration, cond func() bool) bool {
 		}
 	}
 	return cond()
+}
+
+// `borda limits relax --factor 1e308` was accepted: a relax may raise a
+// limit, never turn a rule off.
+func TestRelax_FactorAboveTheCapIsRefused(t *testing.T) {
+	t.Parallel()
+	ks := keyspace.MustNew("olp-dev:relaxcap:")
+	for _, f := range []float64{MaxRelaxFactor + 1, 1e308, math.Inf(1)} {
+		if err := Relax(context.Background(), NewMemoryStore(0), ks, "burst", f, time.Minute); !errors.Is(err, ErrBadRelax) {
+			t.Errorf("Relax factor %g: err = %v, want ErrBadRelax", f, err)
+		}
+	}
 }

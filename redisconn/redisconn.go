@@ -12,6 +12,7 @@ package redisconn
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"runtime"
 
 	"github.com/redis/go-redis/v9"
@@ -49,16 +50,26 @@ func New(cfg configs.Redis) (redis.UniversalClient, error) {
 	if cfg.Cluster {
 		c, err := redis.ParseClusterURL(raw)
 		if err != nil {
-			return nil, fmt.Errorf("parsing redis.url as a cluster URL: %w", err)
+			return nil, fmt.Errorf("parsing redis.url as a cluster URL: %w", withoutURL(err))
 		}
 		opt.IsClusterMode = true
 		opt.Addrs, opt.Username, opt.Password, opt.TLSConfig = c.Addrs, c.Username, c.Password, c.TLSConfig
 	} else {
 		c, err := redis.ParseURL(raw)
 		if err != nil {
-			return nil, fmt.Errorf("parsing redis.url: %w", err)
+			return nil, fmt.Errorf("parsing redis.url: %w", withoutURL(err))
 		}
 		opt.Addrs, opt.Username, opt.Password, opt.DB, opt.TLSConfig = []string{c.Addr}, c.Username, c.Password, c.DB, c.TLSConfig
 	}
 	return redis.NewUniversalClient(opt), nil
+}
+
+// withoutURL drops the URL from a net/url parse error: it carries the
+// password.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }

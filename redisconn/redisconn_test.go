@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,14 @@ func TestRefusedDialIsNotRetried(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("refused dial took %v; want well under the default 5 × 100 ms retry ladder plus slack", d)
+	}
+}
+
+func TestParseErrorNeverEchoesThePassword(t *testing.T) {
+	cfg := configs.Default().Redis
+	cfg.URL = "redis://default:ab/cdSecret@127.0.0.1:6379/0"
+	_, err := redisconn.New(cfg)
+	if err == nil || strings.Contains(err.Error(), "Secret") {
+		t.Errorf("err = %v, want a parse error without the password", err)
 	}
 }

@@ -10,6 +10,10 @@ import (
 // print the effective configuration with secrets redacted. Exit 2 on an
 // invalid file.
 func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(stdout, "Usage: borda config check [--config FILE]")
+		return 0
+	}
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprintln(stderr, "Usage: borda config check [--config FILE]")
 		return 2

@@ -22,6 +22,10 @@ const dlqUsage = `Usage:
 // leaves them in the queue; replay republishes the chosen ones to the
 // forward queue and records each in webhook_replays (DATABASE_URL).
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintln(stdout, dlqUsage)
+		return 0
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
 		fmt.Fprintln(stderr, dlqUsage)
 		return 2

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
 )
@@ -24,7 +27,10 @@ func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
 }
 
 // parseFlags parses args; it returns the exit code to use and false when the
-// command must stop (--help: 0, bad flags: 2).
+// command must stop (--help: 0, bad flags: 2). No command takes positional
+// arguments after its flags: one is refused (exit 2) rather than silently
+// ending flag parsing, which would drop every flag after it ("borda config
+// check prod.yaml" must not check configs/local.yaml).
 func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -32,7 +38,17 @@ func parseFlags(fs *flag.FlagSet, args []string) (int, bool) {
 		}
 		return 2, false
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q (flags take the form --name value)\n", fs.Name(), fs.Arg(0))
+		fs.Usage()
+		return 2, false
+	}
 	return 0, true
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "--help" || arg == "-help" || arg == "help"
 }
 
 // loadConfig loads and validates path; on failure it prints one line per
@@ -55,11 +71,31 @@ func loadConfig(path string, stderr io.Writer) (configs.Config, int, bool) {
 }
 
 // newLogger returns the process logger: JSON lines on stderr, level from
-// $BORDA_LOG_LEVEL (debug, info, warn, error; default info).
+// $BORDA_LOG_LEVEL (debug, info, warn, error; default info), durations
+// written as Go duration strings ("1.5s", not 1500000000). go-redis's own
+// log lines (pool and dial notices) go through it too, at warn level, so
+// stderr stays one JSON object per line.
 func newLogger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(os.Getenv("BORDA_LOG_LEVEL"))); err != nil {
 		lvl = slog.LevelInfo
 	}
-	return slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{
+		Level: lvl,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		},
+	}))
+	redis.SetLogger(redisLog{logger.With("component", "go-redis")})
+	return logger
+}
+
+// redisLog adapts go-redis's printf logging to slog.
+type redisLog struct{ l *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, fmt.Sprintf(format, v...))
 }

@@ -30,9 +30,14 @@ const limitsTimeout = 5 * time.Second
 // running instance multiplies that rule's limit by F within
 // rate_limits.relax_poll and drops it when the key expires. F ≥ 1.
 func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const usage = "Usage: borda limits relax --rule NAME --factor F --for DURATION | borda limits show"
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: borda limits relax --rule NAME --factor F --for DURATION | borda limits show")
+		fmt.Fprintln(stderr, usage)
 		return 2
+	}
+	if isHelp(args[0]) {
+		fmt.Fprintln(stdout, usage)
+		return 0
 	}
 	switch args[0] {
 	case "relax":
@@ -61,8 +66,8 @@ func runLimitsRelax(ctx context.Context, args []string, stdout, stderr io.Writer
 	if !hasRule(cfg, *rule) {
 		problems = append(problems, fmt.Sprintf("--rule %q: not a rule in rate_limits.rules", *rule))
 	}
-	if math.IsNaN(*factor) || *factor < 1 {
-		problems = append(problems, "--factor: must be at least 1 (a relax only raises limits)")
+	if math.IsNaN(*factor) || *factor < 1 || *factor > ratelimit.MaxRelaxFactor {
+		problems = append(problems, fmt.Sprintf("--factor: must be between 1 and %d (a relax raises limits; it never turns a rule off)", ratelimit.MaxRelaxFactor))
 	}
 	if *dur <= 0 || *dur > ratelimit.MaxRelax {
 		problems = append(problems, fmt.Sprintf("--for: must be positive and at most %v", ratelimit.MaxRelax))

@@ -53,6 +53,28 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 	}
 }
 
+// `borda config check configs/production.yaml` (a positional path) ended
+// flag parsing and checked configs/local.yaml instead, exiting 0.
+func TestPositionalArgumentIsRefusedNotIgnored(t *testing.T) {
+	for _, args := range [][]string{
+		{"config", "check", "../../configs/production.yaml"},
+		{"serve", "extra", "--config", "/nonexistent.yaml"},
+	} {
+		code, _, stderr := runArgs(args...)
+		if code != 2 || !strings.Contains(stderr, "unexpected argument") {
+			t.Errorf("borda %s: code %d stderr %q, want 2 and 'unexpected argument'", strings.Join(args, " "), code, stderr)
+		}
+	}
+}
+
+func TestSubcommandGroupsAnswerHelp(t *testing.T) {
+	for _, c := range []string{"config", "dlq", "limits"} {
+		if code, stdout, _ := runArgs(c, "--help"); code != 0 || !strings.Contains(stdout, "Usage") {
+			t.Errorf("borda %s --help: code %d stdout %q", c, code, stdout)
+		}
+	}
+}
+
 func TestConfigCheckShippedConfigs(t *testing.T) {
 	for _, f := range []string{"local.yaml", "staging.yaml", "production.yaml"} {
 		code, stdout, stderr := runArgs("config", "check", "--config", filepath.Join("..", "..", "configs", f))
