@@ -245,7 +245,9 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 	a.backoffBase = 20 * time.Millisecond
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { a.Run(ctx, time.Hour); close(done) }()
+	// A 1s interval caps the backoff: with 1h it doubles past the deadline
+	// when schema.Up is slow (a loaded CI box) and the test flakes.
+	go func() { a.Run(ctx, time.Second); close(done) }()
 	time.Sleep(100 * time.Millisecond) // a few failed attempts
 	if err := schema.Up(t.Context(), url); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -116,7 +117,11 @@ func pass(ctx context.Context, ch *amqp.Channel, queue string, limit int) ([]amq
 }
 
 // List returns up to limit dead letters of queue (0: DefaultLimit),
-// oldest first, and returns every one of them to the queue.
+// oldest first by DeadLetteredAt, and returns every one of them to the
+// queue. The sort matters: a quorum queue puts the messages a pass returns
+// behind the others, so after a pass that stopped at limit the queue is
+// rotated and its head is no longer the oldest (nothing is lost; with more
+// than limit letters, which ones a pass sees depends on that rotation).
 func List(ctx context.Context, conn *amqp.Connection, queue string, limit int) ([]Letter, error) {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -128,6 +133,7 @@ func List(ctx context.Context, conn *amqp.Connection, queue string, limit int) (
 	for _, d := range got {
 		letters = append(letters, FromDelivery(d))
 	}
+	slices.SortStableFunc(letters, func(a, b Letter) int { return a.DeadLetteredAt.Compare(b.DeadLetteredAt) })
 	if len(got) > 0 {
 		// One nack returns every message of the pass.
 		if nerr := got[len(got)-1].Nack(true, true); nerr != nil && err == nil {

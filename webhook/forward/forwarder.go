@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,6 +70,10 @@ type Forwarder struct {
 	m       *metrics
 	log     *slog.Logger
 	now     func() time.Time
+
+	// newestTaken is the newest received_at (Unix ns) of an event taken
+	// from the forward queue: the sampler's lag reference.
+	newestTaken atomic.Int64
 
 	// afterMark, when set (tests), runs between marking an event forwarded
 	// and acking its delivery, with the consuming channel.
@@ -171,12 +176,25 @@ func (f *Forwarder) session(ctx context.Context) error {
 		return fmt.Errorf("dialing amqp: %w", err)
 	}
 	defer conn.Close()
-	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	pub, err := NewPublisher(conn, f.opts.PublishTimeout)
 	if err != nil {
 		return err
 	}
 	defer pub.Close()
+	// A channel error (a 404 on a missing exchange) closes the publishing
+	// channel for good: end the session as for a lost connection, else
+	// every retry and dead letter fails and is requeued forever.
+	closed := make(chan *amqp.Error, 1)
+	pubClosed := pub.ch.NotifyClose(make(chan *amqp.Error, 1))
+	go func() {
+		select {
+		case e := <-connClosed:
+			closed <- e
+		case e := <-pubClosed:
+			closed <- e
+		}
+	}()
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening consume channel: %w", err)

@@ -12,7 +12,8 @@ import (
 )
 
 // storeErrorPause delays the requeue of a delivery whose idempotency key
-// could not be read, so a Redis outage does not spin the queue.
+// could not be read, or whose republish failed, so a Redis or broker
+// failure does not spin the queue (nor re-POST an event in a loop).
 const storeErrorPause = time.Second
 
 // handle takes one delivery to its outcome and acks, nacks or republishes
@@ -29,6 +30,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		w.deadLetter(ctx, d, env, letter{reason: reason, class: class, excerpt: safeExcerpt([]byte(err.Error()))}, Lease{})
 		return
 	}
+	f.observeTaken(env.ReceivedAt)
 	log := f.log.With("event_id", env.ID)
 	failures := int(IntHeader(d.Headers, HeaderAttempt))
 
@@ -38,7 +40,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		_ = d.Nack(false, true)
 		return
 	}
-	claim, lease, held, err := f.store.Acquire(ctx, env.ID, newToken(), BoolHeader(d.Headers, HeaderReplayForce))
+	claim, lease, held, err := f.store.Acquire(ctx, env.ID, newToken(), forcedReplay(d.Headers))
 	if err != nil {
 		done(errSkipped)
 		log.Error("reading the idempotency key; requeueing", "err", err)
@@ -106,6 +108,7 @@ func (w *worker) retry(ctx context.Context, d amqp.Delivery, env envelope.Envelo
 	if err := w.pub.Publish(ctx, w.f.top.RetryExchange, w.f.top.RetryRoutingKey(rung), msg); err != nil {
 		f.log.Error("republishing for a retry; requeueing", "event_id", env.ID, "err", err)
 		f.m.outcomes.WithLabelValues("requeued", res.Class).Inc()
+		time.Sleep(storeErrorPause) // no attempt is spent: do not re-POST at once
 		_ = d.Nack(false, true)
 		return
 	}
@@ -178,4 +181,16 @@ func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.E
 	if l.failures > 0 {
 		f.m.attempts.Observe(float64(l.failures))
 	}
+}
+
+// forcedReplay returns the id of the `dlq replay --force` a delivery
+// carries ("" when not forced; "force" when forced without a replay id).
+func forcedReplay(h amqp.Table) string {
+	if !BoolHeader(h, HeaderReplayForce) {
+		return ""
+	}
+	if id := StringHeader(h, HeaderReplay); id != "" {
+		return id
+	}
+	return "force"
 }

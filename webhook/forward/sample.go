@@ -2,17 +2,14 @@ package forward
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // sample refreshes the queue gauges every SampleEvery on its own channel:
-// the DLQ's and the forward queue's depths (passive declare) and the age
-// of the forward queue's head, peeked with basic.get and returned at once
-// with basic.nack(requeue) (both classic and quorum queues put it back at
-// the head; no attempt is spent).
+// the DLQ's and the forward queue's depths (passive declare) and the
+// forward queue's lag (see sampleOnce).
 func (f *Forwarder) sample(ctx context.Context, conn *amqp.Connection) {
 	t := time.NewTicker(f.opts.SampleEvery)
 	defer t.Stop()
@@ -40,6 +37,14 @@ func (f *Forwarder) sample(ctx context.Context, conn *amqp.Connection) {
 	}
 }
 
+// sampleOnce reads the depths and sets the lag: while messages wait in
+// the forward queue, the age of the newest event this worker has taken
+// from it (its received_at); 0 when none waits. The queue is FIFO, so the
+// waiting head is at most that old (a conservative lag); a retried event
+// coming back with an old received_at does not raise it. The head is not
+// peeked: basic.get + nack(requeue) puts a message behind the others on a
+// quorum queue (and counts towards its delivery limit), so peeking rotated
+// the queue on every sample.
 func (f *Forwarder) sampleOnce(ch *amqp.Channel) {
 	if q, err := ch.QueueDeclarePassive(f.top.DLQ, true, false, false, false, nil); err == nil {
 		f.m.dlqDepth.Set(float64(q.Messages))
@@ -47,26 +52,31 @@ func (f *Forwarder) sampleOnce(ch *amqp.Channel) {
 		f.log.Debug("sampling the DLQ", "err", err)
 		return
 	}
-	if q, err := ch.QueueDeclarePassive(f.top.ForwardQueue, true, false, false, false, nil); err == nil {
-		f.m.queueDepth.Set(float64(q.Messages))
-	} else {
+	q, err := ch.QueueDeclarePassive(f.top.ForwardQueue, true, false, false, false, nil)
+	if err != nil {
 		return
 	}
-	d, ok, err := ch.Get(f.top.ForwardQueue, false)
-	if err != nil || !ok {
+	f.m.queueDepth.Set(float64(q.Messages))
+	if q.Messages == 0 {
 		f.m.oldestAge.Set(0)
 		return
 	}
-	_ = d.Nack(false, true)
-	var head struct {
-		ReceivedAt time.Time `json:"received_at"`
+	if newest := f.newestTaken.Load(); newest != 0 {
+		f.m.oldestAge.Set(max(0, f.now().Sub(time.Unix(0, newest)).Seconds()))
 	}
-	at := d.Timestamp
-	if json.Unmarshal(d.Body, &head) == nil && !head.ReceivedAt.IsZero() {
-		at = head.ReceivedAt
-	}
+}
+
+// observeTaken records the received_at of an event taken from the forward
+// queue, keeping the newest.
+func (f *Forwarder) observeTaken(at time.Time) {
 	if at.IsZero() {
 		return
 	}
-	f.m.oldestAge.Set(max(0, f.now().Sub(at).Seconds()))
+	n := at.UnixNano()
+	for {
+		cur := f.newestTaken.Load()
+		if n <= cur || f.newestTaken.CompareAndSwap(cur, n) {
+			return
+		}
+	}
 }

@@ -29,35 +29,38 @@ const (
 	valueLeasePrefixed = "processing:" // + the lease token
 )
 
-// acquire: SET NX the lease; else report the current state. With force
-// (a `dlq replay --force`), a "forwarded" key is taken over.
+// acquire: SET NX the lease; else report the current state. With a
+// replay id (a `dlq replay --force`), a "forwarded" key is taken over once
+// per replay: not when it already says "forwarded:<that replay>", so a
+// redelivery of the forced message is not POSTed again.
 // Returns {claim, pttl}.
 var acquireScript = redis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, 0}
 end
 local v = redis.call('GET', KEYS[1])
-if v == 'forwarded' then
-  if ARGV[3] == '1' then
+if v == false then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return {1, 0}
+end
+if v == 'forwarded' or string.sub(v, 1, 10) == 'forwarded:' then
+  if ARGV[3] ~= '' and v ~= 'forwarded:' .. ARGV[3] then
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
     return {1, 0}
   end
   return {2, 0}
 end
-if v == false then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return {1, 0}
-end
 return {3, redis.call('PTTL', KEYS[1])}
 `)
 
 // markForwarded: only the lease holder (or nobody, when the lease expired
-// during the POST) flips the key to "forwarded". Returns 1 when the key is
-// "forwarded" afterwards, 0 when another worker holds it now.
+// during the POST) flips the key to ARGV[3] ("forwarded", or
+// "forwarded:<replay>" after a forced replay). Returns 1 when the key says
+// forwarded afterwards, 0 when another worker holds it now.
 var markScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] or v == false or v == 'forwarded' then
-  redis.call('SET', KEYS[1], 'forwarded', 'PX', ARGV[2])
+if v == ARGV[1] or v == false or v == 'forwarded' or string.sub(v, 1, 10) == 'forwarded:' then
+  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
   return 1
 end
 return 0
@@ -93,18 +96,21 @@ func NewStore(rdb redis.Scripter, keys keyspace.Keyspace, lease, retention time.
 type Lease struct {
 	key   string
 	value string
+	done  string // what MarkForwarded writes
 }
 
 // Acquire tries to take the lease of eventID with token (unique per
-// attempt). It returns the claim, the lease (valid when Acquired) and, when
-// Held, how long the other holder's lease still runs.
-func (s *Store) Acquire(ctx context.Context, eventID, token string, force bool) (Claim, Lease, time.Duration, error) {
-	l := Lease{key: s.keys.Forward(eventID), value: valueLeasePrefixed + token}
-	f := "0"
-	if force {
-		f = "1"
+// attempt). forcedReplay is "" or the id of the `dlq replay --force` the
+// delivery carries: it takes over a "forwarded" key once per replay (the
+// key then says "forwarded:<forcedReplay>"). It returns the claim, the
+// lease (valid when Acquired) and, when Held, how long the other holder's
+// lease still runs.
+func (s *Store) Acquire(ctx context.Context, eventID, token, forcedReplay string) (Claim, Lease, time.Duration, error) {
+	l := Lease{key: s.keys.Forward(eventID), value: valueLeasePrefixed + token, done: valueForwarded}
+	if forcedReplay != "" {
+		l.done = valueForwarded + ":" + forcedReplay
 	}
-	res, err := acquireScript.Run(ctx, s.rdb, []string{l.key}, l.value, s.lease.Milliseconds(), f).Int64Slice()
+	res, err := acquireScript.Run(ctx, s.rdb, []string{l.key}, l.value, s.lease.Milliseconds(), forcedReplay).Int64Slice()
 	if err != nil {
 		return 0, Lease{}, 0, fmt.Errorf("acquiring idempotency key: %w", err)
 	}
@@ -117,7 +123,7 @@ func (s *Store) Acquire(ctx context.Context, eventID, token string, force bool) 
 // MarkForwarded flips the lease to "forwarded" with the retention TTL. ok is
 // false when another worker took the key after this lease expired.
 func (s *Store) MarkForwarded(ctx context.Context, l Lease) (ok bool, err error) {
-	n, err := markScript.Run(ctx, s.rdb, []string{l.key}, l.value, s.retention.Milliseconds()).Int64()
+	n, err := markScript.Run(ctx, s.rdb, []string{l.key}, l.value, s.retention.Milliseconds(), l.done).Int64()
 	if err != nil {
 		return false, fmt.Errorf("marking event forwarded: %w", err)
 	}
