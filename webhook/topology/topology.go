@@ -112,7 +112,15 @@ func (t Topology) Declare(ch Declarer) error {
 		}
 		return nil
 	}
-	if err := queue(t.ForwardQueue, t.args(nil), [2]string{t.Exchange, t.RoutingKey}); err != nil {
+	// A message the broker itself gives up on in the forward queue (a
+	// quorum queue's delivery limit, which RabbitMQ 4 sets to 20 by
+	// default and every requeue counts toward) is dead-lettered to the DLQ,
+	// never dropped.
+	forwardArgs := amqp.Table{
+		"x-dead-letter-exchange":    t.DLXExchange,
+		"x-dead-letter-routing-key": t.DLQRoutingKey(),
+	}
+	if err := queue(t.ForwardQueue, t.args(forwardArgs), [2]string{t.Exchange, t.RoutingKey}); err != nil {
 		return err
 	}
 	if err := queue(t.EventsQueue, t.args(nil), [2]string{t.Exchange, EventsBinding}); err != nil {
