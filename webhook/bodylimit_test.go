@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -83,5 +84,40 @@ func TestEdgeCase32_HugeChunkedBodyRefusedBeforeSignature(t *testing.T) {
 	})
 	if len(pub.messages()) != 0 {
 		t.Fatal("an oversized body was published")
+	}
+}
+
+// A request to a signed source is unauthenticated until its body has been
+// read and verified, yet the ingress allocated the whole Content-Length (up
+// to 10 MB) before reading a byte: a few hundred bytes of headers with a
+// fake signature and a body that never comes pinned 10 MB each, for as long
+// as the client kept the connection open (the server has no read timeout).
+// Before authentication, memory grows only with the bytes actually sent.
+func TestUnauthenticatedContentLengthDoesNotReserveTheBody(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Webhook.Sources = []configs.WebhookSource{{Name: "x", Path: "/webhooks/x", Signature: &configs.WebhookSignature{
+		Scheme: "github", Tolerance: configs.Duration(time.Minute), Secrets: configs.Secrets{"s"}}}}
+	i, err := NewIngress(cfg, &fakePublisher{}, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		r := httptest.NewRequest(http.MethodPost, "/webhooks/x", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-Hub-Signature-256", "sha256=00")
+		r.ContentLength = cfg.Webhook.MaxBodyBytes // claimed, never sent
+		w := httptest.NewRecorder()
+		i.ServeHTTP(w, r)
+		if w.Code != http.StatusUnauthorized {
+			t.Fatalf("answer = %d %s, want 401", w.Code, w.Body.String())
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 2<<20 {
+		t.Errorf("%d unauthenticated requests of 2 bytes allocated %d bytes, want < 2 MiB", n, got)
 	}
 }

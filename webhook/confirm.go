@@ -87,8 +87,16 @@ func openConfirmChannel(conn *amqp.Connection, buffer int, onUnroutable func()) 
 
 // publish sends one mandatory message and registers its waiter. The
 // returned waiter's done closes when the broker acks, nacks or returns it,
-// or when the channel closes. release is called exactly once: when the
-// waiter resolves, or before publish returns an error.
+// when the write fails, or when the channel closes. release is called
+// exactly once: when the waiter resolves, or before publish returns an
+// error.
+//
+// The write itself runs on its own goroutine, which holds the channel's
+// lock until it completes: amqp091-go's Publish ignores ctx once it starts
+// writing, and a broker that stops reading the socket (connection.blocked
+// after a memory alarm, flow control, a stalled link) would otherwise hold
+// the caller past its deadline (edge-case rows 25, 26). A write that starts
+// after ctx has ended is skipped.
 func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg amqp.Publishing, release func()) (*waiter, error) {
 	select {
 	case c.lock <- struct{}{}:
@@ -99,13 +107,13 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 		release()
 		return nil, fmt.Errorf("%w: publishing channel closed", ErrBrokerUnavailable)
 	}
-	defer func() { <-c.lock }()
 
 	w := &waiter{corID: msg.CorrelationId, done: make(chan struct{}), release: release, sentAt: time.Now()}
 	c.mu.Lock()
 	if c.closed != nil {
 		err := c.closed
 		c.mu.Unlock()
+		<-c.lock
 		release()
 		return nil, err
 	}
@@ -114,22 +122,29 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	c.byCorID[w.corID] = w
 	c.mu.Unlock()
 
-	if err := c.ch.PublishWithContext(ctx, exchange, key, true, false, msg); err != nil {
-		c.mu.Lock()
-		mine := c.byTag[tag] == w
-		if mine {
-			delete(c.byTag, tag)
-			delete(c.byCorID, w.corID)
-		}
-		c.mu.Unlock()
-		if !mine { // the channel closed and failAll resolved it already
-			<-w.done
-			return nil, w.err
-		}
-		release()
-		return nil, fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err)
-	}
+	go c.write(ctx, tag, w, exchange, key, msg)
 	return w, nil
+}
+
+// write sends the message registered as tag and releases the channel's
+// lock; when the write fails it resolves the waiter (unless the channel's
+// shutdown already did).
+func (c *confirmChannel) write(ctx context.Context, tag uint64, w *waiter, exchange, key string, msg amqp.Publishing) {
+	defer func() { <-c.lock }()
+	err := c.ch.PublishWithContext(ctx, exchange, key, true, false, msg)
+	if err == nil {
+		return
+	}
+	c.mu.Lock()
+	mine := c.byTag[tag] == w
+	if mine {
+		delete(c.byTag, tag)
+		delete(c.byCorID, w.corID)
+	}
+	c.mu.Unlock()
+	if mine { // else the channel closed and shutdown resolved it already
+		w.resolve(fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err))
+	}
 }
 
 // run owns both notification channels until the AMQP channel closes, then

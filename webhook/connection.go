@@ -55,6 +55,7 @@ func (p *Publisher) supervise(ctx context.Context) {
 func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(p.connName)
+	stopHandshake := func() bool { return true }
 	conn, err := amqp.DialConfig(p.url, amqp.Config{
 		Properties: props,
 		Heartbeat:  heartbeat,
@@ -65,18 +66,36 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 				return nil, err
 			}
 			// Bound the AMQP handshake like amqp.DefaultDial; amqp091-go
-			// clears the deadline once the connection is open.
+			// clears the deadline once the connection is open. Close
+			// (ctx) cuts the handshake short.
 			if err := c.SetDeadline(time.Now().Add(dialTimeout)); err != nil {
 				c.Close()
 				return nil, err
 			}
+			stopHandshake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 			return c, nil
 		},
 	})
+	stopHandshake()
 	if err != nil {
 		return false, fmt.Errorf("dialing broker: %w", err)
 	}
-	defer closeConn(conn)
+	// Close (ctx) closes the connection at once, whatever the session is
+	// doing: declaring the topology or opening channels are RPCs that ignore
+	// ctx and hang on a slow or half-open broker. The session returns only
+	// once the connection is closed, so nothing outlives Close.
+	closed := make(chan struct{})
+	stopClose := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		closeConn(conn)
+	})
+	defer func() {
+		if stopClose() {
+			closeConn(conn)
+		} else {
+			<-closed
+		}
+	}()
 	connCloses := conn.NotifyClose(make(chan *amqp.Error, 1))
 	blockings := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
 	p.setBlocked(false)
@@ -91,6 +110,9 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 			return false, err // closing the connection closes the channels
 		}
 		chans = append(chans, c)
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
 	}
 	p.setUp(conn, chans)
 	p.logger.Info("webhook broker connected", "channels", len(chans), "connection_name", p.connName)

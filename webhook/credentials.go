@@ -98,10 +98,14 @@ func parseTarget(rest, rawQuery string) requestTarget {
 // credential collects every credential the request presents, in priority
 // order: Authorization: Bearer, X-Webhook-Token, apikey header, URL token
 // (path form, then query). Any two that differ is a conflict. An
-// Authorization header with another scheme is not a credential here.
+// Authorization header with another scheme is not a credential here, nor
+// is an empty value (a blank header presents nothing).
 func credential(h http.Header, t requestTarget) presented {
 	var p presented
 	add := func(method, v string) {
+		if v == "" {
+			return
+		}
 		if p.method == "" {
 			p.method, p.value = method, v
 			return

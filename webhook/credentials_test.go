@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/olp-edu/borda/webhook/envelope"
@@ -118,5 +120,40 @@ func TestRedactPath(t *testing.T) {
 		if got := i.RedactPath(in); got != want {
 			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// An empty credential header (a provider's header template with an unset
+// variable, "Bearer " plus spaces) presents no credential: it counted as a
+// method whose value differs from the URL token, so a delivery carrying a
+// valid token was refused with 401, which Evolution never retries.
+func TestEmptyCredentialHeaderDoesNotVetoAValidToken(t *testing.T) {
+	const base = "/webhooks/whatsapp"
+	tests := []struct {
+		name    string
+		target  string
+		headers map[string]string
+		code    int
+	}{
+		{"empty X-Webhook-Token + path token", base + "/t/test-token/messages-upsert", map[string]string{"X-Webhook-Token": ""}, 200},
+		{"blank bearer + query token", base + "?token=test-token/messages-upsert", map[string]string{"Authorization": "Bearer   "}, 200},
+		{"blank apikey + bearer", base, map[string]string{"apikey": " ", "Authorization": "Bearer test-token"}, 200},
+		{"empty header alone", base, map[string]string{"X-Webhook-Token": ""}, 401},
+		{"blank bearer alone", base, map[string]string{"Authorization": "Bearer   "}, 401},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+			r := httptest.NewRequest(http.MethodPost, tt.target, strings.NewReader(`{"a":1}`))
+			r.Header.Set("Content-Type", "application/json")
+			for k, v := range tt.headers {
+				r.Header[http.CanonicalHeaderKey(k)] = []string{v}
+			}
+			w := httptest.NewRecorder()
+			i.ServeHTTP(w, r)
+			if w.Code != tt.code {
+				t.Fatalf("code = %d %s, want %d", w.Code, w.Body.String(), tt.code)
+			}
+		})
 	}
 }

@@ -149,7 +149,14 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		w.Header().Set("Connection", "close") // never read the junk
 		return respond(w, http.StatusRequestEntityTooLarge, StatusPayloadTooLarge, "")
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, i.maxBody), r.ContentLength)
+	// Allocate the body at once only for a request a token has
+	// authenticated; a signed source's request is unauthenticated until
+	// verified, and must not reserve 10 MB with a Content-Length alone.
+	hint := r.ContentLength
+	if len(src.tokens) == 0 {
+		hint = -1
+	}
+	body, err := readBody(http.MaxBytesReader(w, r.Body, i.maxBody), hint)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

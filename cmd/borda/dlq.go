@@ -138,6 +138,12 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if failed > 0 {
 		return 1
 	}
+	if len(out) == 0 {
+		// An operator who named an id (or a time) expects something to be
+		// replayed: nothing is an error, not a success.
+		fmt.Fprintf(stderr, "borda: no dead letter matched in %s (looked at up to %d)\n", cfg.Forward.DLQ, *limit)
+		return 1
+	}
 	return 0
 }
 

@@ -114,7 +114,7 @@ func (w *worker) retry(ctx context.Context, d amqp.Delivery, env envelope.Envelo
 	}
 	_ = d.Ack(false)
 	f.log.Info("event scheduled for retry", "event_id", env.ID, "attempt", failures, "class", res.Class,
-		"status", res.Status, "rung", w.f.top.Retry[rung].Name)
+		"status", res.Status, "rung", w.f.top.Retry[rung].Name, "reply", res.Excerpt)
 	f.m.outcomes.WithLabelValues("retried", res.Class).Inc()
 	f.m.retries.WithLabelValues(w.f.top.Retry[rung].Name).Inc()
 }
