@@ -24,6 +24,11 @@ type Webhook struct {
 	// MaxBodyBytes caps the request body in bytes (default 10485760);
 	// beyond it: 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// BodyTimeout bounds reading one request body (default 30s). A body
+	// that trickles in slower answers 408 REQUEST_TIMEOUT (providers retry
+	// it) and the connection is closed, so a slow client cannot hold a
+	// request and its buffer open for ever.
+	BodyTimeout Duration `yaml:"body_timeout"`
 	// QueueType is the type of the forward queue and the DLQ: quorum
 	// (default) or classic.
 	QueueType string `yaml:"queue_type"`
@@ -95,6 +100,7 @@ func defaultWebhook() Webhook {
 		RoutingKey:      "yzex.events.connect.whatsapp.legacy_forward",
 		ConfirmTimeout:  Duration(3e9),
 		MaxBodyBytes:    10 << 20,
+		BodyTimeout:     Duration(30e9),
 		QueueType:       "quorum",
 		DedupSize:       20000,
 		DedupTTL:        Duration(30 * 60e9),
@@ -117,6 +123,9 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 	}
 	if w.ConfirmTimeout <= 0 {
 		p.addf("webhook.confirm_timeout", "must be positive")
+	}
+	if w.BodyTimeout <= 0 {
+		p.addf("webhook.body_timeout", "must be positive")
 	}
 	if w.MaxBodyBytes < 1 {
 		p.addf("webhook.max_body_bytes", "must be positive (bytes)")

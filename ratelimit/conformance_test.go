@@ -81,6 +81,17 @@ func TestStoreConformance(t *testing.T) {
 					t.Fatalf("gcra hit on a fixed_window key: %v %+v", err, out[0])
 				}
 			})
+			// limit 1e9 per second: the new arrival time is under 1 ms
+			// ahead, and SET ... PX 0 is an error (every rule of the call
+			// then failed open).
+			t.Run("GCRAWithAVeryHighLimitStillAnswers", func(t *testing.T) {
+				s, ks := mk(t)
+				out := make([]Count, 1)
+				h := []Hit{{Key: ks.RateLimit("huge", "203.0.113.21"), Algorithm: GCRA, Limit: 1e9, Period: time.Second}}
+				if err := s.Hit(context.Background(), time.Now(), h, out); err != nil || !out[0].Allowed {
+					t.Fatalf("gcra 1e9/s: %v %+v", err, out[0])
+				}
+			})
 			t.Run("FixedWindowExpires", func(t *testing.T) {
 				s, ks := mk(t)
 				ctx := context.Background()

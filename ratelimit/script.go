@@ -74,7 +74,9 @@ for i, key in ipairs(KEYS) do
       out[#out + 1] = math.ceil(-diff)
       out[#out + 1] = math.ceil(tat - now)
     else
-      local reset = math.ceil(new_tat - now)
+      -- at least 1 ms: a very high limit makes new_tat - now round to 0,
+      -- and SET PX 0 is an error that would fail every rule of the call
+      local reset = math.max(1, math.ceil(new_tat - now))
       redis.call('SET', key, string.format('%.3f', new_tat), 'PX', reset)
       out[#out + 1] = 1
       out[#out + 1] = math.floor(diff / interval)

@@ -4,8 +4,9 @@
 # .ci/run; the full runs are in docs/performance.md and docs/reliability.md.
 #
 # Needs the local Redis (127.0.0.1:6379) and RabbitMQ (127.0.0.1:5672),
-# redis-server on PATH (the fault bench starts its own), and nginx for the
-# load bench's reference row (skipped, and said so, when missing). Load
+# redis-server on PATH (the fault bench starts its own), nginx for the load
+# bench's reference row and upstream (skipped, and said so, when missing),
+# and wrk for its saturation figures (else its Go generator is used). Load
 # figures never fail CI (they depend on the machine); the soak's flatness
 # and the accounting of the soak and fault benches (lost = 0) do.
 # BORDA_BIN=path reuses an already built borda.

@@ -121,3 +121,70 @@ func TestUnauthenticatedContentLengthDoesNotReserveTheBody(t *testing.T) {
 		t.Errorf("%d unauthenticated requests of 2 bytes allocated %d bytes, want < 2 MiB", n, got)
 	}
 }
+
+// A body trickled in at one byte a second held the request (and its
+// buffer) open for as long as the client liked: the server has no
+// ReadTimeout. webhook.body_timeout bounds it: 408, connection closed.
+func TestTrickledBodyAnswers408ByTheBodyTimeout(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Webhook.Path = "/webhooks/whatsapp"
+	cfg.Webhook.Tokens = configs.Secrets{"tok"}
+	cfg.Webhook.BodyTimeout = configs.Duration(300 * time.Millisecond)
+	pub := &fakePublisher{}
+	i, err := NewIngress(cfg, pub, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(i)
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprint(c, "POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // one byte every 100 ms, never finishing in time
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if _, err := c.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
+		t.Errorf("answer %d close=%v, want 408 and the connection closed", resp.StatusCode, resp.Close)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("answered after %v, want about body_timeout (300ms)", d)
+	}
+	if len(pub.messages()) != 0 {
+		t.Errorf("a trickled body was published")
+	}
+}
+
+func TestUnauthorizedCarriesWWWAuthenticate(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Webhook.Path = "/webhooks/whatsapp"
+	cfg.Webhook.Tokens = configs.Secrets{"tok"}
+	i, err := NewIngress(cfg, &fakePublisher{}, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	i.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/webhooks/whatsapp", strings.NewReader("{}")))
+	if w.Code != 401 || w.Header().Get("WWW-Authenticate") == "" {
+		t.Errorf("401 without WWW-Authenticate: %d %v", w.Code, w.Header())
+	}
+}

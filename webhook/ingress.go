@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -29,6 +30,7 @@ const (
 	StatusUnauthorized         = "UNAUTHORIZED"
 	StatusUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"
 	StatusPayloadTooLarge      = "PAYLOAD_TOO_LARGE"
+	StatusRequestTimeout       = "REQUEST_TIMEOUT"
 	StatusInvalidPayload       = "INVALID_PAYLOAD"
 	StatusRequestInFlight      = "REQUEST_IN_FLIGHT"
 	StatusAlreadyProcessed     = "ALREADY_PROCESSED"
@@ -60,6 +62,7 @@ type Ingress struct {
 	pub      MessagePublisher
 	dedup    *dedup
 	maxBody  int64
+	bodyTime time.Duration // webhook.body_timeout
 	logger   *slog.Logger
 	metrics  *ingressMetrics
 	now      func() time.Time // received_at and signature timestamps; tests freeze it
@@ -85,13 +88,14 @@ func NewIngress(cfg configs.Config, pub MessagePublisher, logger *slog.Logger, r
 		return nil, err
 	}
 	i := &Ingress{
-		sources: sources,
-		pub:     pub,
-		dedup:   newDedup(cfg.Webhook.DedupSize, cfg.Webhook.DedupTTL.D()),
-		maxBody: cfg.Webhook.MaxBodyBytes,
-		logger:  logger.With("component", "webhook-ingress"),
-		metrics: m,
-		now:     time.Now,
+		sources:  sources,
+		pub:      pub,
+		dedup:    newDedup(cfg.Webhook.DedupSize, cfg.Webhook.DedupTTL.D()),
+		maxBody:  cfg.Webhook.MaxBodyBytes,
+		bodyTime: cfg.Webhook.BodyTimeout.D(),
+		logger:   logger.With("component", "webhook-ingress"),
+		metrics:  m,
+		now:      time.Now,
 	}
 	if r, ok := pub.(interface{ Ready() error }); ok {
 		i.readyErr = r.Ready
@@ -156,12 +160,24 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	if len(src.tokens) == 0 {
 		hint = -1
 	}
+	// A body that trickles in (1 byte a second) must not hold the
+	// request open for ever: the server has no ReadTimeout (it would cut
+	// the proxy's uploads and streams), so the ingress sets its own.
+	rc := http.NewResponseController(w)
+	if i.bodyTime > 0 {
+		_ = rc.SetReadDeadline(time.Now().Add(i.bodyTime)) // ErrNotSupported: no deadline, as before
+	}
 	body, err := readBody(http.MaxBytesReader(w, r.Body, i.maxBody), hint)
+	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			w.Header().Set("Connection", "close")
 			return respond(w, http.StatusRequestEntityTooLarge, StatusPayloadTooLarge, "")
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			return respond(w, http.StatusRequestTimeout, StatusRequestTimeout, "")
 		}
 		return respond(w, http.StatusBadRequest, StatusInvalidPayload, "")
 	}

@@ -13,6 +13,9 @@ func respond(w http.ResponseWriter, code int, status, reason string) string {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
+	if code == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="webhook"`) // RFC 9110 §15.5.2
+	}
 	w.WriteHeader(code)
 	body := `{"status":"` + status + `"}` + "\n"
 	if reason != "" {

@@ -23,6 +23,8 @@ type BordaSpec struct {
 	Webhook bool
 	Name    string // unique run name: names the topology
 	Token   string // webhook token (WEBHOOK_TOKENS)
+	// DedupSize overrides webhook.dedup_size (0: the default, 20 000).
+	DedupSize int
 }
 
 // WebhookPath is where the bench's webhook ingress listens.
@@ -94,6 +96,9 @@ func (s BordaSpec) WriteConfig(dir, name string) (string, error) {
 	if s.Webhook {
 		fmt.Fprintf(&b, "webhook:\n  path: %s\n  exchange: %s\n  routing_key: %s\n  confirm_timeout: 3s\n  queue_type: classic\n",
 			WebhookPath, s.Exchange(), s.RoutingKey())
+		if s.DedupSize > 0 {
+			fmt.Fprintf(&b, "  dedup_size: %d\n", s.DedupSize)
+		}
 		fmt.Fprintf(&b, "forward:\n  queue: %s\n  dlq: %s\n  events_queue: %s\n  retry_delays: [1m]\n",
 			s.ForwardQueue(), s.DLQ(), s.EventsQueue())
 	} else {

@@ -21,13 +21,31 @@ func NginxPath() (string, error) {
 // nginx in the foreground (daemon off, one worker, keep-alive to the
 // upstream, no access log): the reference proxy of the load bench.
 func StartNginx(dir, cpus, listen, upstream string) (*Process, error) {
+	return startNginx(dir, "nginx", cpus, listen, "", upstream)
+}
+
+// startNginx runs nginx with one server block on listen: proxying to
+// upstream when location is empty, else with location as its body.
+func startNginx(dir, name, cpus, listen, location, upstream string) (*Process, error) {
 	bin, err := NginxPath()
 	if err != nil {
 		return nil, err
 	}
-	prefix := filepath.Join(dir, "nginx")
+	prefix := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Join(prefix, "logs"), 0o755); err != nil {
 		return nil, err
+	}
+	upstreamBlock := ""
+	if location == "" {
+		upstreamBlock = "upstream up { server " + upstream + "; keepalive 256; }"
+		location = `location / {
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $remote_addr;
+            proxy_set_header X-Real-IP $remote_addr;
+        }`
 	}
 	conf := fmt.Sprintf(`worker_processes 1;
 daemon off;
@@ -43,23 +61,16 @@ http {
     uwsgi_temp_path %[1]s/uwsgi;
     scgi_temp_path %[1]s/scgi;
     keepalive_requests 1000000;
-    upstream up { server %[3]s; keepalive 256; }
+    %[3]s
     server {
         listen %[2]s reuseport;
-        location / {
-            proxy_pass http://up;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_set_header X-Forwarded-For $remote_addr;
-            proxy_set_header X-Real-IP $remote_addr;
-        }
+        %[4]s
     }
 }
-`, prefix, listen, upstream)
+`, prefix, listen, upstreamBlock, location)
 	path := filepath.Join(prefix, "nginx.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	return Start(dir, "nginx", cpus, nil, bin, "-p", prefix, "-c", path, "-e", filepath.Join(prefix, "logs", "error.log"))
+	return Start(dir, name, cpus, nil, bin, "-p", prefix, "-c", path, "-e", filepath.Join(prefix, "logs", "error.log"))
 }

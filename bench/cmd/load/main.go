@@ -10,9 +10,13 @@
 //
 // The proxy under test is pinned to -proxy-cpu (GOMAXPROCS or
 // worker_processes 1); the generator and the upstream run on -client-cpu.
+// Saturation is measured with wrk and the upstream is a static nginx when
+// they are installed (-gen, -upstream): on a 2-CPU machine the client CPU
+// is otherwise the bottleneck and every proxy looks the same. Latency at
+// the fixed rate is always measured by the Go open-loop generator.
 //
 //	go run ./bench/cmd/load        # 3 rounds of 10 s saturation + 10 s at 1 000 req/s per target
-//	go run ./bench/cmd/load -ci    # 1 round of 1.5 s + 1.5 s, for CI
+//	go run ./bench/cmd/load -ci    # 1 round of 1 s saturation + 1.5 s at 1 000 req/s, for CI
 //
 // Borda writes its counters under olp-dev:bench<id>: on -redis, and the
 // run deletes them at the end. Exit status: 1 when a target could not run;
@@ -28,7 +32,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -46,13 +49,14 @@ type options struct {
 	proxyCPU, clientCPU  string
 	borda, redisURL, out string
 	profile              string
+	gen, upstream        string
 	strict, keep         bool
 	targets              string
 }
 
 func main() {
 	var o options
-	flag.BoolVar(&o.ci, "ci", false, "short run for CI (1 round, 1.5 s per measurement)")
+	flag.BoolVar(&o.ci, "ci", false, "short run for CI (1 round, 1 s saturation, 1.5 s fixed rate)")
 	flag.DurationVar(&o.sat, "sat", 10*time.Second, "saturation measurement per target")
 	flag.DurationVar(&o.fixed, "fixed", 10*time.Second, "fixed-rate measurement per target")
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unrecorded warm-up before each measurement")
@@ -66,11 +70,25 @@ func main() {
 	flag.StringVar(&o.targets, "targets", "upstream,bare-go,nginx,borda,borda-3rules", "targets to measure, comma-separated")
 	flag.StringVar(&o.out, "out", "", "also write the result table (Markdown) to this file")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of each borda target's first saturation run to DIR/<target>.pprof")
+	flag.StringVar(&o.gen, "gen", "auto", "saturation generator: wrk, go, or auto (wrk when installed: it leaves more of a small machine to the proxy)")
+	flag.StringVar(&o.upstream, "upstream", "auto", "upstream server: nginx (static 200), go (bench/cmd/upstream), or auto (nginx when installed)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target ratio is missed")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
 	flag.Parse()
 	if o.ci {
-		o.sat, o.fixed, o.warmup, o.rounds = 1500*time.Millisecond, 1500*time.Millisecond, 500*time.Millisecond, 1
+		o.sat, o.fixed, o.warmup, o.rounds = time.Second, 1500*time.Millisecond, 500*time.Millisecond, 1
+	}
+	if o.gen == "auto" {
+		o.gen = "go"
+		if harness.WrkPath() != "" {
+			o.gen = "wrk"
+		}
+	}
+	if o.upstream == "auto" {
+		o.upstream = "go"
+		if _, err := harness.NginxPath(); err == nil {
+			o.upstream = "nginx"
+		}
 	}
 	if err := harness.PinSelf(o.clientCPU); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
@@ -146,7 +164,12 @@ func run(ctx context.Context, o options) int {
 		}
 	}
 	upAddr, _ := harness.FreeAddr()
-	up, err := harness.Start(dir, "upstream", o.clientCPU, nil, bins["./bench/cmd/upstream"], "-listen", upAddr)
+	var up *harness.Process
+	if o.upstream == "nginx" {
+		up, err = harness.StartNginxUpstream(dir, o.clientCPU, upAddr)
+	} else {
+		up, err = harness.Start(dir, "upstream", o.clientCPU, nil, bins["./bench/cmd/upstream"], "-listen", upAddr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		return 1
@@ -160,7 +183,8 @@ func run(ctx context.Context, o options) int {
 	prefix := "olp-dev:" + runID + ":"
 	defer cleanupRedis(o.redisURL, prefix)
 
-	fmt.Printf("machine: %s\nproxy pinned to CPU %q, generator and upstream to CPU %q\n", harness.Machine(), o.proxyCPU, o.clientCPU)
+	fmt.Printf("machine: %s\nproxy pinned to CPU %q, generator and upstream to CPU %q; saturation generator %s, upstream %s\n",
+		harness.Machine(), o.proxyCPU, o.clientCPU, o.gen, o.upstream)
 	fmt.Printf("per target and round: %s saturation (%d connections), %s at %d req/s, %s warm-up each; %d rounds, medians reported\n\n",
 		o.sat, o.workers, o.fixed, o.rate, o.warmup, o.rounds)
 	var results []*target
@@ -276,60 +300,6 @@ func waitOK(ctx context.Context, url string, timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("no 200 from %s within %s (last: %s)", url, timeout, last)
-}
-
-func measure(ctx context.Context, o options, t *target) (sat, fixed loadgen.Result) {
-	c := loadgen.NewClient(o.workers, 5*time.Second)
-	var profiled chan error
-	if o.profile != "" && t.admin != "" && len(t.rounds) == 0 {
-		profiled = make(chan error, 1)
-		go func() {
-			time.Sleep(o.warmup)
-			profiled <- saveProfile(ctx, t.admin, o.sat, filepath.Join(o.profile, t.name+".pprof"))
-		}()
-	}
-	sat = loadgen.Saturate(ctx, c, loadgen.Get(t.url, ""), o.workers, o.warmup, o.sat)
-	if profiled != nil {
-		if err := <-profiled; err != nil {
-			fmt.Printf("%-21s profile: %v\n", "", err)
-		} else {
-			fmt.Printf("%-21s profile: %s (go tool pprof -top %[2]s)\n", "", filepath.Join(o.profile, t.name+".pprof"))
-		}
-	}
-	c.CloseIdleConnections()
-	c = loadgen.NewClient(256, 5*time.Second)
-	fixed = loadgen.Fixed(ctx, c, loadgen.Get(t.url, ""), o.rate, 256, o.warmup, o.fixed)
-	c.CloseIdleConnections()
-	return sat, fixed
-}
-
-// saveProfile saves a CPU profile of d from the pprof endpoint at admin.
-func saveProfile(ctx context.Context, admin string, d time.Duration, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	secs := max(int(d.Seconds()), 1)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := (&http.Client{Timeout: d + 10*time.Second}).Do(req)
-	if err != nil {
-		return fmt.Errorf("fetching profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching profile: %s", resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("saving profile: %w", err)
-	}
-	return f.Close()
 }
 
 func cleanupRedis(redisURL, prefix string) {
