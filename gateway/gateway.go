@@ -274,9 +274,9 @@ func (s *Server) publicMux(chain http.Handler) http.Handler {
 		case p == "/healthz":
 			s.healthz(w, r)
 		case p == "/readyz":
-			s.readyz(w, r, "")
+			s.readyz(w, r, "", false)
 		case strings.HasPrefix(p, "/readyz/") && len(p) > len("/readyz/") && !strings.Contains(p[len("/readyz/"):], "/"):
-			s.readyz(w, r, p[len("/readyz/"):])
+			s.readyz(w, r, p[len("/readyz/"):], false)
 		default:
 			chain.ServeHTTP(w, r)
 		}

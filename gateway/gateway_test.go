@@ -189,6 +189,14 @@ func TestHealthReadinessAndDraining(t *testing.T) {
 			t.Errorf("/readyz/nope = %d", code)
 		}
 	}
+	// The admin listener says why (credentials in URLs redacted); the
+	// public one never does.
+	if _, body := get(admin.URL, "/readyz/webhook"); !strings.Contains(body, "connection refused") || strings.Contains(body, "secret") {
+		t.Errorf("admin /readyz/webhook = %s, want the reason without the password", body)
+	}
+	if _, body := get(h.front.URL, "/readyz/webhook"); strings.Contains(body, "connection refused") {
+		t.Errorf("public /readyz/webhook shows the reason: %s", body)
+	}
 	brokerDown.Store(false)
 	if code, _ := get(h.front.URL, "/readyz"); code != 200 {
 		t.Errorf("/readyz with broker up = %d", code)

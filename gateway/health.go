@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
+	"regexp"
 	"sync"
 	"time"
 
@@ -24,7 +25,14 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // named) is ready, else 503 naming the components that are not; 503
 // {"status":"draining"} once SetDraining was called; 404 for an unknown
 // component. Check errors are logged, never sent (they may name hosts).
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string) {
+//
+// detailed (the admin listener) adds "errors": each failing check's
+// message, so an operator sees why; the public listener never shows them
+// (they may name internal hosts).
+// urlCredentials matches the user:password part of a URL in an error text.
+var urlCredentials = regexp.MustCompile(`://[^/@\s]*@`)
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string, detailed bool) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 		return
@@ -46,18 +54,24 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string
 	}
 	wg.Wait()
 	components := make(map[string]string, len(names))
+	reasons := map[string]string{}
 	var notReady []string
 	for i, name := range names {
 		if errs[i] != nil {
 			components[name] = "not_ready"
 			notReady = append(notReady, name)
+			reasons[name] = urlCredentials.ReplaceAllString(errs[i].Error(), "://[redacted]@")
 			s.log.DebugContext(ctx, "readiness check failed", "check", name, "error", errs[i])
 			continue
 		}
 		components[name] = "ready"
 	}
 	if len(notReady) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not_ready", "not_ready": notReady, "components": components})
+		body := map[string]any{"status": "not_ready", "not_ready": notReady, "components": components}
+		if detailed {
+			body["errors"] = reasons
+		}
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "components": components})
@@ -67,9 +81,9 @@ func (s *Server) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{ErrorLog: s.errorLog}))
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, "") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, "", true) })
 	mux.HandleFunc("GET /readyz/{component}", func(w http.ResponseWriter, r *http.Request) {
-		s.readyz(w, r, r.PathValue("component"))
+		s.readyz(w, r, r.PathValue("component"), true)
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
