@@ -25,6 +25,9 @@ type BordaSpec struct {
 	Token   string // webhook token (WEBHOOK_TOKENS)
 	// DedupSize overrides webhook.dedup_size (0: the default, 20 000).
 	DedupSize int
+	// NoTelemetry turns the Redis counters off (telemetry.enabled: false),
+	// the baseline of the telemetry-cost target.
+	NoTelemetry bool
 }
 
 // WebhookPath is where the bench's webhook ingress listens.
@@ -65,7 +68,7 @@ func (s BordaSpec) WriteConfig(dir, name string) (string, error) {
 	if s.KeyPrefix != "" {
 		fmt.Fprintf(&b, "redis:\n  key_prefix: %q\n", s.KeyPrefix)
 	}
-	b.WriteString("telemetry:\n  enabled: true\n  flush_every: 1s\n")
+	fmt.Fprintf(&b, "telemetry:\n  enabled: %t\n  flush_every: 1s\n", !s.NoTelemetry)
 	// Limits are never reached (they measure the cost of deciding). The
 	// GCRA one stays at 100 000/s: at millions per second its emission
 	// interval falls under the float precision of a millisecond timestamp.

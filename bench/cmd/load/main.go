@@ -67,7 +67,7 @@ func main() {
 	flag.StringVar(&o.clientCPU, "client-cpu", "0", "CPU list of the generator and the upstream")
 	flag.StringVar(&o.borda, "borda", "", "borda binary (default: go build ./cmd/borda)")
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis for borda's rules and telemetry")
-	flag.StringVar(&o.targets, "targets", "upstream,bare-go,nginx,borda,borda-3rules", "targets to measure, comma-separated")
+	flag.StringVar(&o.targets, "targets", "upstream,bare-go,nginx,borda,borda-3rules", "targets to measure, comma-separated (also: borda-notelemetry, the baseline of telemetry's cost)")
 	flag.StringVar(&o.out, "out", "", "also write the result table (Markdown) to this file")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of each borda target's first saturation run to DIR/<target>.pprof")
 	flag.StringVar(&o.gen, "gen", "auto", "saturation generator: wrk, go, or auto (wrk when installed: it leaves more of a small machine to the proxy)")
@@ -253,12 +253,13 @@ func startTarget(ctx context.Context, dir string, bins map[string]string, o opti
 			bins["./bench/cmd/bareproxy"], "-listen", addr, "-upstream", "http://"+upAddr)
 	case "nginx":
 		p, err = harness.StartNginx(dir, o.proxyCPU, addr, upAddr)
-	case "borda", "borda-3rules":
+	case "borda", "borda-3rules", "borda-notelemetry":
 		admin, _ := harness.FreeAddr()
 		spec := harness.BordaSpec{Listen: addr, Admin: admin, Upstream: "http://" + upAddr, RedisURL: o.redisURL, KeyPrefix: prefix}
 		if t.name == "borda-3rules" {
 			spec.Rules = 3
 		}
+		spec.NoTelemetry = t.name == "borda-notelemetry"
 		t.admin = "http://" + admin
 		p, err = harness.StartBorda(dir, t.name, o.proxyCPU, bins["./cmd/borda"], spec)
 	default:

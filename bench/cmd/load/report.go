@@ -60,6 +60,7 @@ func report(ts []*target, o options) (string, bool) {
 		{"borda-3rules ≥ 0.75 × bare Go", rps("borda-3rules") >= 0.75*rps("bare-go"), rps("borda-3rules") > 0 && rps("bare-go") > 0, ratio(rps("borda-3rules"), rps("bare-go"))},
 		{"borda ≥ 0.5 × nginx", rps("borda") >= 0.5*rps("nginx"), rps("borda") > 0 && rps("nginx") > 0, ratio(rps("borda"), rps("nginx"))},
 		{"borda p99 added ≤ 1 ms at 1 000/s", p99("borda")-p99("upstream") <= time.Millisecond, p99("borda") > 0 && p99("upstream") > 0, round2(p99("borda") - p99("upstream")).String()},
+		{"borda (telemetry on) ≥ 0.97 × borda-notelemetry", rps("borda") >= 0.97*rps("borda-notelemetry"), rps("borda") > 0 && rps("borda-notelemetry") > 0, ratio(rps("borda"), rps("borda-notelemetry"))},
 		{"borda-3rules p99 added ≤ 1 ms at 1 000/s", p99("borda-3rules")-p99("upstream") <= time.Millisecond, p99("borda-3rules") > 0 && p99("upstream") > 0, round2(p99("borda-3rules") - p99("upstream")).String()},
 	}
 	b.WriteString("\n| target | measured | |\n|---|---:|---|\n")
