@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
@@ -40,8 +39,7 @@ type app struct {
 // Redis, RabbitMQ or PostgreSQL: each connects in the background, so the
 // gateway serves (and /healthz answers) while a dependency is down.
 func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app, error) {
-	a := &app{log: logger, registry: prometheus.NewRegistry(), bgDone: make(chan struct{})}
-	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a := &app{log: logger, registry: newCommandRegistry(), bgDone: make(chan struct{})}
 	ks, err := keyspace.New(cfg.KeyPrefix())
 	if err != nil {
 		return nil, err

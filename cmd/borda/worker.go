@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/webhook/topology"
+)
+
+// What every long-running command (serve, forward, consume-events) shares:
+// its metrics registry, its admin listener and the topology at start.
+
+// newCommandRegistry is a private Prometheus registry with the Go and
+// process collectors.
+func newCommandRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	_ = reg.Register(collectors.NewGoCollector())
+	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// declareTopology declares the exchanges and queues on a short-lived
+// connection, so a worker starts on a fresh broker.
+func declareTopology(ctx context.Context, url string, top topology.Topology) error {
+	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	if err != nil {
+		return fmt.Errorf("dialing amqp: %w", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening channel: %w", err)
+	}
+	return top.Declare(ch)
+}
+
+// serveAdmin serves /metrics and /healthz on addr ("off": nothing) and
+// returns the function that stops it.
+func serveAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	if addr == "off" || addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("admin listener", "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
