@@ -73,30 +73,12 @@ func main() {
 
 func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, bordaBin, amqpURL string) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "faults:", err); return 1 }
-	root, err := harness.ModuleRoot()
+	setup, err := harness.NewSetup(ctx, "faults", bordaBin)
 	if err != nil {
 		return fail(err)
 	}
-	dir, err := os.MkdirTemp("", "borda-bench-faults-")
-	if err != nil {
-		return fail(err)
-	}
-	defer os.RemoveAll(dir)
-	up, err := harness.Build(ctx, root, dir, "./bench/cmd/upstream")
-	if err != nil {
-		return fail(err)
-	}
-	if bordaBin == "" {
-		if bordaBin, err = harness.Build(ctx, root, dir, "./cmd/borda"); err != nil {
-			return fail(err)
-		}
-	}
-	upAddr, _ := harness.FreeAddr()
-	upstream, err := harness.Start(dir, "upstream", "", nil, up, "-listen", upAddr)
-	if err != nil {
-		return fail(err)
-	}
-	defer upstream.Stop(2 * time.Second)
+	defer setup.Close()
+	dir, bordaBin, upAddr := setup.Dir, setup.Borda, setup.UpstreamAddr
 
 	redisAddr, _ := harness.FreeAddr()
 	redisProc, redisURL, err := harness.StartRedis(ctx, dir, "redis", redisAddr)
