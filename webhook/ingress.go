@@ -205,6 +205,17 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		return respond(w, http.StatusOK, StatusAlreadyProcessed, "")
 	}
 
+	// Whatever happens from here (a panic included, which the gateway's
+	// recoverer turns into a 500), the claim on the id ends: confirmed,
+	// or forgotten so the provider's retry is accepted. A claim left
+	// IN_FLIGHT would answer 429 to every retry for dedup_ttl (30 min),
+	// longer than Evolution retries: the event would be lost.
+	settled := false
+	defer func() {
+		if !settled {
+			i.dedup.forget(key, ticket)
+		}
+	}()
 	msg, err := i.message(src, r, target, id, body, receivedAt)
 	if err == nil {
 		// The provider hanging up must not cut the wait short: the answer
@@ -215,7 +226,8 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		i.metrics.latency.WithLabelValues("amqp_confirm").Observe(time.Since(t0).Seconds())
 	}
 	if err != nil {
-		i.dedup.forget(key, ticket)
+		i.dedup.forget(key, ticket) // before answering: the retry must find the id free
+		settled = true
 		reason := Reason(err)
 		i.metrics.failures.WithLabelValues(reason).Inc()
 		if reason == ReasonUnroutable {
@@ -233,6 +245,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, reason)
 	}
 	i.dedup.confirm(key, ticket)
+	settled = true
 	return respond(w, http.StatusOK, StatusPublishedConfirmed, "")
 }
 

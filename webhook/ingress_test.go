@@ -390,3 +390,41 @@ func TestIngressMetricNames(t *testing.T) {
 		t.Errorf("dedup_hits_total{CONFIRMED} = %v, want 1", v)
 	}
 }
+
+// A panic between claiming an event id and settling it (the gateway's
+// recoverer answers 500) left the id IN_FLIGHT for dedup_ttl: every retry
+// got 429 for 30 minutes, longer than Evolution retries, and the event was
+// lost.
+func TestPanicWhilePublishingReleasesTheEventID(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Webhook.Path = "/webhooks/whatsapp"
+	cfg.Webhook.Tokens = configs.Secrets{"tok"}
+	var panicked bool
+	pub := &fakePublisher{fn: func(Message) error {
+		if !panicked {
+			panicked = true
+			panic("publisher bug")
+		}
+		return nil
+	}}
+	i, err := NewIngress(cfg, pub, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func() *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/webhooks/whatsapp", strings.NewReader(`{"id":"evt-1"}`))
+		r.Header.Set("Authorization", "Bearer tok")
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "evt-1")
+		w := httptest.NewRecorder()
+		func() {
+			defer func() { _ = recover() }() // the gateway's recoverer
+			i.ServeHTTP(w, r)
+		}()
+		return w
+	}
+	post()
+	if w := post(); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), StatusPublishedConfirmed) {
+		t.Errorf("retry after a panic: %d %s, want 200 PUBLISHED_CONFIRMED", w.Code, w.Body.String())
+	}
+}
