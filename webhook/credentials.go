@@ -84,13 +84,22 @@ func parseTarget(rest, rawQuery string) requestTarget {
 	if i := strings.LastIndexByte(rawQuery, '/'); i >= 0 && t.event == "" {
 		t.event = rawQuery[i+1:]
 	}
-	q, _ := url.ParseQuery(rawQuery)
-	if vs, ok := q["token"]; ok && len(vs) > 0 {
-		v := vs[0]
+	// Not url.ParseQuery: it decodes "+" as a space, so a token with a
+	// "+" (base64 alphabets have one) would never match and every
+	// delivery would get a 401, which Evolution never retries.
+	for _, kv := range strings.Split(rawQuery, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k != "token" {
+			continue
+		}
 		if i := strings.IndexByte(v, '/'); i >= 0 {
 			v = v[:i]
 		}
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
 		t.queryToken, t.hasQuery = v, true
+		break
 	}
 	return t
 }

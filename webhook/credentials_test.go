@@ -85,6 +85,10 @@ func TestParseTarget(t *testing.T) {
 		{"", "token=abc/messages-upsert", "", "abc", "messages-upsert", true},
 		{"", "token=abc&x=1/qrcode-updated", "", "abc", "qrcode-updated", true},
 		{"", "token=a%2Bb", "", "a+b", "", true},
+		// A literal "+" is part of the token (base64 alphabets have one); a
+		// form decoder turned it into a space and every delivery got 401.
+		{"", "token=a+b/messages-upsert", "", "a+b", "messages-upsert", true},
+		{"", "x=1&token=abc", "", "abc", "", true},
 		{"/a/b", "", "", "", "b", false},
 	}
 	for _, tt := range tests {
