@@ -155,12 +155,19 @@ func (i *Ingress) RedactPath(p string) string {
 	if src == nil {
 		return p
 	}
-	if tok, ok := strings.CutPrefix(rest, "/t/"); ok && tok != "" {
-		after := ""
-		if j := strings.IndexByte(tok, '/'); j >= 0 {
-			after = tok[j:]
-		}
-		return src.path + "/t/[redacted]" + after
+	return redactPathToken(src.path, rest)
+}
+
+// redactPathToken rebuilds base+rest with the token of the path form
+// ("/t/{token}[/{event}]" in rest) replaced by "[redacted]".
+func redactPathToken(base, rest string) string {
+	tok, ok := strings.CutPrefix(rest, "/t/")
+	if !ok || tok == "" {
+		return base + rest
 	}
-	return p
+	after := ""
+	if j := strings.IndexByte(tok, '/'); j >= 0 {
+		after = tok[j:]
+	}
+	return base + "/t/[redacted]" + after
 }

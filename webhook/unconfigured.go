@@ -54,15 +54,9 @@ func (u *Unconfigured) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // "[redacted]", as Ingress.RedactPath does.
 func (u *Unconfigured) RedactPath(p string) string {
 	for _, base := range u.paths {
-		rest, ok := strings.CutPrefix(p, base+"/t/")
-		if !ok || rest == "" {
-			continue
+		if rest, ok := strings.CutPrefix(p, base); ok && (rest == "" || rest[0] == '/') {
+			return redactPathToken(base, rest)
 		}
-		after := ""
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			after = rest[j:]
-		}
-		return base + "/t/[redacted]" + after
 	}
 	return p
 }
