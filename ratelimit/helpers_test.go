@@ -20,6 +20,7 @@ import (
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/redisconn"
 )
 
 // testLogger discards unless -v.
@@ -41,20 +42,16 @@ func testRedis(t testing.TB, prefix string) redis.UniversalClient {
 	return c
 }
 
+// newRedis returns a client built exactly as production builds it
+// (redisconn.New with the default timeouts), closed at cleanup.
 func newRedis(t testing.TB, url string) redis.UniversalClient {
 	t.Helper()
-	opt, err := redis.ParseURL(url)
+	cfg := configs.Default().Redis
+	cfg.URL = configs.Secret(url)
+	c, err := redisconn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1
-	opt.DialTimeout = 200 * time.Millisecond
-	opt.ReadTimeout = 100 * time.Millisecond
-	opt.WriteTimeout = 100 * time.Millisecond
-	opt.PoolTimeout = 200 * time.Millisecond
-	opt.DisableIdentity = true
-	c := redis.NewClient(opt)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
