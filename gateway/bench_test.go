@@ -39,7 +39,7 @@ func benchChain(b *testing.B, upstream string, transport http.RoundTripper) http
 		Limiter:   allowLimiter{},
 		Recorder:  nopRecorder{},
 		Registry:  prometheus.NewRegistry(),
-		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Logger:    slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), // as the load harness: no access log
 		Transport: transport,
 	})
 	if err != nil {
@@ -56,7 +56,8 @@ func benchBare(upstream string, transport http.RoundTripper) http.Handler {
 			pr.SetURL(u)
 			pr.SetXForwarded()
 		},
-		Transport: transport,
+		Transport:  transport,
+		BufferPool: &bufferPool{}, // as bench/cmd/bareproxy: a fair baseline
 	}
 }
 

@@ -1,10 +1,8 @@
 package webhook
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"strings"
 )
@@ -36,13 +34,12 @@ func eventID(h http.Header, body []byte, isJSON bool, fields [][]string) string 
 }
 
 func fieldsID(body []byte, fields [][]string) (string, bool) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return "", false
+	if len(fields) == 1 {
+		return lookupScalar(body, fields[0]) // the common case: no join
 	}
 	vals := make([]string, 0, len(fields))
 	for _, path := range fields {
-		v, ok := lookupScalar(top, path)
+		v, ok := lookupScalar(body, path)
 		if !ok {
 			return "", false
 		}
@@ -51,33 +48,25 @@ func fieldsID(body []byte, fields [][]string) (string, bool) {
 	return strings.Join(vals, ":"), true
 }
 
-// lookupScalar follows path through nested objects and returns a string
-// or number leaf as text.
-func lookupScalar(obj map[string]json.RawMessage, path []string) (string, bool) {
-	for i, key := range path {
-		raw, ok := obj[key]
-		if !ok {
+// lookupScalar follows path through nested objects of the JSON object
+// body and returns a non-empty string or a number leaf as text.
+func lookupScalar(body []byte, path []string) (string, bool) {
+	if len(path) == 0 {
+		return "", false
+	}
+	raw := body
+	for _, key := range path {
+		var ok bool
+		if raw, ok = jsonMember(raw, key); !ok {
 			return "", false
 		}
-		if i < len(path)-1 {
-			obj = nil
-			if json.Unmarshal(raw, &obj) != nil || obj == nil {
-				return "", false
-			}
-			continue
-		}
-		raw = bytes.TrimSpace(raw)
-		switch {
-		case len(raw) > 0 && raw[0] == '"':
-			var s string
-			if json.Unmarshal(raw, &s) != nil || s == "" {
-				return "", false
-			}
-			return s, true
-		case len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')):
-			return string(raw), true
-		}
-		return "", false
+	}
+	switch {
+	case len(raw) > 0 && raw[0] == '"':
+		s, ok := jsonString(raw)
+		return s, ok && s != ""
+	case len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')):
+		return string(raw), true
 	}
 	return "", false
 }

@@ -25,6 +25,9 @@ type BordaSpec struct {
 	Token   string // webhook token (WEBHOOK_TOKENS)
 	// DedupSize overrides webhook.dedup_size (0: the default, 20 000).
 	DedupSize int
+	// QueueType is webhook.queue_type for the forward queue and the DLQ
+	// ("" means classic: the soak and fault runs count, not replicate).
+	QueueType string
 	// NoTelemetry turns the Redis counters off (telemetry.enabled: false),
 	// the baseline of the telemetry-cost target.
 	NoTelemetry bool
@@ -97,8 +100,12 @@ func (s BordaSpec) WriteConfig(dir, name string) (string, error) {
 		fmt.Fprintf(&b, "    rate_limits: [%s]\n", strings.Join(names, ", "))
 	}
 	if s.Webhook {
-		fmt.Fprintf(&b, "webhook:\n  path: %s\n  exchange: %s\n  routing_key: %s\n  confirm_timeout: 3s\n  queue_type: classic\n",
-			WebhookPath, s.Exchange(), s.RoutingKey())
+		queueType := s.QueueType
+		if queueType == "" {
+			queueType = "classic"
+		}
+		fmt.Fprintf(&b, "webhook:\n  path: %s\n  exchange: %s\n  routing_key: %s\n  confirm_timeout: 3s\n  queue_type: %s\n",
+			WebhookPath, s.Exchange(), s.RoutingKey(), queueType)
 		if s.DedupSize > 0 {
 			fmt.Fprintf(&b, "  dedup_size: %d\n", s.DedupSize)
 		}

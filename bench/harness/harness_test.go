@@ -101,3 +101,31 @@ func TestFaultProxyCutAndRestore(t *testing.T) {
 		t.Fatalf("after Restore: %v", err)
 	}
 }
+
+func TestParseWrkReport(t *testing.T) {
+	out := []byte(`Running 2s test @ http://127.0.0.1:8080/
+  1 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     9.21ms    3.10ms  41.07ms   80.12%
+    Req/Sec     7.01k   512.33     7.80k    75.00%
+  Latency Distribution
+     50%    8.80ms
+     75%   10.32ms
+     90%   12.76ms
+     99%   20.01ms
+  13952 requests in 2.00s, 2.13MB read
+  Socket errors: connect 0, read 1, write 0, timeout 2
+  Non-2xx or 3xx responses: 4
+Requests/sec:   6975.12
+Transfer/sec:      1.07MB
+`)
+	r := parseWrk(out)
+	if r.RPS != 6975.12 || r.Requests != 13952 || r.Bad != 7 || r.P50 != 8800*time.Microsecond || r.P99 != 20010*time.Microsecond {
+		t.Fatalf("parseWrk = %+v", r)
+	}
+	for in, want := range map[string]time.Duration{"635.91us": 635910 * time.Nanosecond, "2.00s": 2 * time.Second, "1.50m": 90 * time.Second} {
+		if got := parseWrkDuration(in); got != want {
+			t.Errorf("parseWrkDuration(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

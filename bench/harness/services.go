@@ -10,17 +10,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// StartRedis runs a private redis-server on a free loopback port, with no
-// persistence, for faults that must not touch the shared Redis (SIGSTOP,
-// kill). It returns the process and its redis:// URL.
-func StartRedis(ctx context.Context, dir, name, addr string) (*Process, string, error) {
+// StartRedis runs a private redis-server on addr (a free loopback port
+// when empty), with no persistence, pinned to cpus when not empty: for
+// faults that must not touch the shared Redis (SIGSTOP, kill), and for
+// load runs that keep Redis off the proxy's CPU. It returns the process
+// and its redis:// URL.
+func StartRedis(ctx context.Context, dir, name, addr, cpus string) (*Process, string, error) {
 	if addr == "" {
 		var err error
 		if addr, err = FreeAddr(); err != nil {
 			return nil, "", err
 		}
 	}
-	p, err := Start(dir, name, "", nil, "redis-server",
+	p, err := Start(dir, name, cpus, nil, "redis-server",
 		"--bind", "127.0.0.1", "--port", fmt.Sprint(Port(addr)), "--save", "", "--appendonly", "no",
 		"--dir", dir, "--dbfilename", filepath.Base(dir)+".rdb")
 	if err != nil {
@@ -126,4 +128,24 @@ func DeleteTopology(amqpURL string, s BordaSpec) {
 		_ = ch.ExchangeDelete(s.Exchange(), false, false)
 		ch.Close()
 	}
+}
+
+// PurgeQueue removes every ready message from queue and returns how many
+// it removed (the bench's own queues only, between rounds).
+func PurgeQueue(amqpURL, queue string) (int, error) {
+	conn, err := amqp.DialConfig(amqpURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		return 0, fmt.Errorf("dialing amqp: %w", err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return 0, fmt.Errorf("opening channel: %w", err)
+	}
+	defer ch.Close()
+	n, err := ch.QueuePurge(queue, false)
+	if err != nil {
+		return 0, fmt.Errorf("purging queue %s: %w", queue, err)
+	}
+	return n, nil
 }

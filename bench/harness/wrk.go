@@ -18,46 +18,113 @@ func WrkPath() string {
 	return p
 }
 
+// WrkRun is one closed-loop wrk run: one thread, Conns keep-alive
+// connections, for Duration (whole seconds, at least 1).
+type WrkRun struct {
+	URL      string
+	CPUs     string // taskset CPU list; empty: not pinned
+	Conns    int
+	Duration time.Duration
+	Script   string // path of a Lua script (-s), e.g. one that POSTs; empty: GET
+}
+
+// WrkResult is what wrk reported.
+type WrkResult struct {
+	RPS      float64 // requests per second over the run
+	Requests int64   // responses received
+	Bad      int64   // non-2xx/3xx responses plus socket errors
+	P50, P99 time.Duration
+}
+
 // Wrk runs wrk (one thread, conns connections, for d) against url, pinned
 // to cpus, and returns the requests per second it reports and the count of
 // non-2xx/3xx responses and socket errors. wrk's C event loop needs a
 // fraction of the CPU a Go client does, so on a small machine it keeps the
 // proxy under test, not the generator, the bottleneck.
 func Wrk(ctx context.Context, cpus string, conns int, d time.Duration, url string) (rps float64, bad int64, err error) {
-	argv := []string{WrkPath(), "-t1", "-c" + strconv.Itoa(conns), "-d" + strconv.Itoa(max(int(d.Seconds()), 1)) + "s", url}
-	if cpus != "" {
+	r, err := RunWrk(ctx, WrkRun{URL: url, CPUs: cpus, Conns: conns, Duration: d})
+	return r.RPS, r.Bad, err
+}
+
+// RunWrk runs w and parses wrk's report (with --latency, for p50/p99).
+// It returns an error when wrk fails or prints no Requests/sec line.
+func RunWrk(ctx context.Context, w WrkRun) (WrkResult, error) {
+	argv := []string{WrkPath(), "-t1", "-c" + strconv.Itoa(w.Conns), "-d" + strconv.Itoa(max(int(w.Duration.Seconds()), 1)) + "s", "--latency"}
+	if w.Script != "" {
+		argv = append(argv, "-s", w.Script)
+	}
+	argv = append(argv, w.URL)
+	if w.CPUs != "" {
 		if ts, err := exec.LookPath("taskset"); err == nil {
-			argv = append([]string{ts, "-c", cpus}, argv...)
+			argv = append([]string{ts, "-c", w.CPUs}, argv...)
 		}
 	}
 	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	if err != nil {
-		return 0, 0, fmt.Errorf("running wrk: %w: %s", err, out)
+		return WrkResult{}, fmt.Errorf("running wrk: %w: %s", err, out)
 	}
+	r := parseWrk(out)
+	if r.RPS == 0 {
+		return r, fmt.Errorf("running wrk: no Requests/sec in its output: %s", out)
+	}
+	return r, nil
+}
+
+func parseWrk(out []byte) WrkResult {
+	var r WrkResult
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
+		fields := strings.Fields(line)
 		switch {
 		case strings.HasPrefix(line, "Requests/sec:"):
-			rps, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "Requests/sec:")), 64)
+			r.RPS, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "Requests/sec:")), 64)
 		case strings.HasPrefix(line, "Non-2xx or 3xx responses:"):
 			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "Non-2xx or 3xx responses:")), 10, 64)
-			bad += n
+			r.Bad += n
 		case strings.HasPrefix(line, "Socket errors:"):
 			// Socket errors: connect 0, read 0, write 0, timeout 0
 			for _, f := range strings.Split(strings.TrimPrefix(line, "Socket errors:"), ",") {
 				parts := strings.Fields(f)
 				if len(parts) == 2 {
 					n, _ := strconv.ParseInt(parts[1], 10, 64)
-					bad += n
+					r.Bad += n
 				}
+			}
+		case len(fields) >= 3 && fields[1] == "requests" && fields[2] == "in":
+			// 123456 requests in 10.00s, 12.34MB read
+			r.Requests, _ = strconv.ParseInt(fields[0], 10, 64)
+		case len(fields) == 2 && (fields[0] == "50%" || fields[0] == "99%"):
+			d := parseWrkDuration(fields[1])
+			if fields[0] == "50%" {
+				r.P50 = d
+			} else {
+				r.P99 = d
 			}
 		}
 	}
-	if rps == 0 {
-		return 0, bad, fmt.Errorf("running wrk: no Requests/sec in its output: %s", out)
+	return r
+}
+
+// parseWrkDuration reads wrk's latency units: "635.91us", "1.17ms", "2.01s",
+// "1.50m".
+func parseWrkDuration(s string) time.Duration {
+	if strings.HasSuffix(s, "m") && !strings.HasSuffix(s, "ms") {
+		s = strings.TrimSuffix(s, "m") + "min"
 	}
-	return rps, bad, nil
+	for _, u := range []struct {
+		suffix string
+		unit   time.Duration
+	}{{"us", time.Microsecond}, {"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}} {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0
+			}
+			return time.Duration(f * float64(u.unit))
+		}
+	}
+	return 0
 }
 
 // StartNginxUpstream runs nginx as the bench's upstream: 200 with a

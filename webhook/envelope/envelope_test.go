@@ -64,3 +64,36 @@ func BenchmarkEncode10MB(b *testing.B) {
 		}
 	}
 }
+
+// FuzzEncodeMatchesJSONMarshal holds the hand-written encoder to
+// json.Marshal's bytes for any strings, headers and body.
+func FuzzEncodeMatchesJSONMarshal(f *testing.F) {
+	f.Add("id-1", "whatsapp", "application/json", "user-agent", "axios/1.7", []byte(`{"a":1}`), "messages-upsert", "apikey", int64(1767250200412000000))
+	f.Add("<&>\"id\"\u2028", "s\x00", "text/plain; charset=\xff", "x-a", "\t", []byte{}, "", "", int64(-1))
+	f.Fuzz(func(t *testing.T, id, source, contentType, hk, hv string, body []byte, event, redacted string, at int64) {
+		e := New(id, source, contentType, map[string]string{hk: hv, "content-type": contentType}, body, time.Unix(0, at))
+		e.Event = event
+		if redacted != "" {
+			e.Redacted, e.OriginalSHA256 = []string{redacted, "apikey"}, Digest([]byte(redacted))
+		}
+		want, wantErr := json.Marshal(e)
+		got, err := e.Encode()
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("Encode error %v, json.Marshal error %v", err, wantErr)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Encode =\n%q\nwant\n%q", got, want)
+		}
+	})
+}
+
+func BenchmarkEncode1KB(b *testing.B) {
+	e := New("escola-1:messages.upsert:3EB0C767D26A1D8E0A5C", "whatsapp", "application/json",
+		map[string]string{"user-agent": "axios/1.7.2", "content-type": "application/json"}, bytes.Repeat([]byte("x"), 1024), time.Now())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Encode(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

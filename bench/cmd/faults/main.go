@@ -81,7 +81,7 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 	dir, bordaBin, upAddr := setup.Dir, setup.Borda, setup.UpstreamAddr
 
 	redisAddr, _ := harness.FreeAddr()
-	redisProc, redisURL, err := harness.StartRedis(ctx, dir, "redis", redisAddr)
+	redisProc, redisURL, err := harness.StartRedis(ctx, dir, "redis", redisAddr, "")
 	if err != nil {
 		return fail(err)
 	}
@@ -129,7 +129,7 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 		{"redis-resumed", 1, func() error { return redisProc.Signal(syscall.SIGCONT) }},
 		{"redis-killed", 1, func() error { redisProc.Stop(time.Second); return nil }},
 		{"redis-back", 2, func() error {
-			p, _, err := harness.StartRedis(ctx, dir, "redis2", redisAddr)
+			p, _, err := harness.StartRedis(ctx, dir, "redis2", redisAddr, "")
 			if err == nil {
 				redisProc = p
 			}

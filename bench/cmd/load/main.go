@@ -66,7 +66,7 @@ func main() {
 	flag.StringVar(&o.proxyCPU, "proxy-cpu", "1", "CPU list the proxy under test is pinned to (taskset); empty: no pinning")
 	flag.StringVar(&o.clientCPU, "client-cpu", "0", "CPU list of the generator and the upstream")
 	flag.StringVar(&o.borda, "borda", "", "borda binary (default: go build ./cmd/borda)")
-	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "Redis for borda's rules and telemetry")
+	flag.StringVar(&o.redisURL, "redis", "", "Redis for borda's rules and telemetry (default: a private redis-server pinned to -client-cpu, off the proxy's CPU)")
 	flag.StringVar(&o.targets, "targets", "upstream,bare-go,nginx,borda,borda-3rules", "targets to measure, comma-separated (also: borda-notelemetry, the baseline of telemetry's cost)")
 	flag.StringVar(&o.out, "out", "", "also write the result table (Markdown) to this file")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of each borda target's first saturation run to DIR/<target>.pprof")
@@ -178,6 +178,18 @@ func run(ctx context.Context, o options) int {
 	if err := harness.WaitTCP(ctx, upAddr, 5*time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
 		return 1
+	}
+	if o.redisURL == "" {
+		// A private Redis on the client CPU: a shared, unpinned one is
+		// scheduled on the proxy's CPU part of the time and charges its
+		// Lua time to the proxy under test.
+		redisProc, url, err := harness.StartRedis(ctx, dir, "redis", "", o.clientCPU)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			return 1
+		}
+		defer redisProc.Stop(2 * time.Second)
+		o.redisURL = url
 	}
 	runID := fmt.Sprintf("bench%d", time.Now().UnixNano()%1e9)
 	prefix := "olp-dev:" + runID + ":"

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -23,7 +20,7 @@ func measure(ctx context.Context, o options, t *target) (sat, fixed loadgen.Resu
 		profiled = make(chan error, 1)
 		go func() {
 			time.Sleep(o.warmup)
-			profiled <- saveProfile(ctx, t.admin, o.sat, filepath.Join(o.profile, t.name+".pprof"))
+			profiled <- harness.SaveProfile(ctx, t.admin, o.sat, filepath.Join(o.profile, t.name+".pprof"))
 		}()
 	}
 	if o.gen == "wrk" {
@@ -68,33 +65,4 @@ func wrkSaturate(ctx context.Context, o options, url string) loadgen.Result {
 		res.Status[0] = bad // non-2xx/3xx or socket errors, as wrk counts them
 	}
 	return res
-}
-
-// saveProfile saves a CPU profile of d from the pprof endpoint at admin.
-func saveProfile(ctx context.Context, admin string, d time.Duration, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	secs := max(int(d.Seconds()), 1)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", admin, secs), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := (&http.Client{Timeout: d + 10*time.Second}).Do(req)
-	if err != nil {
-		return fmt.Errorf("fetching profile: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetching profile: %s", resp.Status)
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return fmt.Errorf("saving profile: %w", err)
-	}
-	return f.Close()
 }
