@@ -44,7 +44,8 @@ type Config struct {
 	// disables the admin listener.
 	AdminListen string `yaml:"admin_listen"`
 	// TrustedProxies lists the CIDRs (or bare IPs) of peers whose client-IP
-	// headers are believed. Empty: no peer is trusted.
+	// headers are believed. Empty: no peer is trusted. IPv4-mapped forms
+	// (::ffff:10.0.0.0/104) are read as IPv4 (10.0.0.0/8).
 	TrustedProxies []string `yaml:"trusted_proxies"`
 	// ClientIPHeader is the header a trusted peer sets with the client IP
 	// (X-Real-IP, CF-Connecting-IP). Empty: the rightmost untrusted

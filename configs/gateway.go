@@ -247,10 +247,21 @@ func (c *Config) validateGateway(p *problems) {
 	}
 }
 
+// parsePrefix reads a CIDR or a bare IP. Peers are compared as unmapped
+// addresses (an IPv4 client on a dual-stack socket is ::ffff:a.b.c.d), so
+// an IPv4-mapped CIDR ("::ffff:10.0.0.0/104") is turned into its IPv4 form
+// ("10.0.0.0/8"); one shorter than /96 also covers non-IPv4 addresses and
+// is refused.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if strings.Contains(s, "/") {
 		pfx, err := netip.ParsePrefix(s)
-		return pfx.Masked(), err
+		if err != nil || !pfx.Addr().Is4In6() {
+			return pfx.Masked(), err
+		}
+		if pfx.Bits() < 96 {
+			return netip.Prefix{}, fmt.Errorf("IPv4-mapped prefix %s is shorter than /96", s)
+		}
+		return netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96).Masked(), nil
 	}
 	a, err := netip.ParseAddr(s)
 	if err != nil {

@@ -29,6 +29,8 @@ routes:
 routes: [{name: a, hosts: ["a.*.org"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
 		{"bad trusted proxy", `
 trusted_proxies: ["10.0.0.0/33"]`, "trusted_proxies[0]"},
+		{"IPv4-mapped trusted proxy shorter than /96", `
+trusted_proxies: ["::ffff:0:0/95"]`, "trusted_proxies[0]"},
 	}
 	for _, tc := range tests {
 		_, err := Parse([]byte(tc.yaml), none)
@@ -44,5 +46,24 @@ routes:
 `
 	if _, err := Parse([]byte(ok), none); err != nil {
 		t.Errorf("valid config refused: %v", err)
+	}
+}
+
+// An IPv4-mapped CIDR in trusted_proxies never matched: peers are compared
+// unmapped (10.1.2.3), the prefix was kept mapped (::ffff:10.0.0.0/104).
+func TestTrustedProxiesIPv4MappedCIDRMatchesIPv4Peers(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte(`trusted_proxies: ["::ffff:10.0.0.0/104", "::ffff:192.0.2.7", "2001:db8::/32"]`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "192.0.2.7/32", "2001:db8::/32"}
+	if len(cfg.TrustedPrefixes) != len(want) {
+		t.Fatalf("TrustedPrefixes = %v, want %v", cfg.TrustedPrefixes, want)
+	}
+	for i, w := range want {
+		if got := cfg.TrustedPrefixes[i].String(); got != w {
+			t.Errorf("TrustedPrefixes[%d] = %s, want %s", i, got, w)
+		}
 	}
 }

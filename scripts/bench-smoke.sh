@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Short versions of the load, soak and fault benches (≤ 2 minutes together
+# Short versions of the load, ingress, soak and fault benches (≤ 2 minutes together
 # on 2 CPUs, once built), so the harness never rots. CI calls this from
 # .ci/run; the full runs are in docs/performance.md and docs/reliability.md.
 #
@@ -8,7 +8,7 @@
 # bench's reference row and upstream (skipped, and said so, when missing),
 # and wrk for its saturation figures (else its Go generator is used). Load
 # figures never fail CI (they depend on the machine); the soak's flatness
-# and the accounting of the soak and fault benches (lost = 0) do.
+# and the accounting of the ingress, soak and fault benches (lost = 0) do.
 # BORDA_BIN=path reuses an already built borda.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +24,7 @@ fi
 go build -o "$work/load" ./bench/cmd/load
 go build -o "$work/soak" ./bench/cmd/soak
 go build -o "$work/faults" ./bench/cmd/faults
+go build -o "$work/ingress" ./bench/cmd/ingress
 
 targets=upstream,bare-go,nginx,borda,borda-3rules
 if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
@@ -34,6 +35,8 @@ fi
 start=$SECONDS
 echo "bench-smoke: load"
 timeout 90 "$work/load" -ci -borda "$borda" -targets "$targets"
+echo "bench-smoke: ingress"
+timeout 60 "$work/ingress" -ci -borda "$borda"
 echo "bench-smoke: soak"
 timeout 120 "$work/soak" -ci -borda "$borda"
 echo "bench-smoke: faults"
