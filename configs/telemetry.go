@@ -17,8 +17,10 @@ type Telemetry struct {
 	// AggregateEvery is the period of the aggregation inside `borda serve`
 	// when database.url is set (default 1h).
 	AggregateEvery Duration `yaml:"aggregate_every"`
-	// QueueSize bounds the events waiting to be flushed (default 65536);
-	// beyond it events are dropped and counted.
+	// QueueSize bounds the events waiting to be folded into the next batch
+	// (default 65536); beyond it events are dropped and counted. The queue
+	// is emptied every 20 ms, so it must hold 20 ms of peak traffic
+	// (65536 holds 3 million requests a second).
 	QueueSize int `yaml:"queue_size"`
 	// FlushEvery is the longest an event waits before its batch is written
 	// (default 1s).

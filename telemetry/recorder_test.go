@@ -339,3 +339,27 @@ func TestRecordDoesNotAllocate(t *testing.T) {
 		t.Errorf("Record: %v allocs per call, want 0", n)
 	}
 }
+
+// fold emptied the queue until it found it empty: producers that kept it
+// from emptying kept the flusher from its flush tick, so batches waited
+// past telemetry.flush_every. It now takes only what was queued when it
+// started.
+func TestFoldDoesNotStarveTheFlushTickWhileProducersKeepUp(t *testing.T) {
+	t.Parallel()
+	r, _ := newTestRecorder(t, testConfig(100), keyspace.MustNew("olp-dev:t:"), &memSink{})
+	for range 10 {
+		r.events <- Event{Route: "portal", Path: "/x"} // zero Time: folding calls r.now
+	}
+	r.now = func() time.Time { // a producer as fast as the folder: one new event per event folded
+		select {
+		case r.events <- Event{Route: "portal", Path: "/y"}:
+		default:
+		}
+		return time.Now()
+	}
+	b := newBatch(10)
+	r.fold(t.Context(), b)
+	if b.events != 10 {
+		t.Fatalf("fold took %d events, want the 10 queued when it started", b.events)
+	}
+}

@@ -120,10 +120,10 @@ Requests/sec:   6975.12
 Transfer/sec:      1.07MB
 `)
 	r := parseWrk(out)
-	if r.RPS != 6975.12 || r.Requests != 13952 || r.Bad != 7 || r.P50 != 8800*time.Microsecond || r.P99 != 20010*time.Microsecond {
+	if r.RPS != 6975.12 || r.Requests != 13952 || r.Non2xx != 4 || r.SocketErrors != 3 || r.Bad != 7 || r.P50 != 8800*time.Microsecond || r.P99 != 20010*time.Microsecond {
 		t.Fatalf("parseWrk = %+v", r)
 	}
-	for in, want := range map[string]time.Duration{"635.91us": 635910 * time.Nanosecond, "2.00s": 2 * time.Second, "1.50m": 90 * time.Second} {
+	for in, want := range map[string]time.Duration{"635.91us": 635910 * time.Nanosecond, "2.01ms": 2010 * time.Microsecond, "2.00s": 2 * time.Second, "1.50m": 90 * time.Second, "1.00h": time.Hour} {
 		if got := parseWrkDuration(in); got != want {
 			t.Errorf("parseWrkDuration(%q) = %v, want %v", in, got, want)
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -30,10 +31,12 @@ type WrkRun struct {
 
 // WrkResult is what wrk reported.
 type WrkResult struct {
-	RPS      float64 // requests per second over the run
-	Requests int64   // responses received
-	Bad      int64   // non-2xx/3xx responses plus socket errors
-	P50, P99 time.Duration
+	RPS          float64 // requests per second over the run
+	Requests     int64   // responses received
+	Non2xx       int64   // responses other than 2xx/3xx
+	SocketErrors int64   // connect, read, write and timeout errors (a timeout may still complete)
+	Bad          int64   // Non2xx + SocketErrors
+	P50, P99     time.Duration
 }
 
 // Wrk runs wrk (one thread, conns connections, for d) against url, pinned
@@ -80,15 +83,14 @@ func parseWrk(out []byte) WrkResult {
 		case strings.HasPrefix(line, "Requests/sec:"):
 			r.RPS, _ = strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, "Requests/sec:")), 64)
 		case strings.HasPrefix(line, "Non-2xx or 3xx responses:"):
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "Non-2xx or 3xx responses:")), 10, 64)
-			r.Bad += n
+			r.Non2xx, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "Non-2xx or 3xx responses:")), 10, 64)
 		case strings.HasPrefix(line, "Socket errors:"):
 			// Socket errors: connect 0, read 0, write 0, timeout 0
 			for _, f := range strings.Split(strings.TrimPrefix(line, "Socket errors:"), ",") {
 				parts := strings.Fields(f)
 				if len(parts) == 2 {
 					n, _ := strconv.ParseInt(parts[1], 10, 64)
-					r.Bad += n
+					r.SocketErrors += n
 				}
 			}
 		case len(fields) >= 3 && fields[1] == "requests" && fields[2] == "in":
@@ -103,11 +105,12 @@ func parseWrk(out []byte) WrkResult {
 			}
 		}
 	}
+	r.Bad = r.Non2xx + r.SocketErrors
 	return r
 }
 
 // parseWrkDuration reads wrk's latency units: "635.91us", "1.17ms", "2.01s",
-// "1.50m".
+// "1.50m", "1.00h" (rounded to the nanosecond).
 func parseWrkDuration(s string) time.Duration {
 	if strings.HasSuffix(s, "m") && !strings.HasSuffix(s, "ms") {
 		s = strings.TrimSuffix(s, "m") + "min"
@@ -115,13 +118,13 @@ func parseWrkDuration(s string) time.Duration {
 	for _, u := range []struct {
 		suffix string
 		unit   time.Duration
-	}{{"us", time.Microsecond}, {"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}} {
+	}{{"us", time.Microsecond}, {"ms", time.Millisecond}, {"min", time.Minute}, {"s", time.Second}, {"h", time.Hour}} {
 		if v, ok := strings.CutSuffix(s, u.suffix); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			if err != nil {
 				return 0
 			}
-			return time.Duration(f * float64(u.unit))
+			return time.Duration(math.Round(f * float64(u.unit)))
 		}
 	}
 	return 0

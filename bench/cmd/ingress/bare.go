@@ -43,17 +43,38 @@ func barePublish(ctx context.Context, amqpURL, exchange, key string, body []byte
 	if err := ch.Confirm(false); err != nil {
 		return bareResult{}, fmt.Errorf("bare publisher: %w", err)
 	}
-	returns := ch.NotifyReturn(make(chan amqp.Return, 1))
-	sem := make(chan struct{}, inFlight)
 	var (
 		mu      sync.Mutex
 		lat     []time.Duration
 		failure error
 		wg      sync.WaitGroup
 	)
+	fail := func(err error) {
+		mu.Lock()
+		if failure == nil {
+			failure = err
+		}
+		mu.Unlock()
+	}
+	// Read returns as they come: amqp091-go delivers them from its reader
+	// goroutine, which would block (and with it every confirm) on a full
+	// buffer nobody reads.
+	returns := ch.NotifyReturn(make(chan amqp.Return, inFlight))
+	returnsDone := make(chan struct{})
+	go func() {
+		defer close(returnsDone)
+		for r := range returns { // closed when the channel closes
+			fail(fmt.Errorf("bare publisher: message returned (%d %s)", r.ReplyCode, r.ReplyText))
+		}
+	}()
+	sem := make(chan struct{}, inFlight)
 	start := time.Now()
 	for i := 0; time.Since(start) < d && ctx.Err() == nil; i++ {
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
 		t0 := time.Now()
 		dc, err := ch.PublishWithDeferredConfirm(exchange, key, true, false, amqp.Publishing{
 			DeliveryMode: amqp.Persistent, ContentType: "application/json", MessageId: fmt.Sprint("bare-", i), Body: body})
@@ -63,25 +84,27 @@ func barePublish(ctx context.Context, amqpURL, exchange, key string, body []byte
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			acked := dc.Wait()
+			defer func() { <-sem }()
+			acked, err := dc.WaitContext(ctx)
 			took := time.Since(t0)
-			mu.Lock()
-			if acked {
+			switch {
+			case err != nil:
+				fail(fmt.Errorf("bare publisher: waiting for a confirm: %w", err))
+			case !acked:
+				fail(fmt.Errorf("bare publisher: nack"))
+			default:
+				mu.Lock()
 				lat = append(lat, took)
-			} else if failure == nil {
-				failure = fmt.Errorf("bare publisher: nack")
+				mu.Unlock()
 			}
-			mu.Unlock()
-			<-sem
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	select {
-	case r := <-returns:
-		return bareResult{}, fmt.Errorf("bare publisher: message returned (%d %s)", r.ReplyCode, r.ReplyText)
-	default:
-	}
+	_ = ch.Close() // every return was read before its ack; this ends the reader
+	<-returnsDone
+	mu.Lock()
+	defer mu.Unlock()
 	if failure != nil {
 		return bareResult{}, failure
 	}

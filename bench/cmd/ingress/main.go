@@ -158,8 +158,8 @@ func run(ctx context.Context, o options) int {
 				fmt.Printf("profile: %s (go tool pprof -top %[1]s)\n", o.profile)
 			}
 		}
-		r.confirmed = r.sat.Requests - r.sat.Bad
-		r.bad = r.sat.Bad
+		r.confirmed = r.sat.Requests - r.sat.Non2xx // a socket error is not a response: never counted as confirmed
+		r.bad = r.sat.Non2xx + r.sat.SocketErrors
 		r.fixed = loadgen.FixedClassify(ctx, client, webhookload.PaddedRequest(url, spec.Token, run+"-fixed", o.pad), webhookload.Classify, o.rate, 4*o.conns, 0, o.fixed)
 		r.confirmed += r.fixed.Classes[webhookload.Confirmed]
 		r.bad += r.fixed.Requests - r.fixed.Classes[webhookload.Confirmed] + r.fixed.Errors
@@ -206,7 +206,8 @@ func saturate(ctx context.Context, o options, dir, url, token, run string) (harn
 	}
 	c := loadgen.NewClient(o.conns, 10*time.Second)
 	res := loadgen.Saturate(ctx, c, webhookload.PaddedRequest(url, token, run, o.pad), o.conns, 0, o.sat)
-	return harness.WrkResult{RPS: res.RPS(), Requests: res.Requests, Bad: res.Requests - res.Status[200] + res.Errors,
+	non2xx := res.Requests - res.Status[200] // Requests counts responses only
+	return harness.WrkResult{RPS: res.RPS(), Requests: res.Requests, Non2xx: non2xx, SocketErrors: res.Errors, Bad: non2xx + res.Errors,
 		P50: res.Latencies.Quantile(0.5), P99: res.Latencies.Quantile(0.99)}, nil
 }
 
