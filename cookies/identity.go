@@ -64,6 +64,8 @@ type Verifier struct {
 	userClaim   []string
 	escolaClaim []string
 	cancel      context.CancelFunc
+	cache       *verifiedCache
+	now         func() time.Time // the parser's clock too
 }
 
 // NewVerifier builds the Verifier of cfg, or returns nil (no error) when
@@ -90,6 +92,8 @@ func NewVerifier(ctx context.Context, cfg configs.Auth, refresh time.Duration, l
 		userClaim:   strings.Split(cfg.UserClaim, "."),
 		escolaClaim: strings.Split(cfg.EscolaClaim, "."),
 		cancel:      func() {},
+		cache:       newVerifiedCache(cfg.Leeway.D()),
+		now:         time.Now,
 	}
 	if secret != "" {
 		v.secret = []byte(secret)
@@ -118,6 +122,7 @@ func NewVerifier(ctx context.Context, cfg configs.Auth, refresh time.Duration, l
 		jwt.WithValidMethods(methods),
 		jwt.WithLeeway(cfg.Leeway.D()),
 		jwt.WithJSONNumber(),
+		jwt.WithTimeFunc(func() time.Time { return v.now() }),
 	}
 	if cfg.Issuer != "" {
 		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
@@ -176,9 +181,18 @@ func (v *Verifier) FromRequest(h http.Header) (Identity, bool) {
 // escola claims (strings or JSON numbers; dotted paths walk nested
 // objects). Any failure, or a token without the user claim, returns the
 // anonymous Identity and false. Verify never does network I/O.
+//
+// A token that verified is remembered (by its SHA-256) until its exp plus
+// the leeway, and at most one minute, so the signature of a session's
+// token is not checked on every request; tokens that fail are checked
+// every time.
 func (v *Verifier) Verify(token string) (Identity, bool) {
 	if v == nil || token == "" || len(token) > maxTokenBytes {
 		return Identity{}, false
+	}
+	now := v.now()
+	if id, ok := v.cache.get(token, now); ok {
+		return id, true
 	}
 	claims := jwt.MapClaims{}
 	if _, err := v.parser.ParseWithClaims(token, claims, v.key); err != nil {
@@ -188,6 +202,7 @@ func (v *Verifier) Verify(token string) (Identity, bool) {
 	if id.UserID == "" {
 		return Identity{}, false
 	}
+	v.cache.add(token, id, claims, now)
 	return id, true
 }
 

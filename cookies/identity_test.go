@@ -175,3 +175,89 @@ func FuzzVerify(f *testing.F) {
 		_, _ = v.FromRequest(http.Header{"Cookie": {"olp_auth=" + token}, "Authorization": {token}})
 	})
 }
+
+// A verified token is served from the cache: its signature is not checked
+// again (here the secret changes under it) until the cache's minute ends.
+func TestVerifiedTokenIsCachedForAtMostAMinute(t *testing.T) {
+	t.Parallel()
+	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	now := time.Now()
+	v.now = func() time.Time { return now }
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u1", "exp": now.Add(time.Hour).Unix()}, "")
+	if _, ok := v.Verify(tok); !ok {
+		t.Fatal("first Verify failed")
+	}
+	v.secret = []byte("rotated")
+	if id, ok := v.Verify(tok); !ok || id.UserID != "u1" {
+		t.Fatalf("cached Verify = %+v %v, want u1 from the cache", id, ok)
+	}
+	now = now.Add(verifiedCacheTTL + time.Second)
+	if _, ok := v.Verify(tok); ok {
+		t.Fatal("Verify after the cache's minute still accepted a token the new secret does not verify")
+	}
+}
+
+// A cached token is refused once its exp plus the leeway has passed, even
+// within the cache's minute.
+func TestCachedTokenEndsAtItsExpiry(t *testing.T) {
+	t.Parallel()
+	v, err := NewVerifier(context.Background(), authConfig(), 0, nil) // leeway 30 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	start := time.Now().Truncate(time.Second)
+	now := start
+	v.now = func() time.Time { return now }
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u1", "exp": start.Add(20 * time.Second).Unix()}, "")
+	if _, ok := v.Verify(tok); !ok {
+		t.Fatal("first Verify failed")
+	}
+	now = start.Add(49 * time.Second)
+	if _, ok := v.Verify(tok); !ok {
+		t.Fatal("Verify within exp + leeway refused")
+	}
+	now = start.Add(51 * time.Second)
+	if _, ok := v.Verify(tok); ok {
+		t.Fatal("Verify past exp + leeway accepted")
+	}
+}
+
+func BenchmarkVerifyHS256(b *testing.B) {
+	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer v.Close()
+	claims := func(i int) jwt.MapClaims {
+		return jwt.MapClaims{"sub": fmt.Sprint("u", i), "exp": time.Now().Add(time.Hour).Unix(), "app_metadata": map[string]any{"escola_id": "e9"}}
+	}
+	b.Run("cached", func(b *testing.B) {
+		tok := sign(b, jwt.SigningMethodHS256, []byte(secret), claims(0), "")
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := v.Verify(tok); !ok {
+				b.Fatal("not verified")
+			}
+		}
+	})
+	b.Run("first-time", func(b *testing.B) {
+		toks := make([]string, 4096)
+		for i := range toks {
+			toks[i] = sign(b, jwt.SigningMethodHS256, []byte(secret), claims(i+1), "")
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			v.cache.lru.Purge() // every call verifies
+			if _, ok := v.Verify(toks[i%len(toks)]); !ok {
+				b.Fatal("not verified")
+			}
+			i++
+		}
+	})
+}
