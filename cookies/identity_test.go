@@ -26,6 +26,18 @@ func authConfig() configs.Auth {
 	return configs.Auth{UserClaim: "sub", EscolaClaim: "app_metadata.escola_id", Leeway: configs.Duration(30 * time.Second), JWTSecret: secret}
 }
 
+// newHS256Verifier returns the Verifier of authConfig, closed at the end
+// of the test.
+func newHS256Verifier(t testing.TB) *Verifier {
+	t.Helper()
+	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	return v
+}
+
 func sign(t testing.TB, m jwt.SigningMethod, key any, claims jwt.MapClaims, kid string) string {
 	t.Helper()
 	tok := jwt.NewWithClaims(m, claims)
@@ -41,11 +53,7 @@ func sign(t testing.TB, m jwt.SigningMethod, key any, claims jwt.MapClaims, kid 
 
 func TestVerifyHS256(t *testing.T) {
 	t.Parallel()
-	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := newHS256Verifier(t)
 	now := time.Now()
 	key := []byte(secret)
 	tests := []struct {
@@ -180,11 +188,7 @@ func FuzzVerify(f *testing.F) {
 // again (here the secret changes under it) until the cache's minute ends.
 func TestVerifiedTokenIsCachedForAtMostAMinute(t *testing.T) {
 	t.Parallel()
-	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := newHS256Verifier(t)
 	now := time.Now()
 	v.now = func() time.Time { return now }
 	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u1", "exp": now.Add(time.Hour).Unix()}, "")
@@ -205,11 +209,7 @@ func TestVerifiedTokenIsCachedForAtMostAMinute(t *testing.T) {
 // within the cache's minute.
 func TestCachedTokenEndsAtItsExpiry(t *testing.T) {
 	t.Parallel()
-	v, err := NewVerifier(context.Background(), authConfig(), 0, nil) // leeway 30 s
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer v.Close()
+	v := newHS256Verifier(t) // leeway 30 s
 	start := time.Now().Truncate(time.Second)
 	now := start
 	v.now = func() time.Time { return now }
@@ -228,11 +228,7 @@ func TestCachedTokenEndsAtItsExpiry(t *testing.T) {
 }
 
 func BenchmarkVerifyHS256(b *testing.B) {
-	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer v.Close()
+	v := newHS256Verifier(b)
 	claims := func(i int) jwt.MapClaims {
 		return jwt.MapClaims{"sub": fmt.Sprint("u", i), "exp": time.Now().Add(time.Hour).Unix(), "app_metadata": map[string]any{"escola_id": "e9"}}
 	}

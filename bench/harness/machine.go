@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -62,4 +63,18 @@ func Machine() string {
 		kernel = b.String()
 	}
 	return fmt.Sprintf("%d CPUs (%s), Linux %s, %s", cpus, model, kernel, runtime.Version())
+}
+
+// Median returns the median of v (the mean of the two middle values for
+// an even count; 0 for none), sorting v in place. Bench commands report
+// the median of their rounds, so one noisy round moves nothing.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }

@@ -91,21 +91,31 @@ func KeysWithoutTTL(ctx context.Context, redisURL, prefix string) (int, error) {
 // QueueDepth returns the number of ready messages in queue (a passive
 // declare: it never creates the queue).
 func QueueDepth(amqpURL, queue string) (int, error) {
+	n := 0
+	err := withChannel(amqpURL, func(ch *amqp.Channel) error {
+		q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
+		if err != nil {
+			return fmt.Errorf("inspecting queue %s: %w", queue, err)
+		}
+		n = q.Messages
+		return nil
+	})
+	return n, err
+}
+
+// withChannel runs fn on a channel of a short-lived connection to amqpURL.
+func withChannel(amqpURL string, fn func(*amqp.Channel) error) error {
 	conn, err := amqp.DialConfig(amqpURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
-		return 0, fmt.Errorf("dialing amqp: %w", err)
+		return fmt.Errorf("dialing amqp: %w", err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		return 0, fmt.Errorf("opening channel: %w", err)
+		return fmt.Errorf("opening channel: %w", err)
 	}
 	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, false, false, false, false, nil)
-	if err != nil {
-		return 0, fmt.Errorf("inspecting queue %s: %w", queue, err)
-	}
-	return q.Messages, nil
+	return fn(ch)
 }
 
 // DeleteTopology deletes the queues and the exchange a bench run declared
@@ -133,19 +143,13 @@ func DeleteTopology(amqpURL string, s BordaSpec) {
 // PurgeQueue removes every ready message from queue and returns how many
 // it removed (the bench's own queues only, between rounds).
 func PurgeQueue(amqpURL, queue string) (int, error) {
-	conn, err := amqp.DialConfig(amqpURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
-	if err != nil {
-		return 0, fmt.Errorf("dialing amqp: %w", err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return 0, fmt.Errorf("opening channel: %w", err)
-	}
-	defer ch.Close()
-	n, err := ch.QueuePurge(queue, false)
-	if err != nil {
-		return 0, fmt.Errorf("purging queue %s: %w", queue, err)
-	}
-	return n, nil
+	n := 0
+	err := withChannel(amqpURL, func(ch *amqp.Channel) error {
+		var err error
+		if n, err = ch.QueuePurge(queue, false); err != nil {
+			return fmt.Errorf("purging queue %s: %w", queue, err)
+		}
+		return nil
+	})
+	return n, err
 }

@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -218,11 +217,7 @@ func report(rs []round, o options) (string, bool) {
 		for _, r := range rs {
 			v = append(v, f(r))
 		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+		return harness.Median(v)
 	}
 	dur := func(f func(round) time.Duration) time.Duration {
 		return time.Duration(med(func(r round) float64 { return float64(f(r)) }))

@@ -32,7 +32,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -113,7 +112,7 @@ func (t *target) rps() float64 {
 	for _, r := range t.rounds {
 		v = append(v, r[0].RPS())
 	}
-	return median(v)
+	return harness.Median(v)
 }
 
 // latency is the median over the rounds of the q-quantile at the fixed rate.
@@ -122,18 +121,7 @@ func (t *target) latency(q float64) time.Duration {
 	for _, r := range t.rounds {
 		v = append(v, float64(r[1].Latencies.Quantile(q)))
 	}
-	return time.Duration(median(v))
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	if len(v)%2 == 1 {
-		return v[len(v)/2]
-	}
-	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	return time.Duration(harness.Median(v))
 }
 
 func run(ctx context.Context, o options) int {
