@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/servicetest"
 )
 
 func TestBordaSpecWritesValidConfig(t *testing.T) {
@@ -138,5 +141,37 @@ func TestMedian(t *testing.T) {
 		if got := Median(tc.in); got != tc.want {
 			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// DeleteTopology ignored every error: a delete that RabbitMQ failed left
+// the run's queues and exchange behind without a word.
+func TestDeleteTopologyChecksEverythingIsGone(t *testing.T) {
+	url := servicetest.AMQPURL(t)
+	spec := BordaSpec{Name: "bench-harness-" + servicetest.Name(t)}
+	err := withChannel(url, func(ch *amqp.Channel) error {
+		if err := ch.ExchangeDeclare(spec.Exchange(), "topic", true, false, false, false, nil); err != nil {
+			return err
+		}
+		for _, q := range []string{spec.ForwardQueue(), spec.DLQ()} {
+			if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := DeleteTopology(url, spec); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	for _, q := range []string{spec.ForwardQueue(), spec.DLQ()} {
+		if _, err := QueueDepth(url, q); err == nil {
+			t.Errorf("queue %s still exists", q)
+		}
+	}
+	if left := DeleteTopology(url, spec); len(left) != 0 { // nothing there: nothing left, no error
+		t.Fatalf("second DeleteTopology: left %v", left)
 	}
 }

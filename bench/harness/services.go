@@ -2,8 +2,10 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -118,26 +120,52 @@ func withChannel(amqpURL string, fn func(*amqp.Channel) error) error {
 	return fn(ch)
 }
 
-// DeleteTopology deletes the queues and the exchange a bench run declared
-// (errors ignored: a queue may not exist when serve never started).
-func DeleteTopology(amqpURL string, s BordaSpec) {
-	conn, err := amqp.DialConfig(amqpURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
-	if err != nil {
-		return
-	}
-	defer conn.Close()
+// DeleteTopology deletes the queues and the exchange a bench run declared,
+// retrying each delete (RabbitMQ 3.10 has been seen failing a delete right
+// after a quorum queue's deletion crashed its log writer) and checking with
+// a passive declare that it is gone. A queue that never existed (serve
+// never started) is not an error. It returns the names still there, and
+// prints a warning with the command that removes them.
+func DeleteTopology(amqpURL string, s BordaSpec) []string {
+	var left []string
 	for _, q := range append([]string{s.ForwardQueue(), s.EventsQueue(), s.DLQ()}, s.RetryQueues()...) {
-		ch, err := conn.Channel() // a failed delete closes the channel
-		if err != nil {
-			return
+		if !deleted(amqpURL, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err },
+			func(ch *amqp.Channel) error {
+				_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
+				return err
+			}) {
+			left = append(left, "queue "+q)
 		}
-		_, _ = ch.QueueDelete(q, false, false, false)
-		ch.Close()
 	}
-	if ch, err := conn.Channel(); err == nil {
-		_ = ch.ExchangeDelete(s.Exchange(), false, false)
-		ch.Close()
+	ex := s.Exchange()
+	if !deleted(amqpURL, func(ch *amqp.Channel) error { return ch.ExchangeDelete(ex, false, false) },
+		func(ch *amqp.Channel) error {
+			return ch.ExchangeDeclarePassive(ex, "topic", false, false, false, false, nil)
+		}) {
+		left = append(left, "exchange "+ex)
 	}
+	if len(left) > 0 {
+		fmt.Printf("WARNING: could not delete %s; remove by hand: rabbitmqctl delete_queue NAME / rabbitmqadmin delete exchange name=NAME\n",
+			strings.Join(left, ", "))
+	}
+	return left
+}
+
+// deleted runs del until exists reports the entity gone (a 404 closes the
+// channel: each try gets a fresh one), three tries at most.
+func deleted(amqpURL string, del, exists func(*amqp.Channel) error) bool {
+	for try := range 3 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 500 * time.Millisecond)
+		}
+		_ = withChannel(amqpURL, del)
+		err := withChannel(amqpURL, exists)
+		var ae *amqp.Error
+		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
+			return true
+		}
+	}
+	return false
 }
 
 // PurgeQueue removes every ready message from queue and returns how many

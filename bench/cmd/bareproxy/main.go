@@ -4,7 +4,11 @@
 // compression) and a pooled 32 KiB copy buffer. Nothing else: no routing,
 // no middleware. It is what Borda's proxy path is compared with.
 //
-//	bareproxy -listen 127.0.0.1:18001 -upstream http://127.0.0.1:18000
+//	bareproxy -listen 127.0.0.1:18001 -upstream http://127.0.0.1:18000 [-pprof 127.0.0.1:18002]
+//
+// -pprof serves net/http/pprof on its own listener, so the load bench can
+// profile the baseline the way it profiles borda (go run ./bench/cmd/load
+// -profile DIR).
 package main
 
 import (
@@ -13,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	_ "net/http/pprof" // on http.DefaultServeMux, served only with -pprof
 	"net/url"
 	"os"
 	"sync"
@@ -27,7 +32,16 @@ func (b *bufferPool) Put(v []byte) { b.p.Put(&v) }
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on (loopback)")
 	upstream := flag.String("upstream", "", "upstream base URL")
+	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address (loopback); empty: off")
 	flag.Parse()
+	if *pprofAddr != "" {
+		go func() {
+			srv := &http.Server{Addr: *pprofAddr, ReadHeaderTimeout: 5 * time.Second}
+			if err := srv.ListenAndServe(); err != nil {
+				fmt.Fprintln(os.Stderr, "bareproxy: pprof:", err)
+			}
+		}()
+	}
 	target, err := url.Parse(*upstream)
 	if err != nil || target.Host == "" {
 		fmt.Fprintln(os.Stderr, "bareproxy: -upstream must be an absolute URL")

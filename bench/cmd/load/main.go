@@ -68,7 +68,7 @@ func main() {
 	flag.StringVar(&o.redisURL, "redis", "", "Redis for borda's rules and telemetry (default: a private redis-server pinned to -client-cpu, off the proxy's CPU)")
 	flag.StringVar(&o.targets, "targets", "upstream,bare-go,nginx,borda,borda-3rules", "targets to measure, comma-separated (also: borda-notelemetry, the baseline of telemetry's cost)")
 	flag.StringVar(&o.out, "out", "", "also write the result table (Markdown) to this file")
-	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of each borda target's first saturation run to DIR/<target>.pprof")
+	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of each Go proxy's (bare-go, borda…) first saturation run to DIR/<target>.pprof")
 	flag.StringVar(&o.gen, "gen", "auto", "saturation generator: wrk, go, or auto (wrk when installed: it leaves more of a small machine to the proxy)")
 	flag.StringVar(&o.upstream, "upstream", "auto", "upstream server: nginx (static 200), go (bench/cmd/upstream), or auto (nginx when installed)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target ratio is missed")
@@ -101,7 +101,7 @@ func main() {
 type target struct {
 	name   string
 	url    string
-	admin  string              // borda's admin listener, for profiles
+	admin  string              // pprof base URL (borda admin listener, bareproxy -pprof), for profiles
 	rounds [][2]loadgen.Result // per round: saturation, fixed rate
 	err    error
 }
@@ -249,8 +249,10 @@ func startTarget(ctx context.Context, dir string, bins map[string]string, o opti
 		t.url = "http://" + upAddr + "/api/items/123"
 		return func() {}, nil
 	case "bare-go":
+		pprofAddr, _ := harness.FreeAddr()
+		t.admin = "http://" + pprofAddr // profiled like borda with -profile
 		p, err = harness.Start(dir, "bareproxy", o.proxyCPU, []string{"GOMAXPROCS=" + cpuCount(o.proxyCPU)},
-			bins["./bench/cmd/bareproxy"], "-listen", addr, "-upstream", "http://"+upAddr)
+			bins["./bench/cmd/bareproxy"], "-listen", addr, "-upstream", "http://"+upAddr, "-pprof", pprofAddr)
 	case "nginx":
 		p, err = harness.StartNginx(dir, o.proxyCPU, addr, upAddr)
 	case "borda", "borda-3rules", "borda-notelemetry":
