@@ -38,14 +38,22 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		ex := &exchange{start: time.Now()}
 		ex.w.reset(w)
 		ex.id = requestID(r.Header.Get("X-Request-Id"))
-		r.Header["X-Request-Id"] = []string{ex.id}
+		id := []string{ex.id} // one value slice for both maps (cap 1: an append copies)
+		r.Header["X-Request-Id"] = id
 		h := w.Header()
-		h["X-Request-Id"] = []string{ex.id}
+		h["X-Request-Id"] = id
 		if s.draining.Load() {
 			h["Connection"] = []string{"close"}
 		}
 		ex.client, ex.trusted = s.ip.resolve(r.RemoteAddr, r.Header)
-		ex.subjectIP = s.ip.subject(ex.client)
+		ex.clientStr = "unknown"
+		if ex.client.IsValid() {
+			ex.clientStr = ex.client.String() // once: logs, headers and IPv4 subjects reuse it
+		}
+		ex.subjectIP = ex.clientStr
+		if ex.client.Is6() {
+			ex.subjectIP = s.ip.subject(ex.client)
+		}
 		r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 		defer s.finish(ex, r)
 		next.ServeHTTP(&ex.w, r)
@@ -104,7 +112,7 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 		slog.Int("status", status),
 		slog.Float64("duration_s", dur.Seconds()),
 		slog.Int64("bytes", ex.w.bytes),
-		slog.String("client_ip", ex.client.String()),
+		slog.String("client_ip", ex.clientStr),
 		slog.String("request_id", ex.id),
 	)
 	if tid := traceID(r.Header.Get("Traceparent")); tid != "" {
@@ -227,3 +235,6 @@ func (s *Server) limit(next http.Handler) http.Handler {
 // headerWouldBlock marks a request an observe-mode rule would have
 // blocked, on the response and on the request to the upstream.
 const headerWouldBlock = "X-RateLimit-Would-Block"
+
+// wouldBlockKey is headerWouldBlock as net/http stores it in a Header map.
+var wouldBlockKey = http.CanonicalHeaderKey(headerWouldBlock)

@@ -2,8 +2,9 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
+	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -19,6 +20,7 @@ type exchange struct {
 	start     time.Time
 	id        string     // X-Request-Id
 	client    netip.Addr // client IP (design.md §3)
+	clientStr string     // client.String(), or "unknown": set once by observe
 	trusted   bool       // the direct peer is a trusted proxy
 	subjectIP string     // client IP as rate-limit subject (IPv6 by prefix)
 	route     *Route     // nil: webhook or no route
@@ -47,7 +49,9 @@ const maxRequestIDBytes = 128
 
 // requestID returns the client's X-Request-Id when it is a sane token
 // (1-128 visible ASCII characters, no spaces, quotes or commas), else a
-// new random 128-bit hex id.
+// new random 128-bit hex id. The id is unpredictable (math/rand/v2's
+// top-level generator is ChaCha8, seeded from the OS at start) but not a
+// secret, so it does not pay crypto/rand's system call per request.
 func requestID(v string) string {
 	if v != "" && len(v) <= maxRequestIDBytes {
 		ok := true
@@ -62,7 +66,8 @@ func requestID(v string) string {
 		}
 	}
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	return hex.EncodeToString(b[:])
 }
 

@@ -109,9 +109,9 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	h := out.Header
 	p.s.setForwarded(h, in, ex)
 	h["X-Request-Id"] = []string{ex.id}
-	h.Del(headerWouldBlock)
+	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {
-		h.Set(headerWouldBlock, "true")
+		h[wouldBlockKey] = []string{"true"}
 	}
 	cookies.ApplyRequest(h, rt.forward)
 }
@@ -122,9 +122,12 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 // from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are
 // believed, and the client IP comes from its headers (clientIP).
 func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
-	ip := "unknown"
-	if ex.client.IsValid() {
-		ip = ex.client.String()
+	ip := ex.clientStr
+	if ip == "" { // an exchange built outside observe (tests)
+		ip = "unknown"
+		if ex.client.IsValid() {
+			ip = ex.client.String()
+		}
 	}
 	proto := "http"
 	if in.TLS != nil {
@@ -151,11 +154,16 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
 		}
 	}
-	h["X-Forwarded-For"] = []string{ip}
-	h["X-Real-Ip"] = []string{ip}
-	h["X-Forwarded-Proto"] = []string{proto}
-	h["X-Forwarded-Host"] = []string{host}
-	h["Forwarded"] = []string{forwardedValue(ex, host, proto)}
+	// One backing array for the five values; each slice is capped at one
+	// element, so an append by a later hook copies instead of overwriting
+	// its neighbour.
+	v := [...]string{ip, ip, proto, host, forwardedValue(ex, ip, host, proto)}
+	vals := v[:]
+	h["X-Forwarded-For"] = vals[0:1:1]
+	h["X-Real-Ip"] = vals[1:2:2]
+	h["X-Forwarded-Proto"] = vals[2:3:3]
+	h["X-Forwarded-Host"] = vals[3:4:4]
+	h["Forwarded"] = vals[4:5:5]
 }
 
 // isXForwarded reports whether the header name k starts with
@@ -176,13 +184,11 @@ func isXForwarded(k string) bool {
 }
 
 // forwardedValue renders RFC 7239 Forwarded: for=...;host="...";proto=...
-func forwardedValue(ex *exchange, host, proto string) string {
-	forAddr := "unknown"
-	switch {
-	case ex.client.Is6():
-		forAddr = `"[` + ex.client.String() + `]"`
-	case ex.client.IsValid():
-		forAddr = ex.client.String()
+// ip is the client's address as text ("unknown" when there is none).
+func forwardedValue(ex *exchange, ip, host, proto string) string {
+	forAddr := ip
+	if ex.client.Is6() {
+		forAddr = `"[` + ip + `]"`
 	}
 	return "for=" + forAddr + ";host=" + quoteForwarded(host) + ";proto=" + proto
 }
@@ -276,14 +282,24 @@ func isUnreachable(err error) bool {
 	return (errors.As(err, &op) && op.Op == "dial") || errors.As(err, &dns)
 }
 
-// bufferPool recycles the 32 KiB copy buffers of every route's proxy.
+// copyBufferSize is the size of the proxies' copy buffers (bytes).
+const copyBufferSize = 32 << 10
+
+// bufferPool recycles the 32 KiB copy buffers of every route's proxy. It
+// pools array pointers, so Put stores what Get handed out without
+// allocating a new slice header each time.
 type bufferPool struct{ p sync.Pool }
 
 func (b *bufferPool) Get() []byte {
-	if v, ok := b.p.Get().(*[]byte); ok {
-		return *v
+	if v, ok := b.p.Get().(*[copyBufferSize]byte); ok {
+		return v[:]
 	}
-	return make([]byte, 32<<10)
+	return new([copyBufferSize]byte)[:]
 }
 
-func (b *bufferPool) Put(buf []byte) { b.p.Put(&buf) }
+// Put keeps buf when it is one of the pool's buffers (full length).
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.p.Put((*[copyBufferSize]byte)(buf))
+	}
+}
