@@ -175,3 +175,14 @@ func TestDeleteTopologyChecksEverythingIsGone(t *testing.T) {
 		t.Fatalf("second DeleteTopology: left %v", left)
 	}
 }
+
+// With the broker unreachable, DeleteTopology dialled twice per entity and
+// per try (about 100 s with a broker that accepts and never answers); it
+// now dials once and names everything it could not delete.
+func TestDeleteTopologyWithTheBrokerUnreachableDialsOnce(t *testing.T) {
+	spec := BordaSpec{Name: "bench-harness-unreachable"}
+	left := DeleteTopology("amqp://guest:guest@127.0.0.1:1/", spec)
+	if len(left) != 5 { // forward, events, dlq, one retry queue, the exchange
+		t.Fatalf("left = %v, want the 4 queues and the exchange", left)
+	}
+}

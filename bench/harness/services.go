@@ -120,52 +120,106 @@ func withChannel(amqpURL string, fn func(*amqp.Channel) error) error {
 	return fn(ch)
 }
 
+// cleanupDeadline bounds DeleteTopology as a whole: a bench's last step
+// must not hold the terminal on a broker that stopped answering.
+const cleanupDeadline = 20 * time.Second
+
 // DeleteTopology deletes the queues and the exchange a bench run declared,
-// retrying each delete (RabbitMQ 3.10 has been seen failing a delete right
-// after a quorum queue's deletion crashed its log writer) and checking with
-// a passive declare that it is gone. A queue that never existed (serve
-// never started) is not an error. It returns the names still there, and
-// prints a warning with the command that removes them.
+// on one connection, retrying each delete (RabbitMQ 3.10 has been seen
+// failing a delete right after a quorum queue's deletion crashed its log
+// writer) and checking with a passive declare that it is gone. A queue
+// that never existed (serve never started) is not an error. It returns the
+// names it could not show gone, and prints one warning naming them and
+// why (the broker unreachable, or the delete refused), within
+// cleanupDeadline.
 func DeleteTopology(amqpURL string, s BordaSpec) []string {
-	var left []string
+	type result struct {
+		left []string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		left, err := deleteTopology(amqpURL, s)
+		done <- result{left, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(cleanupDeadline):
+		r = result{[]string{"queues and exchange of " + s.Name}, fmt.Errorf("the broker did not answer within %s", cleanupDeadline)}
+	}
+	if len(r.left) > 0 {
+		why := "still there after 3 tries"
+		if r.err != nil {
+			why = r.err.Error()
+		}
+		fmt.Printf("WARNING: could not delete %s (%s); remove by hand: rabbitmqctl delete_queue NAME, rabbitmqadmin delete exchange name=NAME\n",
+			strings.Join(r.left, ", "), why)
+	}
+	return r.left
+}
+
+func deleteTopology(amqpURL string, s BordaSpec) ([]string, error) {
+	type entity struct {
+		what        string
+		del, exists func(*amqp.Channel) error
+	}
+	var all []entity
 	for _, q := range append([]string{s.ForwardQueue(), s.EventsQueue(), s.DLQ()}, s.RetryQueues()...) {
-		if !deleted(amqpURL, func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err },
+		all = append(all, entity{"queue " + q,
+			func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err },
 			func(ch *amqp.Channel) error {
 				_, err := ch.QueueDeclarePassive(q, false, false, false, false, nil)
 				return err
-			}) {
-			left = append(left, "queue "+q)
-		}
+			}})
 	}
 	ex := s.Exchange()
-	if !deleted(amqpURL, func(ch *amqp.Channel) error { return ch.ExchangeDelete(ex, false, false) },
+	all = append(all, entity{"exchange " + ex,
+		func(ch *amqp.Channel) error { return ch.ExchangeDelete(ex, false, false) },
+		// a passive declare ignores the kind (AMQP 0-9-1)
 		func(ch *amqp.Channel) error {
 			return ch.ExchangeDeclarePassive(ex, "topic", false, false, false, false, nil)
-		}) {
-		left = append(left, "exchange "+ex)
-	}
-	if len(left) > 0 {
-		fmt.Printf("WARNING: could not delete %s; remove by hand: rabbitmqctl delete_queue NAME / rabbitmqadmin delete exchange name=NAME\n",
-			strings.Join(left, ", "))
-	}
-	return left
-}
-
-// deleted runs del until exists reports the entity gone (a 404 closes the
-// channel: each try gets a fresh one), three tries at most.
-func deleted(amqpURL string, del, exists func(*amqp.Channel) error) bool {
-	for try := range 3 {
-		if try > 0 {
-			time.Sleep(time.Duration(try) * 500 * time.Millisecond)
+		}})
+	names := func(es []entity) []string {
+		out := make([]string, len(es))
+		for i, e := range es {
+			out[i] = e.what
 		}
-		_ = withChannel(amqpURL, del)
-		err := withChannel(amqpURL, exists)
-		var ae *amqp.Error
-		if errors.As(err, &ae) && ae.Code == amqp.NotFound {
-			return true
+		return out
+	}
+	conn, err := amqp.DialConfig(amqpURL, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		return names(all), fmt.Errorf("dialing amqp: %w", err)
+	}
+	defer conn.Close()
+	// on runs fn on a fresh channel: a refused operation closes its channel.
+	on := func(fn func(*amqp.Channel) error) error {
+		ch, err := conn.Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		return fn(ch)
+	}
+	var left []entity
+	for _, e := range all {
+		gone := false
+		for try := 0; try < 3 && !gone && !conn.IsClosed(); try++ {
+			if try > 0 {
+				time.Sleep(time.Duration(try) * 500 * time.Millisecond)
+			}
+			_ = on(e.del)
+			var ae *amqp.Error
+			gone = errors.As(on(e.exists), &ae) && ae.Code == amqp.NotFound
+		}
+		if !gone {
+			left = append(left, e)
 		}
 	}
-	return false
+	if conn.IsClosed() && len(left) > 0 {
+		return names(left), errors.New("the broker closed the connection")
+	}
+	return names(left), nil
 }
 
 // PurgeQueue removes every ready message from queue and returns how many
