@@ -22,6 +22,12 @@ func conformanceStores() map[string]storeUnderTest {
 			prefix := servicetest.KeyPrefix(t)
 			return NewRedisStore(testRedis(t, prefix)), keyspace.MustNew(prefix)
 		},
+		// A private three-master Redis Cluster: one request's keys fall in
+		// different slots, each its own EVALSHA in one pipeline per node.
+		"go-redis-cluster": func(t *testing.T) (Store, keyspace.Keyspace) {
+			prefix := servicetest.KeyPrefix(t)
+			return NewRedisStore(testRedisCluster(t, prefix)), keyspace.MustNew(prefix)
+		},
 		"upstash-rest": func(t *testing.T) (Store, keyspace.Keyspace) {
 			prefix := servicetest.KeyPrefix(t)
 			srv := upstashtest.Start(testRedis(t, prefix), "test-token")
@@ -35,7 +41,8 @@ func conformanceStores() map[string]storeUnderTest {
 	}
 }
 
-// TestStoreConformance runs the same suite against the three stores.
+// TestStoreConformance runs the same suite against every store: memory,
+// go-redis on one server and on a Redis Cluster, and Upstash REST.
 func TestStoreConformance(t *testing.T) {
 	for name, mk := range conformanceStores() {
 		t.Run(name, func(t *testing.T) {

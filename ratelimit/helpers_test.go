@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -178,3 +179,66 @@ func privateRedis(t testing.TB) (addr string, pid int) {
 }
 
 func hasPrefix(s, p string) bool { return strings.HasPrefix(s, p) }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	servicetest.StopRedisCluster()
+	os.Exit(code)
+}
+
+// testRedisCluster returns a client on the binary's private Redis Cluster
+// (three masters), built as production builds it (redisconn.New with
+// redis.cluster), whose keys under prefix are checked for a TTL and
+// deleted, on every master, at cleanup.
+func testRedisCluster(t testing.TB, prefix string) redis.UniversalClient {
+	t.Helper()
+	rc := servicetest.StartedRedisCluster(t)
+	cfg := configs.Default().Redis
+	cfg.URL, cfg.Cluster = configs.Secret(rc.URL), true
+	c, err := redisconn.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("redisconn.New with redis.cluster returned %T, want *redis.ClusterClient", c)
+	}
+	t.Cleanup(func() {
+		_ = cc.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
+			checkTTLsAndClean(t, node, prefix)
+			return nil
+		})
+		c.Close()
+	})
+	return c
+}
+
+// scanKeys returns the keys matching pattern (SCAN), on every master of a
+// Redis Cluster.
+func scanKeys(t testing.TB, c redis.UniversalClient, pattern string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	scan := func(ctx context.Context, node redis.UniversalClient) error {
+		iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			mu.Lock()
+			keys = append(keys, iter.Val())
+			mu.Unlock()
+		}
+		return iter.Err()
+	}
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return scan(ctx, node) })
+	} else {
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
@@ -162,5 +163,47 @@ func TestCommandsHook_CountsTaggedCommandsOnly(t *testing.T) {
 	}
 	if got := counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "ratelimit"}); got != 1 {
 		t.Fatalf("ratelimit commands = %v, want 1", got)
+	}
+}
+
+// On a real three-master Redis Cluster one request's rule keys live on
+// different nodes (the contract's key names carry no hash tag); one Hit
+// still decides them all, each key on its own node.
+func TestRedisStore_ClusterKeysOnDifferentNodes(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedisCluster(t, prefix)
+	cc := rdb.(*redis.ClusterClient)
+	ks := keyspace.MustNew(prefix)
+	ctx := context.Background()
+	var hits []Hit
+	nodes := map[string]bool{}
+	for i := 0; len(nodes) < 2 && i < 64; i++ {
+		k := ks.RateLimit("burst", "192.0.2."+strconv.Itoa(i))
+		node, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[node.Options().Addr] = true
+		hits = append(hits, Hit{Key: k, Algorithm: FixedWindow, TTL: 5 * time.Second})
+	}
+	if len(nodes) < 2 {
+		t.Fatalf("64 keys all on one node of a three-master cluster")
+	}
+	hits = append(hits, Hit{Key: ks.RateLimit("g", "u-1"), Algorithm: GCRA, Limit: 10, Period: time.Second})
+	s := NewRedisStore(rdb)
+	out := make([]Count, len(hits))
+	for want := int64(1); want <= 2; want++ {
+		if err := s.Hit(ctx, time.Now(), hits, out); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range out[:len(out)-1] {
+			if c.N != want || c.TTL <= 0 || c.TTL > 5*time.Second {
+				t.Fatalf("hit %d, key %d: %+v", want, i, c)
+			}
+		}
+		if !out[len(out)-1].Allowed {
+			t.Fatalf("hit %d: GCRA refused under its limit", want)
+		}
 	}
 }
