@@ -37,7 +37,9 @@ type Webhook struct {
 	// DedupTTL is how long an event id is remembered (default 30m).
 	DedupTTL Duration `yaml:"dedup_ttl"`
 	// PublishChannels is the number of confirm-mode channels on the one
-	// publishing connection (default 4).
+	// publishing connection (default 4). Publishes go to the first open
+	// one; the others stand by, so a channel the broker closes fails over
+	// at once.
 	PublishChannels int `yaml:"publish_channels"`
 	// MaxInFlight caps unconfirmed publishes across all channels (default
 	// 1024); beyond it requests answer 503.

@@ -73,7 +73,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 				return nil, err
 			}
 			stopHandshake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-			return c, nil
+			return newCoalescingConn(c), nil
 		},
 	})
 	stopHandshake()

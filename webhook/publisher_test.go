@@ -184,3 +184,30 @@ func TestPublisherReplacesAChannelClosedByTheBroker(t *testing.T) {
 		t.Errorf("forward queue holds %d, want 1", n)
 	}
 }
+
+// Publishes share the first open channel (the broker batches one
+// channel's acks); a closed one is skipped until its replacement arrives.
+func TestPickPrefersTheFirstOpenChannel(t *testing.T) {
+	t.Parallel()
+	ch := func(open bool) *confirmChannel {
+		c := &confirmChannel{done: make(chan struct{})}
+		if !open {
+			close(c.done)
+		}
+		return c
+	}
+	a, b, c := ch(true), ch(true), ch(true)
+	for range 3 {
+		if got := pick([]*confirmChannel{a, b, c}); got != a {
+			t.Fatal("pick did not keep to the first open channel")
+		}
+	}
+	closedA := ch(false)
+	if got := pick([]*confirmChannel{closedA, b, c}); got != b {
+		t.Fatal("pick did not fail over past a closed channel")
+	}
+	closedB, closedC := ch(false), ch(false)
+	if got := pick([]*confirmChannel{closedA, closedB, closedC}); got != closedA {
+		t.Fatal("with every channel closed, pick should return the first (its publish fails as unavailable)")
+	}
+}

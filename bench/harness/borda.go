@@ -25,6 +25,8 @@ type BordaSpec struct {
 	Token   string // webhook token (WEBHOOK_TOKENS)
 	// DedupSize overrides webhook.dedup_size (0: the default, 20 000).
 	DedupSize int
+	// PublishChannels overrides webhook.publish_channels (0: the default).
+	PublishChannels int
 	// QueueType is webhook.queue_type for the forward queue and the DLQ
 	// ("" means classic: the soak and fault runs count, not replicate).
 	QueueType string
@@ -108,6 +110,9 @@ func (s BordaSpec) WriteConfig(dir, name string) (string, error) {
 			WebhookPath, s.Exchange(), s.RoutingKey(), queueType)
 		if s.DedupSize > 0 {
 			fmt.Fprintf(&b, "  dedup_size: %d\n", s.DedupSize)
+		}
+		if s.PublishChannels > 0 {
+			fmt.Fprintf(&b, "  publish_channels: %d\n", s.PublishChannels)
 		}
 		fmt.Fprintf(&b, "forward:\n  queue: %s\n  dlq: %s\n  events_queue: %s\n  retry_delays: [1m]\n",
 			s.ForwardQueue(), s.DLQ(), s.EventsQueue())

@@ -51,6 +51,7 @@ type options struct {
 	queueType, gen   string
 	borda, amqp, out string
 	profile          string
+	channels         int
 }
 
 // round is one measurement of each target.
@@ -78,6 +79,7 @@ func main() {
 	flag.StringVar(&o.amqp, "amqp", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ")
 	flag.StringVar(&o.out, "out", "", "also write the result table (Markdown) to this file")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
+	flag.IntVar(&o.channels, "channels", 0, "webhook.publish_channels of borda (0: the default)")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of borda during the first saturation run to this file")
 	flag.Parse()
 	if o.ci {
@@ -107,6 +109,7 @@ func run(ctx context.Context, o options) int {
 	spec := harness.BordaSpec{
 		Listen: listen, Admin: admin, Upstream: "http://" + setup.UpstreamAddr, AMQPURL: o.amqp,
 		Webhook: true, Name: "bench-ingress-" + id, Token: "bench-token-" + id, QueueType: o.queueType,
+		PublishChannels: o.channels,
 	}
 	defer harness.DeleteTopology(o.amqp, spec)
 	borda, err := harness.StartBorda(setup.Dir, "borda", "", setup.Borda, spec)
