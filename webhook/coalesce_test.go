@@ -138,4 +138,3 @@ func TestCoalescingConnCloseReleasesABlockedWrite(t *testing.T) {
 		t.Fatalf("blocked Write returned %v, want net.ErrClosed", err)
 	}
 }
-
