@@ -4,11 +4,12 @@
 // the same queue type (design.md §6, issue 6's proof).
 //
 //	bare-amqp091   a confirm-mode channel, -conns publishes in flight: the ceiling
+//	bare, envelope the same with the bytes borda publishes for the event (its envelope)
 //	borda          POST /webhooks/bench through borda serve, -conns connections,
 //	               each answered 200 only after the broker confirmed
 //	borda @ rate   the same at a fixed -rate (open loop), p50/p99
 //
-//	go run ./bench/cmd/ingress          # 3 rounds × (10 s bare + 10 s borda + 10 s at 500/s)
+//	go run ./bench/cmd/ingress          # 3 rounds × (10 s bare + 10 s bare envelope + 10 s borda + 10 s at 500/s)
 //	go run ./bench/cmd/ingress -ci      # 1 round × (2 s + 2 s + 2 s), for CI
 //
 // Saturation goes through wrk (one thread, a Lua script POSTing unique
@@ -40,6 +41,7 @@ import (
 	"github.com/olp-edu/borda/bench/harness"
 	"github.com/olp-edu/borda/bench/loadgen"
 	"github.com/olp-edu/borda/bench/webhookload"
+	"github.com/olp-edu/borda/webhook/envelope"
 )
 
 type options struct {
@@ -51,12 +53,14 @@ type options struct {
 	queueType, gen   string
 	borda, amqp, out string
 	profile          string
+	envBytes         int // size of the envelope of a bench event (reported)
 	channels         int
 }
 
 // round is one measurement of each target.
 type round struct {
 	bare        bareResult
+	bareEnv     bareResult        // the bare publisher with envelope-sized messages
 	sat         harness.WrkResult // from wrk, or converted from the Go generator
 	fixed       loadgen.Result
 	confirmed   int64 // 200 PUBLISHED_CONFIRMED seen (saturation + fixed)
@@ -122,6 +126,15 @@ func run(ctx context.Context, o options) int {
 	}
 	url := "http://" + listen + harness.WebhookPath
 	body := []byte(fmt.Sprintf(`{"event":"messages.upsert","instance":"bench","data":{"key":{"id":"bare"},"message":{"conversation":"olá%s"}}}`, strings.Repeat("x", o.pad)))
+	// What borda publishes for that event: the envelope (design.md §6),
+	// base64 body and metadata, about 1.4 times the body. A bare publisher
+	// of the same bytes separates the contract's cost from the gateway's.
+	envBody, err := envelope.New("bench:messages.upsert:bare", "whatsapp", "application/json",
+		map[string]string{"content-type": "application/json", "user-agent": "wrk"}, body, time.Now()).Encode()
+	if err != nil {
+		return fail(err)
+	}
+	o.envBytes = len(envBody)
 	fmt.Printf("machine: %s\ningress: %s queue, %d-byte events, %d in flight, %s saturation generator, %d req/s fixed rate; nothing pinned\n\n",
 		harness.Machine(), o.queueType, len(body), o.conns, o.gen, o.rate)
 
@@ -139,6 +152,9 @@ func run(ctx context.Context, o options) int {
 	for n := 1; n <= o.rounds && ctx.Err() == nil; n++ {
 		var r round
 		if r.bare, err = barePublish(ctx, o.amqp, spec.Exchange(), spec.RoutingKey(), body, o.conns, o.sat); err != nil {
+			return fail(err)
+		}
+		if r.bareEnv, err = barePublish(ctx, o.amqp, spec.Exchange(), spec.RoutingKey(), envBody, o.conns, o.sat); err != nil {
 			return fail(err)
 		}
 		if _, err := harness.PurgeQueue(o.amqp, spec.ForwardQueue()); err != nil {
@@ -232,6 +248,9 @@ func report(rs []round, o options) (string, bool) {
 	fmt.Fprintf(&b, "| target (%s queue, %d in flight) | msg/s | × bare | p50 | p99 |\n|---|---:|---:|---:|---:|\n", o.queueType, o.conns)
 	fmt.Fprintf(&b, "| bare amqp091-go publisher | %.0f | 1.00 | %v | %v |\n", bare,
 		ms(dur(func(r round) time.Duration { return r.bare.quantile(0.5) })), ms(dur(func(r round) time.Duration { return r.bare.quantile(0.99) })))
+	bareEnv := med(func(r round) float64 { return r.bareEnv.rps() })
+	fmt.Fprintf(&b, "| bare publisher, envelope-sized messages (%d bytes) | %.0f | %.2f | %v | %v |\n", o.envBytes, bareEnv, bareEnv/bare,
+		ms(dur(func(r round) time.Duration { return r.bareEnv.quantile(0.5) })), ms(dur(func(r round) time.Duration { return r.bareEnv.quantile(0.99) })))
 	fmt.Fprintf(&b, "| borda ingress over HTTP (%s) | %.0f | %.2f | %v | %v |\n", o.gen, borda, borda/bare,
 		ms(dur(func(r round) time.Duration { return r.sat.P50 })), ms(dur(func(r round) time.Duration { return r.sat.P99 })))
 	fmt.Fprintf(&b, "| borda ingress at %d req/s | %.0f | — | %v | %v |\n", o.rate,
