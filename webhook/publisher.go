@@ -225,9 +225,11 @@ func (p *Publisher) Publish(ctx context.Context, m Message) error {
 // while it lives, and the others stand by, so one closed by the broker
 // (a channel error, its replacement on the way) fails over at once. One
 // busy channel beats a round robin: the broker acks its publishes in
-// fewer, larger batches (measured with bench/cmd/ingress: +10 % over four
-// channels in turn). When every channel is closed it returns the first,
-// whose publish then fails as unavailable.
+// fewer, larger batches (with the coalescing socket: +16 % over four
+// channels in turn, bench/cmd/ingress, docs/performance.md). Every
+// channel's notification buffers hold the whole in-flight cap, so one
+// channel can carry it all. When every channel is closed it returns the
+// first, whose publish then fails as unavailable.
 func pick(chans []*confirmChannel) *confirmChannel {
 	for _, c := range chans {
 		select {
