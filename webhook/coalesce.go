@@ -24,7 +24,8 @@ const coalesceKeep = 256 << 10
 // Order is kept (one queue, one writer). A write error is kept: the
 // connection is closed, so amqp091-go's reader fails and every publish
 // awaiting a confirm gets an error (never an ack), and every later Write
-// returns the error. Write blocks only while coalesceLimit bytes wait.
+// returns the error. Write blocks only while coalesceLimit bytes wait
+// (beside the batch being written: at most about twice that in memory).
 type coalescingConn struct {
 	net.Conn
 
@@ -96,6 +97,7 @@ func (c *coalescingConn) flusher() {
 			batch := c.pending
 			c.pending, c.spare = c.spare[:0], nil
 			c.writing = true
+			c.drained.Broadcast() // the queue has room again while this batch is written
 			c.mu.Unlock()
 			_, err := c.Conn.Write(batch)
 			c.mu.Lock()

@@ -112,12 +112,31 @@ func TestCoalescingConnWriteErrorClosesAndSticks(t *testing.T) {
 	}
 }
 
-// A Write waiting for room (the broker stopped reading) returns when the
-// connection is closed instead of hanging.
-func TestCoalescingConnCloseReleasesABlockedWrite(t *testing.T) {
+// stalledConn is a socket whose writes never complete until it is closed,
+// as when the broker stops reading.
+type stalledConn struct {
+	net.Conn // nil: only Write and Close are used
+	closed   chan struct{}
+	once     sync.Once
+}
+
+func (s *stalledConn) Write(p []byte) (int, error) {
+	<-s.closed
+	return 0, net.ErrClosed
+}
+
+func (s *stalledConn) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return nil
+}
+
+// While a batch is being written the queue fills again up to its limit
+// (Writes used to wait for the whole batch's write, with the queue
+// empty), and a Write waiting for room (the broker stopped reading)
+// returns when the connection is closed instead of hanging.
+func TestCoalescingConnQueueRefillsDuringAWriteAndCloseReleasesWriters(t *testing.T) {
 	t.Parallel()
-	client, _ := tcpPair(t) // the server end never reads
-	c := newCoalescingConn(client)
+	c := newCoalescingConn(&stalledConn{closed: make(chan struct{})})
 	done := make(chan error, 1)
 	go func() {
 		chunk := make([]byte, 256<<10)
