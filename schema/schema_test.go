@@ -1,7 +1,6 @@
 package schema_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,44 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/schema"
 )
 
-// isolated returns a database URL whose search_path is a new schema,
-// dropped at cleanup, so tests never see each other's tables.
-func isolated(t *testing.T) (string, *pgxpool.Pool) {
-	t.Helper()
-	base := servicetest.DatabaseURL(t)
-	name := strings.ReplaceAll(servicetest.Name(t), "-", "_")
-	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(admin.Close)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE") })
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	url := base + sep + "search_path=" + name
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return url, pool
-}
-
 func TestUpCreatesGatewayMetricsAndIsIdempotent(t *testing.T) {
 	t.Parallel()
-	url, pool := isolated(t)
+	pool, url := servicetest.IsolatedDatabase(t)
 	ctx := t.Context()
 	applied, err := schema.Apply(ctx, url, nil)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/schema"
 )
@@ -217,7 +218,7 @@ func TestAggregateWithoutTableFailsAndFreesTheLock(t *testing.T) {
 	t.Parallel()
 	rdb, ks := testRedis(t)
 	cleanKeys(t, rdb, ks)
-	db, _ := testDB(t)
+	db, _ := servicetest.IsolatedDatabase(t)
 	recordSome(t, rdb, ks)
 	a := newTestAggregator(t, rdb, db, ks)
 	_, err := a.Aggregate(t.Context())
@@ -239,7 +240,7 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 	t.Parallel()
 	rdb, ks := testRedis(t)
 	cleanKeys(t, rdb, ks)
-	db, url := testDB(t)
+	db, url := servicetest.IsolatedDatabase(t)
 	want := recordSome(t, rdb, ks)
 	a := newTestAggregator(t, rdb, db, ks)
 	a.backoffBase = 20 * time.Millisecond

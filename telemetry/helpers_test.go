@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,47 +62,11 @@ func scanKeys(t testing.TB, ctx context.Context, c redis.UniversalClient, match 
 	return keys
 }
 
-// testDB returns a pool whose search_path is a schema of its own, migrated
-// with schema.Up, and the database URL that selects it; the schema is
-// dropped at cleanup.
-func testDB(t testing.TB) (*pgxpool.Pool, string) {
-	t.Helper()
-	base := servicetest.DatabaseURL(t)
-	name := strings.ReplaceAll(servicetest.Name(t), "-", "_")
-	ctx := context.Background()
-	admin, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		t.Fatalf("creating schema: %v", err)
-	}
-	t.Cleanup(func() {
-		a, err := pgxpool.New(context.Background(), base)
-		if err != nil {
-			return
-		}
-		defer a.Close()
-		_, _ = a.Exec(context.Background(), "DROP SCHEMA "+name+" CASCADE")
-	})
-	sep := "?"
-	if strings.Contains(base, "?") {
-		sep = "&"
-	}
-	url := base + sep + "search_path=" + name
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, url
-}
-
-// migratedDB is testDB with gateway_metrics created.
+// migratedDB is a schema of the test's own (servicetest.IsolatedDatabase)
+// with gateway_metrics created.
 func migratedDB(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, url := testDB(t)
+	pool, url := servicetest.IsolatedDatabase(t)
 	if err := schema.Up(context.Background(), url); err != nil {
 		t.Fatalf("migrating: %v", err)
 	}

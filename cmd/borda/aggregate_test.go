@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/internal/servicetest"
@@ -56,23 +55,11 @@ func TestAggregateAndMigrateNeedTheirURLs(t *testing.T) {
 // real servers: the counters become rows, a second migrate is a no-op.
 func TestMigrateThenAggregate(t *testing.T) {
 	redisURL := servicetest.RedisURL(t)
-	base := servicetest.DatabaseURL(t)
 	prefix := servicetest.KeyPrefix(t)
-	schemaName := strings.ReplaceAll(servicetest.Name(t), "-", "_")
 	ctx := t.Context()
-	admin, err := pgxpool.New(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schemaName); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP SCHEMA "+schemaName+" CASCADE") })
-	dbURL := base + "&search_path=" + schemaName
-	if !strings.Contains(base, "?") {
-		dbURL = base + "?search_path=" + schemaName
-	}
+	// A schema of its own; it used to be dropped through a pool already
+	// closed by then, so every run left one behind.
+	db, dbURL := servicetest.IsolatedDatabase(t)
 	path := writeConfig(t, fmt.Sprintf("environment: development\nredis: {url: %q, key_prefix: %q}\ndatabase: {url: %q}\n", redisURL, prefix, dbURL))
 
 	var out, errb bytes.Buffer
@@ -99,7 +86,7 @@ func TestMigrateThenAggregate(t *testing.T) {
 		t.Fatalf("aggregate: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
 	var n int64
-	err = admin.QueryRow(ctx, "SELECT count FROM "+schemaName+".gateway_metrics WHERE environment = 'development' AND kind = 'escola' AND dimension = 'e42'").Scan(&n)
+	err := db.QueryRow(ctx, "SELECT count FROM gateway_metrics WHERE environment = 'development' AND kind = 'escola' AND dimension = 'e42'").Scan(&n)
 	if err != nil || n != 17 {
 		t.Errorf("gateway_metrics escola e42 = %d (%v), want 17", n, err)
 	}

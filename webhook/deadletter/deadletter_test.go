@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
+	"github.com/olp-edu/borda/schema"
 	"github.com/olp-edu/borda/webhook/envelope"
 	"github.com/olp-edu/borda/webhook/forward"
 	"github.com/olp-edu/borda/webhook/topology"
@@ -40,27 +40,14 @@ func TestParseSince(t *testing.T) {
 	}
 }
 
-var createOnce sync.Once
-
+// testPool returns a pool on a schema of the test's own with the
+// project's migrations applied (schema.Up, the code `borda migrate` runs),
+// so webhook_replays is exactly what production gets.
 func testPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), servicetest.DatabaseURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	var cerr error
-	createOnce.Do(func() {
-		b, err := os.ReadFile("../../schema/00003_webhook_replays.sql")
-		if err != nil {
-			cerr = err
-			return
-		}
-		up, _, _ := strings.Cut(string(b), "-- +goose Down")
-		_, cerr = pool.Exec(context.Background(), up)
-	})
-	if cerr != nil {
-		t.Fatalf("creating webhook_replays: %v", cerr)
+	pool, url := servicetest.IsolatedDatabase(t)
+	if err := schema.Up(context.Background(), url); err != nil {
+		t.Fatalf("migrating: %v", err)
 	}
 	return pool
 }

@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,30 +30,14 @@ func payload(t *testing.T, name, instance string) []byte {
 	return []byte(strings.ReplaceAll(string(b), "test-instance-01", instance))
 }
 
-// createTable runs the Up section of the migration, so the test does not
-// depend on the shared database's goose history.
-var createOnce sync.Once
-
+// testPool returns a pool on a schema of the test's own with the
+// project's migrations applied (schema.Up, the code `borda migrate` runs),
+// so whatsapp_instances is exactly what production gets.
 func testPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	dbURL := servicetest.DatabaseURL(t)
-	pool, err := pgxpool.New(context.Background(), dbURL)
-	if err != nil {
-		t.Fatalf("connecting to postgres: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	var cerr error
-	createOnce.Do(func() {
-		b, err := os.ReadFile("../../schema/00002_whatsapp_instances.sql")
-		if err != nil {
-			cerr = err
-			return
-		}
-		up, _, _ := strings.Cut(string(b), "-- +goose Down")
-		_, cerr = pool.Exec(context.Background(), up)
-	})
-	if cerr != nil {
-		t.Fatalf("creating whatsapp_instances: %v", cerr)
+	pool, url := servicetest.IsolatedDatabase(t)
+	if err := schema.Up(context.Background(), url); err != nil {
+		t.Fatalf("migrating: %v", err)
 	}
 	return pool
 }
