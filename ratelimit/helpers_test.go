@@ -21,7 +21,6 @@ import (
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
-	"github.com/olp-edu/borda/redisconn"
 )
 
 // testLogger discards unless -v.
@@ -47,14 +46,7 @@ func testRedis(t testing.TB, prefix string) redis.UniversalClient {
 // (redisconn.New with the default timeouts), closed at cleanup.
 func newRedis(t testing.TB, url string) redis.UniversalClient {
 	t.Helper()
-	cfg := configs.Default().Redis
-	cfg.URL = configs.Secret(url)
-	c, err := redisconn.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return servicetest.RedisClient(t, url, false)
 }
 
 // checkTTLsAndClean fails when a key under prefix has no TTL, then deletes
@@ -192,13 +184,7 @@ func TestMain(m *testing.M) {
 // deleted, on every master, at cleanup.
 func testRedisCluster(t testing.TB, prefix string) redis.UniversalClient {
 	t.Helper()
-	rc := servicetest.StartedRedisCluster(t)
-	cfg := configs.Default().Redis
-	cfg.URL, cfg.Cluster = configs.Secret(rc.URL), true
-	c, err := redisconn.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := servicetest.RedisClient(t, servicetest.StartedRedisCluster(t).URL, true)
 	cc, ok := c.(*redis.ClusterClient)
 	if !ok {
 		t.Fatalf("redisconn.New with redis.cluster returned %T, want *redis.ClusterClient", c)
@@ -208,7 +194,6 @@ func testRedisCluster(t testing.TB, prefix string) redis.UniversalClient {
 			checkTTLsAndClean(t, node, prefix)
 			return nil
 		})
-		c.Close()
 	})
 	return c
 }

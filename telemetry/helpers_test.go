@@ -11,10 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
-	"github.com/olp-edu/borda/redisconn"
 	"github.com/olp-edu/borda/schema"
 )
 
@@ -28,14 +26,7 @@ func testRedis(t testing.TB) (redis.UniversalClient, keyspace.Keyspace) {
 // redisAt returns a client for url built as `borda serve` builds it.
 func redisAt(t testing.TB, url string) redis.UniversalClient {
 	t.Helper()
-	cfg := configs.Default().Redis
-	cfg.URL = configs.Secret(url)
-	c, err := redisconn.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return servicetest.RedisClient(t, url, false)
 }
 
 // cleanKeys deletes every key under ks's prefix at cleanup.
