@@ -207,3 +207,49 @@ func TestRedisStore_ClusterKeysOnDifferentNodes(t *testing.T) {
 		}
 	}
 }
+
+// Cluster nodes cache scripts each on their own. A pipeline that met
+// NOSCRIPT on one node was sent again whole, as EVAL, so the keys on the
+// nodes that had the script were counted twice (a burst limit of 5 then
+// refused the 3rd request). Only the NOSCRIPT keys are sent again now.
+func TestRedisStore_ClusterNoScriptOnOneNodeDoesNotCountTwice(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedisCluster(t, prefix)
+	cc := rdb.(*redis.ClusterClient)
+	ks := keyspace.MustNew(prefix)
+	ctx := context.Background()
+	// Two keys on two different masters.
+	var hits []Hit
+	var nodes []*redis.Client
+	seen := map[string]bool{}
+	for i := 0; len(hits) < 2 && i < 64; i++ {
+		k := ks.RateLimit("burst", "198.51.100."+strconv.Itoa(i))
+		node, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := node.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			nodes = append(nodes, node)
+			hits = append(hits, Hit{Key: k, Algorithm: FixedWindow, TTL: 5 * time.Second})
+		}
+	}
+	if len(hits) < 2 {
+		t.Fatal("64 keys all on one node of a three-master cluster")
+	}
+	// The script cached on the first key's node only.
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].ScriptLoad(ctx, hitScriptSource).Err(); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Count, 2)
+	if err := NewRedisStore(rdb).Hit(ctx, time.Now(), hits, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[0].N != 1 || out[1].N != 1 {
+		t.Fatalf("counts after one hit = %d, %d; want 1, 1", out[0].N, out[1].N)
+	}
+}

@@ -60,32 +60,36 @@ func (s *RedisStore) Hit(ctx context.Context, now time.Time, hits []Hit, out []C
 }
 
 // hitPerKey runs the script once per key in one pipeline (Redis Cluster).
+// Each node caches scripts on its own, so a pipeline can meet NOSCRIPT on
+// one node after the script already ran (and counted) on another: only
+// the keys that got NOSCRIPT are sent again, as EVAL, so no hit is counted
+// twice.
 func (s *RedisStore) hitPerKey(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
-	run := func(eval func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd) ([]*redis.Cmd, error) {
-		p := s.c.Pipeline()
-		cmds := make([]*redis.Cmd, len(hits))
-		for i := range hits {
-			keys, args := hitArgs(now, hits[i:i+1])
-			cmds[i] = eval(p, keys, args)
+	cmds := make([]*redis.Cmd, len(hits))
+	p := s.c.Pipeline()
+	for i := range hits {
+		keys, args := hitArgs(now, hits[i:i+1])
+		cmds[i] = p.EvalSha(ctx, hitScript.Hash(), keys, args...)
+	}
+	_, _ = p.Exec(ctx) // errors are read per command below
+	var missing []int
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, i)
 		}
-		_, err := p.Exec(ctx)
-		return cmds, err
 	}
-	cmds, err := run(func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd {
-		return p.EvalSha(ctx, hitScript.Hash(), keys, args...)
-	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = run(func(p redis.Pipeliner, keys []string, args []any) *redis.Cmd {
-			return p.Eval(ctx, hitScriptSource, keys, args...)
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("running the rate-limit script per key: %w", err)
+	if len(missing) > 0 {
+		p := s.c.Pipeline()
+		for _, i := range missing {
+			keys, args := hitArgs(now, hits[i:i+1])
+			cmds[i] = p.Eval(ctx, hitScriptSource, keys, args...)
+		}
+		_, _ = p.Exec(ctx)
 	}
 	for i, c := range cmds {
 		reply, err := c.Int64Slice()
 		if err != nil {
-			return fmt.Errorf("reading the rate-limit script reply: %w", err)
+			return fmt.Errorf("running the rate-limit script per key: %w", err)
 		}
 		if err := decodeHits(hits[i:i+1], reply, out[i:i+1]); err != nil {
 			return err
