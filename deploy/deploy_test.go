@@ -488,3 +488,62 @@ func parseConfig(t *testing.T, path string, env map[string]string) configs.Confi
 	}
 	return cfg
 }
+
+// A PodDisruptionBudget with minAvailable equal to its Deployment's
+// replicas never lets a drain evict a pod: staging scaled borda-proxy to
+// 1 replica while the base PDB kept minAvailable: 2, so `kubectl drain`
+// of its node would wait for ever.
+func TestPodDisruptionBudgetsAllowAnEvictionInEveryOverlay(t *testing.T) {
+	base := loadManifests(t, filepath.Join(repoRoot, "deploy/kubernetes/base"))
+	for _, env := range []string{"staging", "production"} {
+		t.Run(env, func(t *testing.T) {
+			var kust struct {
+				Patches []struct {
+					Target struct {
+						Kind string `yaml:"kind"`
+						Name string `yaml:"name"`
+					} `yaml:"target"`
+					Patch string `yaml:"patch"`
+				} `yaml:"patches"`
+			}
+			decodeFile(t, filepath.Join(repoRoot, "deploy/kubernetes/overlays", env, "kustomization.yaml"), &kust)
+			replicas := map[string]int{}
+			for _, o := range base {
+				if o.Kind == "Deployment" {
+					n, _ := o.Spec["replicas"].(int)
+					replicas[o.Metadata.Name] = max(n, 1) // absent: Kubernetes' default of 1
+				}
+			}
+			for _, p := range kust.Patches {
+				if p.Target.Kind != "Deployment" {
+					continue
+				}
+				var ops []struct {
+					Op    string `yaml:"op"`
+					Path  string `yaml:"path"`
+					Value any    `yaml:"value"`
+				}
+				if err := yaml.Unmarshal([]byte(p.Patch), &ops); err != nil {
+					t.Fatalf("patch of %s: %v", p.Target.Name, err)
+				}
+				for _, op := range ops {
+					if n, ok := op.Value.(int); ok && op.Path == "/spec/replicas" {
+						replicas[p.Target.Name] = n
+					}
+				}
+			}
+			for _, o := range base {
+				if o.Kind != "PodDisruptionBudget" {
+					continue
+				}
+				n := replicas[o.Metadata.Name]
+				if v, ok := o.Spec["minAvailable"].(int); ok && v >= n {
+					t.Errorf("PodDisruptionBudget/%s minAvailable %d with %d replicas: no pod can ever be evicted (use maxUnavailable: 1)", o.Metadata.Name, v, n)
+				}
+				if v, ok := o.Spec["maxUnavailable"].(int); ok && v < 1 {
+					t.Errorf("PodDisruptionBudget/%s maxUnavailable %d: no pod can ever be evicted", o.Metadata.Name, v)
+				}
+			}
+		})
+	}
+}

@@ -5,8 +5,10 @@
 #
 # Needs the local Redis (127.0.0.1:6379) and RabbitMQ (127.0.0.1:5672),
 # redis-server on PATH (the fault bench starts its own), nginx for the load
-# bench's reference row and upstream (skipped, and said so, when missing),
-# and wrk for its saturation figures (else its Go generator is used). Load
+# bench's reference row and upstream, and wrk for its saturation figures;
+# scripts/bench-deps.sh installs those two from the distribution's packages
+# when missing (else the nginx row is skipped, and said so, and the Go
+# generator is used). Load
 # figures never fail CI (they depend on the machine); the soak's flatness
 # and the accounting of the ingress, soak and fault benches (lost = 0) do.
 # BORDA_BIN=path reuses an already built borda.
@@ -26,6 +28,7 @@ go build -o "$work/soak" ./bench/cmd/soak
 go build -o "$work/faults" ./bench/cmd/faults
 go build -o "$work/ingress" ./bench/cmd/ingress
 
+scripts/bench-deps.sh
 targets=upstream,bare-go,nginx,borda,borda-3rules
 if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
 	echo "bench-smoke: nginx not installed (apt-get install -y nginx-light): skipping its row"

@@ -21,7 +21,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/olp-edu/borda/logsink"
 )
+
+// processLog is the process's stderr behind logsink, set by main (nil
+// when run is called from tests); its dropped-line count is exported as
+// borda_log_lines_dropped_total.
+var processLog *logsink.Writer
 
 // version is stamped at build time: -ldflags "-X main.version=v1.2.3".
 var version = "dev"
@@ -48,7 +55,12 @@ func commands() []command {
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	// Log lines are batched off the request path (logsink); Close writes
+	// what is pending before the process exits.
+	processLog = logsink.New(os.Stderr, logsink.Options{})
+	code := run(os.Args[1:], os.Stdout, processLog)
+	_ = processLog.Close()
+	os.Exit(code)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

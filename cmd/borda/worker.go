@@ -22,11 +22,17 @@ import (
 // its metrics registry, its admin listener and the topology at start.
 
 // newCommandRegistry is a private Prometheus registry with the Go and
-// process collectors.
+// process collectors and, in the real process, borda_log_lines_dropped_total.
 func newCommandRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	_ = reg.Register(collectors.NewGoCollector())
 	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if sink := processLog; sink != nil {
+		_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "borda_log_lines_dropped_total",
+			Help: "Log lines dropped because the log output (stderr) was too slow to take them: more than 1 MiB pending (logsink).",
+		}, func() float64 { return float64(sink.Dropped()) }))
+	}
 	return reg
 }
 

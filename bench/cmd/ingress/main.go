@@ -85,7 +85,11 @@ func main() {
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target is missed")
 	flag.IntVar(&o.channels, "channels", 0, "webhook.publish_channels of borda (0: the default)")
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of borda during the first saturation run to this file")
+	install := flag.Bool("install", true, "run scripts/bench-deps.sh when wrk or nginx is missing (installs them from the distribution's packages)")
 	flag.Parse()
+	if *install {
+		harness.InstallTools()
+	}
 	if o.ci {
 		o.sat, o.fixed, o.warmup, o.rounds = 2*time.Second, 2*time.Second, 500*time.Millisecond, 1
 	}

@@ -73,7 +73,11 @@ func main() {
 	flag.StringVar(&o.upstream, "upstream", "auto", "upstream server: nginx (static 200), go (bench/cmd/upstream), or auto (nginx when installed)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target ratio is missed")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
+	install := flag.Bool("install", true, "run scripts/bench-deps.sh when wrk or nginx is missing (installs them from the distribution's packages)")
 	flag.Parse()
+	if *install {
+		harness.InstallTools()
+	}
 	if o.ci {
 		o.sat, o.fixed, o.warmup, o.rounds = time.Second, 1500*time.Millisecond, 500*time.Millisecond, 1
 	}
