@@ -48,6 +48,26 @@ func Classify(status int, body []byte) string {
 	return fmt.Sprintf("HTTP %d", status)
 }
 
+// ClassifyReason is Classify with a 503's reason appended:
+// "SERVICE_UNAVAILABLE/BROKER_BLOCKED", "SERVICE_UNAVAILABLE/UNROUTABLE_MESSAGE", …
+func ClassifyReason(status int, body []byte) string {
+	var v struct {
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(body, &v) == nil && v.Status != "" {
+		if v.Reason != "" {
+			return v.Status + "/" + v.Reason
+		}
+		return v.Status
+	}
+	return fmt.Sprintf("HTTP %d", status)
+}
+
+// Unavailable is the class prefix of every 503 SERVICE_UNAVAILABLE
+// (Classify's class, and ClassifyReason's before its "/reason").
+const Unavailable = "SERVICE_UNAVAILABLE"
+
 // Confirmed is the class of a published and confirmed event.
 const Confirmed = "PUBLISHED_CONFIRMED"
 

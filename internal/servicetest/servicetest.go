@@ -56,6 +56,13 @@ func BrokerAlarm(t testing.TB) {
 	brokerLock(t, syscall.LOCK_EX)
 }
 
+// BrokerLockPath is the file every test binary (and bench/cmd/faults,
+// while it raises a memory alarm) flocks around the shared RabbitMQ:
+// shared to publish, exclusive to raise a broker-wide alarm.
+func BrokerLockPath() string {
+	return filepath.Join(os.TempDir(), "borda-servicetest-broker.lock")
+}
+
 var (
 	locksMu sync.Mutex
 	locks   = map[testing.TB]*os.File{}
@@ -69,7 +76,7 @@ func brokerLock(t testing.TB, how int) {
 	f, held := locks[t]
 	if !held {
 		var err error
-		f, err = os.OpenFile(filepath.Join(os.TempDir(), "borda-servicetest-broker.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+		f, err = os.OpenFile(BrokerLockPath(), os.O_CREATE|os.O_RDWR, 0o666)
 		if err != nil {
 			locksMu.Unlock()
 			t.Fatalf("servicetest: opening the broker lock: %v", err)

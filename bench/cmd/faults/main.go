@@ -16,6 +16,16 @@
 //	redis-back      restarted on the same port (two phases long): 429s again
 //	amqp-cut        every broker connection closed, new ones refused: webhook 503, proxy 200
 //	amqp-back       link restored (three phases long): webhook 200 again after reconnect
+//	amqp-blocked    memory alarm (vm_memory_high_watermark tiny, the machine's broker
+//	                lock held): connection.blocked, webhook 503 BROKER_BLOCKED
+//	amqp-unblocked  watermark restored (two phases long): webhook 200 again
+//	amqp-closed     the broker closes borda's publishing connection (rabbitmqctl
+//	                close_connection; two phases long): 503s, reconnect, 200 again
+//	queue-deleted   the forward queue deleted (its messages counted first, then gone
+//	                with it; two phases long): publishes are returned, 503
+//	                UNROUTABLE_MESSAGE, until the publisher, told by the return,
+//	                redeclares the topology (at most every 2 s); 200 again. A 200
+//	                for a returned event would show as lost in the final count.
 //
 //	go run ./bench/cmd/faults               # 10 s phases
 //	go run ./bench/cmd/faults -ci           # 2 s phases, for CI
@@ -23,8 +33,10 @@
 // 429s are printed, not asserted (see account). Exit status 1 when an
 // invariant breaks: a proxy request not answered
 // 200 (or 429 by the enforcing rule), a webhook answered other than
-// PUBLISHED_CONFIRMED or 503, no confirm after the broker came back, or a
-// confirmed event missing from the queue.
+// PUBLISHED_CONFIRMED or 503, no confirm after the broker came back (or
+// unblocked, or reconnected, or the queue was redeclared), no 503
+// UNROUTABLE_MESSAGE once the queue was deleted, or a confirmed event
+// missing from the queue (counted before the deletion and at the end).
 package main
 
 import (
@@ -54,6 +66,17 @@ type tally struct {
 	name        string
 	proxy, hook loadgen.Result
 }
+
+// checkpoint is the queue counted just before queue-deleted throws its
+// messages away: every confirm until then must be in it.
+type checkpoint struct {
+	taken            bool
+	confirmed, depth int64
+}
+
+// mustRecover are the phases after a fault clears: each must confirm
+// again within its length.
+var mustRecover = map[string]bool{"amqp-back": true, "amqp-unblocked": true, "amqp-closed": true, "queue-deleted": true}
 
 func main() {
 	ci := flag.Bool("ci", false, "short run for CI (2 s phases)")
@@ -117,12 +140,23 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 		return fail(err)
 	}
 	defer borda.Stop(10 * time.Second)
+	connName := harness.PublisherConnectionName(borda.PID())
+	var clearAlarm func() error
+	defer func() {
+		if clearAlarm != nil {
+			if err := clearAlarm(); err != nil {
+				fmt.Fprintln(os.Stderr, "faults: WARNING: memory alarm not cleared:", err, "(rabbitmqctl set_vm_memory_high_watermark 0.4)")
+			}
+		}
+	}()
+	var cp checkpoint
 	if err := loadgen.WaitReady(ctx, "http://"+listen+"/readyz", 20*time.Second); err != nil {
 		return fail(fmt.Errorf("borda serve not ready on /readyz: %w; log tail: %s", err, strings.TrimSpace(borda.Tail(800))))
 	}
 	fmt.Printf("machine: %s\nfaults: %s phases, %d proxy req/s + %d webhook req/s; redis-server pid %d on %s; broker via %s\n\n",
 		harness.Machine(), phaseLen, proxyRPS, webhookRPS, redisProc.PID(), redisAddr, fp.Addr())
 
+	var tallies []tally
 	phases := []phase{
 		{"baseline", 1, nil},
 		{"redis-stopped", 1, func() error { return redisProc.Signal(syscall.SIGSTOP) }},
@@ -137,11 +171,32 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 		}},
 		{"amqp-cut", 1, func() error { fp.Cut(); return nil }},
 		{"amqp-back", 3, func() error { fp.Restore(); return nil }},
+		{"amqp-blocked", 1, func() error {
+			c, err := harness.MemoryAlarm()
+			clearAlarm = c
+			return err
+		}},
+		{"amqp-unblocked", 2, func() error {
+			c := clearAlarm
+			clearAlarm = nil
+			return c()
+		}},
+		{"amqp-closed", 2, func() error { return harness.CloseBrokerConnection(connName, "bench faults: amqp-closed") }},
+		{"queue-deleted", 2, func() error {
+			depth, err := harness.QueueDepth(amqpURL, spec.ForwardQueue())
+			if err != nil {
+				return err
+			}
+			cp = checkpoint{taken: true, confirmed: confirmedIn(tallies), depth: int64(depth)}
+			return harness.DeleteQueue(amqpURL, spec.ForwardQueue())
+		}},
 	}
 	proxyClient := loadgen.NewClient(128, 10*time.Second)
 	hookClient := loadgen.NewClient(64, 10*time.Second)
-	var tallies []tally
 	for _, ph := range phases {
+		if ctx.Err() != nil {
+			return 1
+		}
 		if ph.before != nil {
 			if err := ph.before(); err != nil {
 				return fail(fmt.Errorf("starting phase %s: %w", ph.name, err))
@@ -158,7 +213,7 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 		go func() {
 			defer wg.Done()
 			req := webhookload.Request("http://"+listen+harness.WebhookPath, spec.Token, spec.Name)
-			t.hook = loadgen.FixedClassify(ctx, hookClient, req, webhookload.Classify, webhookRPS, 512, 0, d)
+			t.hook = loadgen.FixedClassify(ctx, hookClient, req, webhookload.ClassifyReason, webhookRPS, 512, 0, d)
 		}()
 		wg.Wait()
 		tallies = append(tallies, t)
@@ -169,7 +224,7 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 		}
 	}
 	time.Sleep(time.Second)
-	code := account(tallies, amqpURL, spec)
+	code := account(tallies, cp, amqpURL, spec)
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if n, err := harness.KeysWithoutTTL(cctx, redisURL, spec.KeyPrefix); err != nil || n > 0 {
@@ -179,7 +234,27 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 	return code
 }
 
-func account(tallies []tally, amqpURL string, spec harness.BordaSpec) int {
+// confirmedIn counts the 200 PUBLISHED_CONFIRMED of the phases so far.
+func confirmedIn(tallies []tally) int64 {
+	var n int64
+	for _, t := range tallies {
+		n += t.hook.Classes[webhookload.Confirmed]
+	}
+	return n
+}
+
+// unavailableIn counts a phase's 503s, whatever their reason.
+func unavailableIn(r loadgen.Result) int64 {
+	var n int64
+	for c, k := range r.Classes {
+		if c == webhookload.Unavailable || strings.HasPrefix(c, webhookload.Unavailable+"/") {
+			n += k
+		}
+	}
+	return n
+}
+
+func account(tallies []tally, cp checkpoint, amqpURL string, spec harness.BordaSpec) int {
 	ok := true
 	var req, ok200, s429, s503, other, hookReq, confirmed, unavailable, hookOther int64
 	for _, t := range tallies {
@@ -190,8 +265,8 @@ func account(tallies []tally, amqpURL string, spec harness.BordaSpec) int {
 		other += t.proxy.Requests - t.proxy.Status[200] - t.proxy.Status[429] - t.proxy.Status[503] + t.proxy.Errors
 		hookReq += t.hook.Requests + t.hook.Errors
 		confirmed += t.hook.Classes[webhookload.Confirmed]
-		unavailable += t.hook.Classes["SERVICE_UNAVAILABLE"]
-		hookOther += t.hook.Requests - t.hook.Classes[webhookload.Confirmed] - t.hook.Classes["SERVICE_UNAVAILABLE"] + t.hook.Errors
+		unavailable += unavailableIn(t.hook)
+		hookOther += t.hook.Requests - t.hook.Classes[webhookload.Confirmed] - unavailableIn(t.hook) + t.hook.Errors
 		if t.proxy.Status[200]+t.proxy.Status[429] != t.proxy.Requests || t.proxy.Errors > 0 {
 			fmt.Printf("FAIL: %s: proxy answers other than 200/429: %s\n", t.name, statuses(t.proxy))
 			ok = false
@@ -200,9 +275,15 @@ func account(tallies []tally, amqpURL string, spec harness.BordaSpec) int {
 		// rate_limits.timeout fails open (a loaded CI machine does that),
 		// and keys already over their limit stay refused from the
 		// in-process deny cache until their window ends, Redis or not.
-		if t.name == "amqp-back" && t.hook.Classes[webhookload.Confirmed] == 0 {
-			fmt.Println("FAIL: amqp-back: no PUBLISHED_CONFIRMED after the broker came back")
+		if mustRecover[t.name] && t.hook.Classes[webhookload.Confirmed] == 0 {
+			fmt.Printf("FAIL: %s: no PUBLISHED_CONFIRMED after the fault cleared\n", t.name)
 			ok = false
+		}
+		if t.name == "queue-deleted" {
+			if t.hook.Classes[webhookload.Unavailable+"/UNROUTABLE_MESSAGE"] == 0 {
+				fmt.Printf("FAIL: queue-deleted: no 503 UNROUTABLE_MESSAGE (%s)\n", classes(t.hook))
+				ok = false
+			}
 		}
 		if t.name == "baseline" && t.hook.Classes[webhookload.Confirmed] != t.hook.Requests {
 			fmt.Printf("FAIL: baseline: webhook outcomes %s, want all PUBLISHED_CONFIRMED\n", classes(t.hook))
@@ -214,10 +295,18 @@ func account(tallies []tally, amqpURL string, spec harness.BordaSpec) int {
 		fmt.Println("FAIL:", err)
 		ok = false
 	}
-	lost := max(confirmed-int64(queued), 0)
+	// Confirms up to the deletion were counted then; the queue holds the
+	// ones after it.
+	lostBefore := max(cp.confirmed-cp.depth, 0)
+	after := confirmed - cp.confirmed
+	lost := lostBefore + max(after-int64(queued), 0)
 	fmt.Printf("\naccounting\n  proxy:   %d requests, %d × 200, %d × 429, %d × 503, %d other\n", req, ok200, s429, s503, other)
 	fmt.Printf("  webhook: %d requests, %d × 200 PUBLISHED_CONFIRMED, %d × 503, %d other\n", hookReq, confirmed, unavailable, hookOther)
-	fmt.Printf("  queue %s: %d messages; lost = %d; extra (published, then answered 503) = %d\n", spec.ForwardQueue(), queued, lost, max(int64(queued)-confirmed, 0))
+	if cp.taken {
+		fmt.Printf("  queue %s before queue-deleted: %d confirmed, %d messages; lost = %d\n", spec.ForwardQueue(), cp.confirmed, cp.depth, lostBefore)
+	}
+	fmt.Printf("  queue %s at the end: %d confirmed since, %d messages; lost = %d in all; extra (published, then answered 503) = %d\n",
+		spec.ForwardQueue(), after, queued, lost, max(int64(queued)-after, 0)+max(cp.depth-cp.confirmed, 0))
 	if lost != 0 {
 		ok = false
 	}
