@@ -9,7 +9,7 @@
 # `borda healthcheck`, which GETs http://127.0.0.1:8080/healthz with a 2 s
 # timeout. Kubernetes ignores HEALTHCHECK; use the probes in deploy/kubernetes/.
 
-ARG GO_VERSION=1.26.8
+ARG GO_VERSION=1.26.11
 
 FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src

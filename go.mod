@@ -2,6 +2,12 @@ module github.com/olp-edu/borda
 
 go 1.26.8
 
+// go1.26.9–1.26.11 fix net/http, net/http/httputil, net/textproto, crypto/tls
+// and crypto/x509 vulnerabilities the gateway reaches (govulncheck:
+// GO-2026-6603…6617, GO-2026-6809). Where GOTOOLCHAIN=local (`go env
+// GOTOOLCHAIN`), run go with GOTOOLCHAIN=auto to build with it.
+toolchain go1.26.11
+
 require (
 	github.com/MicahParks/keyfunc/v3 v3.9.2
 	github.com/Shopify/toxiproxy/v2 v2.5.0

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// payloadDir is a copy of shared/cases/payloads (wire-exact bytes).
+// payloadDir is a copy of shared/cases/payloads (wire-exact bytes);
+// TestPayloadCopyMatchesSharedCases checks it is current.
 const payloadDir = "testdata/payloads"
 
 // payload reads a provider payload and its .headers file (if any).

@@ -11,11 +11,11 @@ import (
 // invalid file.
 func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprintln(stdout, "Usage: borda config check [--config FILE]")
+		fmt.Fprintln(stdout, groupUsage("config"))
 		return 0
 	}
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "Usage: borda config check [--config FILE]")
+		fmt.Fprintln(stderr, groupUsage("config"))
 		return 2
 	}
 	fs, path := newFlags("config check", stderr)

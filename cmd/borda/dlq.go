@@ -14,20 +14,16 @@ import (
 	"github.com/olp-edu/borda/webhook/deadletter"
 )
 
-const dlqUsage = `Usage:
-  borda dlq list   [--config FILE] [--limit N]
-  borda dlq replay [--config FILE] (--id ID | --all-since 1h|RFC3339) --operator NAME --reason TEXT [--force] [--limit N]`
-
 // runDLQ is `borda dlq list|replay`. list prints the dead letters and
 // leaves them in the queue; replay republishes the chosen ones to the
 // forward queue and records each in webhook_replays (DATABASE_URL).
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprintln(stdout, dlqUsage)
+		fmt.Fprintln(stdout, groupUsage("dlq"))
 		return 0
 	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
-		fmt.Fprintln(stderr, dlqUsage)
+		fmt.Fprintln(stderr, groupUsage("dlq"))
 		return 2
 	}
 	if args[0] == "list" {
@@ -85,7 +81,7 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return code
 	}
 	if (*id == "") == (*since == "") || strings.TrimSpace(*operator) == "" || strings.TrimSpace(*reason) == "" {
-		fmt.Fprintln(stderr, dlqUsage)
+		fmt.Fprintln(stderr, "usage: "+helps["dlq replay"].usage)
 		return 2
 	}
 	sel := deadletter.Selection{ID: *id}

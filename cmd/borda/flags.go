@@ -14,16 +14,26 @@ import (
 	"github.com/olp-edu/borda/configs"
 )
 
-// newFlags returns a FlagSet for a command with the shared --config flag.
+// newFlags returns a FlagSet for a command with the shared --config flag;
+// --help prints the command's help (helps[name]) before the flags.
 func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet("borda "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newBareFlags(name, stderr)
 	def := os.Getenv("BORDA_CONFIG")
 	if def == "" {
 		def = configs.DefaultPath
 	}
 	path := fs.String("config", def, "config file (YAML); $BORDA_CONFIG sets the default")
 	return fs, path
+}
+
+// newBareFlags returns a FlagSet with no flags yet whose --help prints the
+// command's help (helps[name]) before its flags: newFlags adds --config to
+// it; healthcheck and version, which read no config file, use it alone.
+func newBareFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("borda "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	setUsage(fs, name)
+	return fs
 }
 
 // parseFlags parses args; it returns the exit code to use and false when the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,8 +18,7 @@ import (
 // config does not make the probe itself fail to start; point --port at the
 // public listener (default 8080) or the admin listener (9091).
 func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("borda healthcheck", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newBareFlags("healthcheck", stderr)
 	port := fs.Int("port", 8080, "TCP port on 127.0.0.1 to probe (public listener 8080, admin 9091)")
 	path := fs.String("path", "/healthz", "path to GET (/healthz, /readyz, /readyz/proxy, /readyz/webhook)")
 	timeout := fs.Duration("timeout", 2*time.Second, "give up after this long")

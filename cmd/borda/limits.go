@@ -30,13 +30,12 @@ const limitsTimeout = 5 * time.Second
 // running instance multiplies that rule's limit by F within
 // rate_limits.relax_poll and drops it when the key expires. F ≥ 1.
 func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	const usage = "Usage: borda limits relax --rule NAME --factor F --for DURATION | borda limits show"
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stderr, groupUsage("limits"))
 		return 2
 	}
 	if isHelp(args[0]) {
-		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, groupUsage("limits"))
 		return 0
 	}
 	switch args[0] {

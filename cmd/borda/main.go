@@ -87,15 +87,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: borda <command> [flags]   (borda <command> --help for its flags)")
+	fmt.Fprintln(w, "Usage: borda <command> [flags]   (borda <command> --help: what it does, its environment and flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --config FILE (default configs/local.yaml, or $BORDA_CONFIG).")
+	fmt.Fprintln(w, "\nEvery command but healthcheck and version takes --config FILE (default configs/local.yaml, or $BORDA_CONFIG).")
 }
 
-func runVersion(_ context.Context, _ []string, stdout, _ io.Writer) int {
+func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if code, ok := parseFlags(newBareFlags("version", stderr), args); !ok {
+		return code
+	}
 	fmt.Fprintf(stdout, "borda %s\n", version)
 	return 0
 }

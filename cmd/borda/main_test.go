@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/olp-edu/borda/configs"
 )
 
 func runArgs(args ...string) (int, string, string) {
@@ -33,6 +36,8 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	}
 }
 
+// Every command's --help starts with its usage line and what it does
+// (then the flags), and exits 0 without doing its job.
 func TestEveryCommandAnswersHelp(t *testing.T) {
 	for _, c := range commands() {
 		args := []string{c.name, "--help"}
@@ -43,12 +48,95 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 			args = []string{"dlq", "list", "--help"}
 		case "limits":
 			args = []string{"limits", "show", "--help"}
-		case "version":
-			continue
 		}
 		code, stdout, stderr := runArgs(args...)
-		if code != 0 || !strings.Contains(stdout+stderr, "-config") && c.name != "healthcheck" {
-			t.Errorf("borda %s: code %d, output %q", strings.Join(args, " "), code, stdout+stderr)
+		out := stdout + stderr
+		if code != 0 || !strings.Contains(out, "-config") && c.name != "healthcheck" && c.name != "version" {
+			t.Errorf("borda %s: code %d, output %q", strings.Join(args, " "), code, out)
+		}
+		checkHelp(t, strings.Join(args[:len(args)-1], " "), out)
+		if c.name == "version" && strings.Contains(out, "borda "+version) {
+			t.Errorf("borda version --help printed the version: %q", out)
+		}
+	}
+}
+
+// Every help entry, subcommands included, is what `borda <name> --help`
+// prints, and long-running commands name the signals they handle.
+func TestEveryHelpEntryAnswers(t *testing.T) {
+	for name := range helps {
+		code, stdout, stderr := runArgs(append(strings.Fields(name), "--help")...)
+		if code != 0 {
+			t.Errorf("borda %s --help: code %d", name, code)
+		}
+		checkHelp(t, name, stdout+stderr)
+	}
+	for name, sigs := range map[string][]string{
+		"serve":          {"SIGTERM", "SIGINT", "SIGHUP"},
+		"forward":        {"SIGTERM", "SIGINT"},
+		"consume-events": {"SIGTERM", "SIGINT"},
+	} {
+		_, _, stderr := runArgs(name, "--help")
+		for _, s := range sigs {
+			if !strings.Contains(stderr, s) {
+				t.Errorf("borda %s --help does not mention %s", name, s)
+			}
+		}
+	}
+}
+
+// checkHelp: out starts with "usage: borda <name>", then a blank line and
+// a description line.
+func checkHelp(t *testing.T, name, out string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if !strings.HasPrefix(lines[0], "usage: borda "+name) {
+		t.Errorf("borda %s --help does not start with %q:\n%s", name, "usage: borda "+name, out)
+		return
+	}
+	if len(lines) < 3 || lines[1] != "" || strings.TrimSpace(lines[2]) == "" {
+		t.Errorf("borda %s --help has no description line after its usage:\n%s", name, out)
+	}
+}
+
+// The help names only environment variables the code reads: the config
+// overrides (configs.ApplyEnv, observed through its lookup function),
+// BORDA_CONFIG (newFlags) and BORDA_LOG_LEVEL (newLogger).
+func TestHelpNamesOnlyVariablesTheCodeReads(t *testing.T) {
+	read := map[string]bool{}
+	cfg := configs.Default()
+	if err := configs.ApplyEnv(&cfg, func(name string) (string, bool) { read[name] = true; return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BORDA_CONFIG", "/from/env.yaml")
+	if _, path := newFlags("serve", io.Discard); *path == "/from/env.yaml" {
+		read["BORDA_CONFIG"] = true
+	}
+	t.Setenv("BORDA_LOG_LEVEL", "error")
+	var logged bytes.Buffer
+	if newLogger(&logged).Info("dropped"); logged.Len() == 0 {
+		read["BORDA_LOG_LEVEL"] = true
+	}
+	for name := range envDoc {
+		if !read[name] {
+			t.Errorf("envDoc describes %s, which the code does not read", name)
+		}
+	}
+	for _, name := range configEnv {
+		if !read[name] {
+			t.Errorf("configEnv lists %s, which configs.ApplyEnv does not read", name)
+		}
+	}
+	for name := range read {
+		if _, ok := envDoc[name]; !ok {
+			t.Errorf("the code reads %s but envDoc does not describe it", name)
+		}
+	}
+	for cmd, h := range helps {
+		for _, name := range h.env {
+			if _, ok := envDoc[name]; !ok {
+				t.Errorf("borda %s --help names %s, which envDoc does not describe", cmd, name)
+			}
 		}
 	}
 }
@@ -69,7 +157,7 @@ func TestPositionalArgumentIsRefusedNotIgnored(t *testing.T) {
 
 func TestSubcommandGroupsAnswerHelp(t *testing.T) {
 	for _, c := range []string{"config", "dlq", "limits"} {
-		if code, stdout, _ := runArgs(c, "--help"); code != 0 || !strings.Contains(stdout, "Usage") {
+		if code, stdout, _ := runArgs(c, "--help"); code != 0 || !strings.HasPrefix(stdout, "usage: borda "+c) {
 			t.Errorf("borda %s --help: code %d stdout %q", c, code, stdout)
 		}
 	}

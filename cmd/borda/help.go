@@ -1,0 +1,223 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// commandHelp is what `borda <command> --help` prints before the flags.
+type commandHelp struct {
+	usage   string   // the whole usage line, starting "borda <command>"
+	about   []string // what the command does, one to three lines
+	signals []string // for long-running commands: "SIGNAL  effect" lines
+	env     []string // the environment variables the command uses (keys of envDoc)
+	envNote string   // an extra line under env, if any
+}
+
+// envDoc describes every environment variable a command's help may name.
+// The config overrides are configs.ApplyEnv's (docs/configuration.md);
+// TestHelpNamesOnlyVariablesTheCodeReads checks the list against it.
+var envDoc = map[string]string{
+	"BORDA_CONFIG":               "default for --config (else configs/local.yaml)",
+	"BORDA_LOG_LEVEL":            "debug, info, warn or error (default info)",
+	"ENVIRONMENT":                "environment: production, staging or development; fixes the Redis key prefix",
+	"REDIS_URL":                  "redis.url (redis:// or rediss://)",
+	"UPSTASH_REDIS_REST_URL":     "redis.rest_url: the Upstash REST store, with the token, when REDIS_URL is unset",
+	"UPSTASH_REDIS_REST_TOKEN":   "redis.rest_token",
+	"AMQP_URL":                   "amqp.url",
+	"DATABASE_URL":               "database.url",
+	"WEBHOOK_TOKENS":             "webhook.tokens, comma-separated (without one the ingress answers 503)",
+	"LEGACY_WEBHOOK_URL":         "forward.url: the legacy endpoint",
+	"LEGACY_WEBHOOK_HMAC_SECRET": "the secret that signs each POST to the legacy endpoint",
+	"AUTH_JWKS_URL":              "auth.jwks_url",
+	"AUTH_JWT_SECRET":            "the HS256 secret (the variable auth.jwt_secret_env names)",
+}
+
+// configEnv is every config override, in docs/configuration.md's order.
+var configEnv = []string{"ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN",
+	"AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET",
+	"AUTH_JWKS_URL", "AUTH_JWT_SECRET"}
+
+const stopSignals = "SIGTERM, SIGINT"
+
+// helps is every command's help, by the words after "borda" that name it.
+var helps = map[string]commandHelp{
+	"serve": {
+		usage: "borda serve [--config FILE]",
+		about: []string{
+			"Runs the gateway until stopped: reverse proxy with host/path routing, rate limits (Redis,",
+			"Upstash REST or the embedded store), and the webhook ingress, which answers 200 only once",
+			"RabbitMQ has confirmed the event. Public listener `listen`, admin listener `admin_listen`.",
+		},
+		signals: []string{
+			stopSignals + "  graceful shutdown: readiness 503, stop accepting, finish in-flight requests,",
+			"                 await outstanding AMQP confirms, flush telemetry, exit",
+			"SIGHUP           reload the rate-limit rules from the same file (an invalid file is logged",
+			"                 and the running rules stay; routes and listeners need a restart)",
+		},
+		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
+			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET"},
+		envNote: "and the variables named by webhook.sources[].tokens_env and .signature.secret_env",
+	},
+	"forward": {
+		usage: "borda forward [--config FILE] [--admin ADDR]",
+		about: []string{
+			"Re-delivers the webhooks of forward.queue to the legacy endpoint, HMAC-signed, with a retry",
+			"ladder (forward.retry_delays), a dead-letter queue and a circuit breaker. Needs redis.url",
+			"for its idempotency keys.",
+		},
+		signals: []string{
+			stopSignals + "  stop consuming, requeue buffered deliveries, finish the ones in flight, exit 0",
+		},
+		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "AMQP_URL",
+			"LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET"},
+	},
+	"consume-events": {
+		usage: "borda consume-events [--config FILE] [--admin ADDR]",
+		about: []string{
+			"Keeps the PostgreSQL table whatsapp_instances current from the connection.update events of",
+			"forward.events_queue. Needs database.url and `borda migrate`.",
+		},
+		signals: []string{
+			stopSignals + "  finish the delivery in hand, exit 0",
+		},
+		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "AMQP_URL", "DATABASE_URL"},
+	},
+	"aggregate": {
+		usage: "borda aggregate [--config FILE]",
+		about: []string{
+			"Folds the Redis telemetry counters into PostgreSQL gateway_metrics once, for cron (`borda",
+			"serve` also does it every telemetry.aggregate_every). Exits 0 too when another process holds",
+			"the aggregation lock.",
+		},
+		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "DATABASE_URL"},
+	},
+	"migrate": {
+		usage: "borda migrate [--config FILE]",
+		about: []string{
+			"Applies the embedded PostgreSQL migrations (gateway_metrics, whatsapp_instances,",
+			"webhook_replays) to database.url.",
+		},
+		env: []string{"BORDA_CONFIG", "DATABASE_URL"},
+	},
+	"dlq list": {
+		usage: "borda dlq list [--config FILE] [--limit N]",
+		about: []string{"Prints the dead-lettered webhooks of forward.dlq and leaves them in the queue."},
+		env:   []string{"BORDA_CONFIG", "AMQP_URL"},
+	},
+	"dlq replay": {
+		usage: "borda dlq replay [--config FILE] (--id ID | --all-since 1h|RFC3339) --operator NAME --reason TEXT [--force] [--limit N]",
+		about: []string{
+			"Republishes the chosen dead letters to forward.queue and records each replay (operator, reason,",
+			"outcome) in webhook_replays.",
+		},
+		env: []string{"BORDA_CONFIG", "AMQP_URL", "DATABASE_URL"},
+	},
+	"limits relax": {
+		usage: "borda limits relax [--config FILE] --rule NAME --factor F --for DURATION",
+		about: []string{
+			"Multiplies a rate-limit rule's limit by F for a while (an incident valve), in the shared store:",
+			"every running `borda serve` applies it within rate_limits.relax_poll and drops it when it expires.",
+		},
+		env: []string{"BORDA_CONFIG", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"},
+	},
+	"limits show": {
+		usage: "borda limits show [--config FILE]",
+		about: []string{"Prints the configured rate-limit rules and the relaxes in force in the shared store."},
+		env:   []string{"BORDA_CONFIG", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"},
+	},
+	"config check": {
+		usage: "borda config check [--config FILE]",
+		about: []string{
+			"Validates the file, with the environment overrides applied, and prints the effective",
+			"configuration with secrets redacted. An invalid file exits 2 with one line per problem.",
+		},
+		env:     append([]string{"BORDA_CONFIG"}, configEnv...),
+		envNote: "and the variables named by webhook.sources[].tokens_env and .signature.secret_env",
+	},
+	"healthcheck": {
+		usage: "borda healthcheck [--port N] [--path P] [--timeout D]",
+		about: []string{
+			"GETs http://127.0.0.1:<port><path> and exits 0 on a 2xx answer, 1 otherwise: a container",
+			"HEALTHCHECK for images with no shell and no curl. Reads no config file and no environment.",
+		},
+	},
+	"version": {
+		usage: "borda version",
+		about: []string{"Prints the version stamped at build time (-ldflags \"-X main.version=…\")."},
+	},
+}
+
+// groups are the commands that take a subcommand.
+var groups = map[string][]string{
+	"config": {"check"},
+	"dlq":    {"list", "replay"},
+	"limits": {"relax", "show"},
+}
+
+// writeHelp writes the help of the command named name (a key of helps),
+// without its flags.
+func writeHelp(w io.Writer, name string) {
+	h, ok := helps[name]
+	if !ok {
+		fmt.Fprintf(w, "usage: borda %s\n", name)
+		return
+	}
+	fmt.Fprintf(w, "usage: %s\n\n", h.usage)
+	for _, l := range h.about {
+		fmt.Fprintln(w, l)
+	}
+	if len(h.signals) > 0 {
+		fmt.Fprintln(w, "\nsignals:")
+		for _, l := range h.signals {
+			fmt.Fprintln(w, "  "+l)
+		}
+	}
+	if len(h.env) > 0 {
+		fmt.Fprintln(w, "\nenvironment (the config overrides are in docs/configuration.md):")
+		for _, e := range h.env {
+			fmt.Fprintf(w, "  %-27s %s\n", e, envDoc[e])
+		}
+		if h.envNote != "" {
+			fmt.Fprintln(w, "  "+h.envNote)
+		}
+	}
+}
+
+// setUsage makes fs's usage (printed on --help and on a flag error) the
+// command's help followed by its flags.
+func setUsage(fs *flag.FlagSet, name string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		writeHelp(w, name)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(w, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+}
+
+// groupUsage is what `borda <group> --help` prints: each subcommand's
+// usage line and what it does.
+func groupUsage(group string) string {
+	var b strings.Builder
+	for i, sub := range groups[group] {
+		prefix := "usage: "
+		if i > 0 {
+			prefix = "       "
+		}
+		b.WriteString(prefix + helps[group+" "+sub].usage + "\n")
+	}
+	for _, sub := range groups[group] {
+		fmt.Fprintf(&b, "\nborda %s %s:\n", group, sub)
+		for _, l := range helps[group+" "+sub].about {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "\n`borda %s <subcommand> --help` adds the environment and the flags.", group)
+	return b.String()
+}
