@@ -8,10 +8,11 @@
 // Every -interval (10 s) it samples RSS and open fds (/proc) and goroutines
 // (/debug/pprof/goroutine?debug=1 on the admin listener). Growth from the
 // warm-up's peak (the first 25 % of the run) to the mean of the last two
-// samples must stay under 10 %, or within +4 MiB of RSS and +10 goroutines
-// or fds: connection pools (to Redis, RabbitMQ, the upstream) may still be
-// settling in a one-minute CI run; a leak per request or per connection
-// shows as hundreds within minutes.
+// samples must stay under 10 % (issue 5). Only the one-minute -ci run also
+// passes within +4 MiB of RSS and +10 goroutines or fds: its connection
+// pools (to Redis, RabbitMQ, the upstream) may still be settling; a leak
+// per request or per connection shows as hundreds within minutes. The full
+// run has no such allowance.
 //
 // Every 200 PUBLISHED_CONFIRMED must be a message in RabbitMQ: the run
 // publishes to its own exchange and queue (bench-soak-<id>), counts the
@@ -63,10 +64,10 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, *duration, *interval, *proxyRPS, *webhookRPS, *bordaBin, *redisURL, *amqpURL, *maxGrowth, *dedupSize))
+	os.Exit(run(ctx, *duration, *interval, *proxyRPS, *webhookRPS, *bordaBin, *redisURL, *amqpURL, *maxGrowth, *dedupSize, *ci))
 }
 
-func run(ctx context.Context, duration, interval time.Duration, proxyRPS, webhookRPS int, bordaBin, redisURL, amqpURL string, maxGrowth float64, dedupSize int) int {
+func run(ctx context.Context, duration, interval time.Duration, proxyRPS, webhookRPS int, bordaBin, redisURL, amqpURL string, maxGrowth float64, dedupSize int, ci bool) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "soak:", err); return 1 }
 	setup, err := harness.NewSetup(ctx, "soak", bordaBin)
 	if err != nil {
@@ -171,7 +172,7 @@ func run(ctx context.Context, duration, interval time.Duration, proxyRPS, webhoo
 		fmt.Println("FAIL: every confirmed event must be in the queue (and some must be confirmed)")
 		ok = false
 	}
-	if !flat(samples, duration, interval, maxGrowth) {
+	if !flat(samples, duration, interval, maxGrowth, ci) {
 		ok = false
 	}
 	if ok {
@@ -186,7 +187,10 @@ func run(ctx context.Context, duration, interval time.Duration, proxyRPS, webhoo
 // run, at least two intervals) with the mean of the last two samples: a
 // leak keeps growing past the warm-up's peak, while the allocator's and the
 // connection pools' early swings stay under it.
-func flat(samples []harness.Stats, duration, interval time.Duration, maxGrowth float64) bool {
+//
+// slack, when set (the -ci run only), also passes a growth within +4 MiB of
+// RSS and +10 goroutines or fds.
+func flat(samples []harness.Stats, duration, interval time.Duration, maxGrowth float64, slack bool) bool {
 	if len(samples) < 3 {
 		fmt.Printf("FAIL: only %d samples; run longer than 3 intervals\n", len(samples))
 		return false
@@ -201,12 +205,12 @@ func flat(samples []harness.Stats, duration, interval time.Duration, maxGrowth f
 	}
 	last := samples[len(samples)-2:]
 	ok := true
-	check := func(what string, from, to float64, slack float64) {
+	check := func(what string, from, to float64, allowance float64) {
 		growth := 0.0
 		if from > 0 {
 			growth = (to - from) / from
 		}
-		pass := growth < maxGrowth || to-from <= slack
+		pass := growth < maxGrowth || (slack && to-from <= allowance)
 		verdict := "ok"
 		if !pass {
 			verdict, ok = "FAIL", false
