@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/rs/zerolog"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// TestSIGTERMAnswersWebhooksInFlightTruthfully is design.md §3's shutdown
+// order through the real binary and a real signal: webhooks whose confirms
+// are still on their way when SIGTERM arrives (the broker link delays
+// every byte from RabbitMQ by 400 ms) each get their true answer, 200
+// PUBLISHED_CONFIRMED only for an event RabbitMQ holds, and the process
+// exits 0. The in-process test (webhook's
+// TestShutdownInFlightRequestsGetTheirTrueAnswer) calls Shutdown itself;
+// this one also covers cmd/borda's signal wiring and the order it runs.
+func TestSIGTERMAnswersWebhooksInFlightTruthfully(t *testing.T) {
+	redisURL := servicetest.RedisURL(t)
+	amqpURL := servicetest.AMQPURL(t)
+	n := newNames(t)
+	t.Cleanup(func() { n.deleteTopology(t, amqpURL) })
+
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := toxiproxy.NewProxy(toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop()), servicetest.Name(t), "127.0.0.1:0", u.Host)
+	if err := proxy.Start(); err != nil {
+		t.Fatalf("starting the broker proxy: %v", err)
+	}
+	t.Cleanup(proxy.Stop)
+	slowURL := *u
+	slowURL.Host = proxy.Listen
+
+	up := upstream("alpha")
+	defer up.Close()
+	p := startServe(t, n.config(up.URL, up.URL, slowURL.String(), redisURL)+"shutdown:\n  drain: 10s\n", "WEBHOOK_TOKENS=e2e-token")
+	waitReady(t, p.public+"/readyz/webhook")
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"slow-confirms","type":"latency","stream":"downstream","attributes":{"latency":400}}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	const inFlight = 16
+	type answer struct {
+		id     string
+		status int
+		body   string
+		err    error
+	}
+	answers := make(chan answer, inFlight)
+	client := &http.Client{Timeout: 15 * time.Second}
+	var sent sync.WaitGroup
+	for i := range inFlight {
+		sent.Add(1)
+		go func() {
+			id := fmt.Sprintf("%s-sigterm-%d", n.prefix, i)
+			body := fmt.Sprintf(`{"event":"messages.upsert","instance":"e2e","data":{"key":{"id":%q}}}`, id)
+			req, _ := http.NewRequest(http.MethodPost, p.public+"/webhooks/whatsapp", bytes.NewReader([]byte(body)))
+			req.Header.Set("Authorization", "Bearer e2e-token")
+			req.Header.Set("Content-Type", "application/json")
+			sent.Done()
+			resp, err := client.Do(req)
+			a := answer{id: id, err: err}
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				a.status, a.body = resp.StatusCode, string(b)
+			}
+			answers <- a
+		}()
+	}
+	sent.Wait()
+	time.Sleep(150 * time.Millisecond) // every request read and published, none confirmed yet
+	signalled := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+
+	confirmed := map[string]bool{}
+	for range inFlight {
+		a := <-answers
+		switch {
+		case a.err != nil:
+			t.Errorf("%s: no answer (%v): a request in flight at SIGTERM was cut off", a.id, a.err)
+		case a.status == 200 && strings.Contains(a.body, `"PUBLISHED_CONFIRMED"`):
+			confirmed[a.id] = true
+		case a.status == 503 && strings.Contains(a.body, `"SERVICE_UNAVAILABLE"`):
+		default:
+			t.Errorf("%s: %d %s, want 200 PUBLISHED_CONFIRMED or 503", a.id, a.status, a.body)
+		}
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Errorf("borda serve exited with %v after SIGTERM, want 0", err)
+		}
+		t.Logf("SIGTERM → exit in %v; %d of %d in-flight webhooks confirmed", time.Since(signalled).Round(time.Millisecond), len(confirmed), inFlight)
+	case <-time.After(15 * time.Second):
+		t.Fatal("borda serve still running 15 s after SIGTERM")
+	}
+	if len(confirmed) == 0 {
+		t.Errorf("no webhook in flight at SIGTERM was confirmed: shutdown did not wait for the outstanding confirms")
+	}
+
+	// Every 200 is a message in the queue.
+	queued := map[string]bool{}
+	n.withChannel(func(ch *amqp.Channel) {
+		for {
+			d, ok, err := ch.Get(n.queue, true)
+			if err != nil || !ok {
+				return
+			}
+			env, err := envelope.Decode(d.Body)
+			if err != nil {
+				t.Errorf("a message in %s is not an envelope: %v", n.queue, err)
+				continue
+			}
+			for id := range confirmed {
+				if bytes.Contains(env.Body, []byte(`"id":"`+id+`"`)) {
+					queued[id] = true
+				}
+			}
+		}
+	}, amqpURL)
+	for id := range confirmed {
+		if !queued[id] {
+			t.Errorf("%s was answered 200 PUBLISHED_CONFIRMED but is not in %s", id, n.queue)
+		}
+	}
+}
