@@ -69,13 +69,19 @@ func TestTickWritesPendingLines(t *testing.T) {
 	w := New(out, Options{FlushEvery: 5 * time.Millisecond})
 	defer w.Close()
 	_, _ = w.Write([]byte("one\n"))
+	waitOutput(t, out, "one\n", "a pending line was not written by the tick")
+}
+
+// waitOutput waits up to 5 s for out to hold exactly want.
+func waitOutput(t *testing.T, out *recorder, want, failure string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if got, _ := out.snapshot(); got == "one\n" {
+		if got, _ := out.snapshot(); got == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("a pending line was not written by the tick")
+			t.Fatal(failure)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -86,16 +92,7 @@ func TestFlushBytesStartsAWriteBeforeTheTick(t *testing.T) {
 	w := New(out, Options{FlushEvery: time.Hour, FlushBytes: 8})
 	defer w.Close()
 	_, _ = w.Write([]byte("0123456789\n"))
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if got, _ := out.snapshot(); got == "0123456789\n" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("FlushBytes pending did not start a write")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitOutput(t, out, "0123456789\n", "FlushBytes pending did not start a write")
 }
 
 // The bug this package fixes: a stalled log output (a container log
