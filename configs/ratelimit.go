@@ -28,7 +28,7 @@ type Breaker struct {
 	// Failures is the number of consecutive failures that opens it.
 	Failures int `yaml:"failures"`
 	// OpenFor is how long it stays open before one probe is let through
-	// (rate_limits default 2s; the probe runs off the request path).
+	// (defaults: rate_limits 2s, forward 30s).
 	OpenFor Duration `yaml:"open_for"`
 }
 

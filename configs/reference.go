@@ -42,7 +42,9 @@ func Reference(dir string) ([]byte, error) {
 		"Unknown keys are refused; every section is optional; durations are Go duration strings (`30ms`, `5s`, `1m`). " +
 		"`borda config check --config FILE` validates a file and prints the effective configuration with secrets redacted; " +
 		"an invalid file exits with code 2 and one line per problem, naming the field.\n\n")
-	b.WriteString("Key paths: `a.b` is a nested key, `a[].b` a key of each list element, `a.<name>.b` a key of each map entry.\n\n")
+	b.WriteString("Key paths: `a.b` is a nested key, `a[].b` a key of each list element, `a.<name>.b` a key of each map entry. " +
+		"The Default column shows the value a key takes when absent; where it is blank (keys of list and map elements, " +
+		"defaults computed from other keys) the description says \"default …\".\n\n")
 
 	b.WriteString("## Environment variables\n\n")
 	b.WriteString("They override the file (an empty variable counts as unset). Secrets live only here, never in the file.\n\n")

@@ -177,7 +177,7 @@ func (s *sources) envTarget(target []string) (string, string) {
 		return "", ""
 	}
 	if envOnly {
-		return "`" + strings.Join(keys, ".") + "` (environment only)", doc
+		return "environment only (no key in the file)", doc
 	}
 	return "`" + strings.Join(keys, ".") + "`", doc
 }

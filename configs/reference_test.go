@@ -57,7 +57,7 @@ func TestReferenceListsEveryKeyAndOverride(t *testing.T) {
 		"| `environment` |", "| `redis.url` | secret |", "| `rate_limits.rules[].window` | duration |",
 		"| `cors.policies.<name>.max_age` |", "| `routes[].cookies.forward[].as` |",
 		"| `forward.retry_delays` | list of durations | `[1m, 5m, 15m, 60m]` |",
-		"| `REDIS_URL` | `redis.url` |", "| `WEBHOOK_TOKENS` | `webhook.Tokens` (environment only) |",
+		"| `REDIS_URL` | `redis.url` |", "| `WEBHOOK_TOKENS` | environment only (no key in the file) |",
 		"| `AUTH_JWT_SECRET (named by auth.jwt_secret_env)` |",
 		"| `webhook.sources[].signature.scheme` |",
 	} {
