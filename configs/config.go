@@ -54,6 +54,14 @@ type Config struct {
 	// IPv6PrefixLen is the prefix length IPv6 clients are grouped by for
 	// rate limits (default 64; 128 keys each address on its own).
 	IPv6PrefixLen int `yaml:"ipv6_prefix_len"`
+	// HeadersWithUnderscores is what happens to a request header whose
+	// name contains "_" on its way to an upstream: drop (default, as
+	// nginx's underscores_in_headers off) or allow. CGI-style upstreams
+	// (PHP-FPM, Rack, WSGI) read X_Forwarded_For and X-Forwarded-For as
+	// one variable, so an allowed X_Forwarded_For or X_Real_IP would stand
+	// in for the client IP the gateway sets (Envoy:
+	// headers_with_underscores_action).
+	HeadersWithUnderscores string `yaml:"headers_with_underscores"`
 
 	Redis      Redis      `yaml:"redis"`
 	AMQP       AMQP       `yaml:"amqp"`
@@ -123,10 +131,11 @@ type Shutdown struct {
 // Default returns the configuration every loaded file starts from.
 func Default() Config {
 	return Config{
-		Environment:   EnvDevelopment,
-		Listen:        ":8080",
-		AdminListen:   "127.0.0.1:9091",
-		IPv6PrefixLen: 64,
+		Environment:            EnvDevelopment,
+		Listen:                 ":8080",
+		AdminListen:            "127.0.0.1:9091",
+		IPv6PrefixLen:          64,
+		HeadersWithUnderscores: "drop",
 		Redis: Redis{
 			DialTimeout:  Duration(200e6),
 			ReadTimeout:  Duration(100e6),

@@ -74,6 +74,7 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"amqp_bad_port":                  "amqp.url:",
 		"bad_listen":                     "listen:",
 		"bad_client_ip_header":           "client_ip_header:",
+		"bad_headers_with_underscores":   "headers_with_underscores:",
 	}
 	files, _ := filepath.Glob("testdata/invalid/*.yaml")
 	if len(files) != len(want) {

@@ -89,6 +89,11 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	if c.AdminListen != "off" {
 		checkListen(&p, "admin_listen", c.AdminListen)
 	}
+	switch c.HeadersWithUnderscores {
+	case "drop", "allow":
+	default:
+		p.addf("headers_with_underscores", "%q: want drop or allow", c.HeadersWithUnderscores)
+	}
 	if h := c.ClientIPHeader; h != "" && !validHeaderName(h) {
 		p.addf("client_ip_header", "%q is not a header name", h)
 	}

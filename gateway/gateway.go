@@ -93,6 +93,9 @@ type Server struct {
 	draining     atomic.Bool
 	transport    http.RoundTripper
 	registry     *prometheus.Registry
+	// keepUnderscores is headers_with_underscores: allow (else such
+	// request headers are dropped before the upstream).
+	keepUnderscores bool
 
 	public http.Handler
 	admin  http.Handler
@@ -140,6 +143,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 	if s.ip.v6Bits == 0 {
 		s.ip.v6Bits = 64
 	}
+	s.keepUnderscores = cfg.HeadersWithUnderscores == "allow"
 	if s.webhook != nil {
 		for _, p := range s.webhook.Paths() {
 			if p != "" {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,6 +108,9 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 
 	h := out.Header
+	if !p.s.keepUnderscores {
+		dropUnderscoreHeaders(h)
+	}
 	p.s.setForwarded(h, in, ex)
 	h["X-Request-Id"] = []string{ex.id}
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
@@ -114,6 +118,18 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		h[wouldBlockKey] = []string{"true"}
 	}
 	cookies.ApplyRequest(h, rt.forward)
+}
+
+// dropUnderscoreHeaders deletes every header whose name contains "_"
+// (headers_with_underscores: drop): an upstream behind CGI-style naming
+// would read X_Forwarded_For as X-Forwarded-For and X_Real_IP as
+// X-Real-IP, past the gateway's own values.
+func dropUnderscoreHeaders(h http.Header) {
+	for name := range h {
+		if strings.IndexByte(name, '_') >= 0 {
+			delete(h, name)
+		}
+	}
 }
 
 // setForwarded replaces the client-IP headers with the gateway's view

@@ -279,3 +279,53 @@ func FuzzRemoveDotSegments(f *testing.F) {
 		}
 	})
 }
+
+// CGI-style upstreams (PHP-FPM, Rack, WSGI) read X_Real_IP as X-Real-IP:
+// a client's X_Real_IP, X_Forwarded_For or X_Request_Id reached the
+// upstream beside the gateway's own values and could stand in for them
+// (nginx drops such headers by default; Envoy has
+// headers_with_underscores_action). headers_with_underscores: allow
+// keeps them, for an upstream that needs one.
+func TestUnderscoreSpelledHeadersNeverReachTheUpstream(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"", "drop", "allow"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			up := newRecordingUpstream(t, nil)
+			yaml := "routes:\n  - name: api\n    upstream: \"{up}\"\n"
+			if mode != "" {
+				yaml = "headers_with_underscores: " + mode + "\n" + yaml
+			}
+			h := newHarness(t, parseConfig(t, yaml, nil, map[string]string{"up": up.URL}))
+			req := h.newRequest(t, http.MethodGet, "", "/")
+			for _, k := range []string{"X_Real_IP", "X_Forwarded_For", "X_Request_Id", "Legacy_Token"} {
+				req.Header[k] = []string{"evil"}
+			}
+			req.Header.Set("X-Kept", "yes")
+			if rr := h.serve(req, "203.0.113.9:5555"); rr.Code != 200 {
+				t.Fatalf("status %d", rr.Code)
+			}
+			got := up.last(t).Header
+			if got.Get("X-Kept") != "yes" {
+				t.Errorf("an ordinary header was dropped: %v", got)
+			}
+			var underscored []string
+			for k := range got {
+				if strings.Contains(k, "_") {
+					underscored = append(underscored, k)
+				}
+			}
+			if mode == "allow" {
+				if got.Get("Legacy_Token") != "evil" {
+					t.Errorf("headers_with_underscores: allow dropped Legacy_Token: %v", got)
+				}
+				return
+			}
+			if len(underscored) > 0 {
+				t.Errorf("headers with underscores reached the upstream: %v", underscored)
+			}
+			if v := got.Get("X-Real-Ip"); v != "203.0.113.9" {
+				t.Errorf("X-Real-Ip = %q, want the gateway's 203.0.113.9", v)
+			}
+		})
+	}
+}
