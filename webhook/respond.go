@@ -46,11 +46,10 @@ func readBody(r io.Reader, hint int64) ([]byte, error) {
 	total := 0
 	for size := first; ; size = min(2*size, largest) {
 		chunk := make([]byte, size)
-		n, err := io.ReadFull(r, chunk)
+		n, err := fill(r, chunk)
 		chunk = chunk[:n]
 		total += n
-		switch {
-		case err == io.EOF || err == io.ErrUnexpectedEOF: // the end
+		if err == io.EOF { // only the reader's own EOF ends the body
 			if len(chunks) == 0 {
 				return chunk, nil // one chunk: nothing to join
 			}
@@ -59,11 +58,28 @@ func readBody(r io.Reader, hint int64) ([]byte, error) {
 				out = append(out, c...)
 			}
 			return append(out, chunk...), nil
-		case err != nil:
+		}
+		if err != nil {
 			return nil, err
 		}
 		chunks = append(chunks, chunk)
 	}
+}
+
+// fill reads into b until it is full (nil error) or r fails. Unlike
+// io.ReadFull it returns r's error as it is: io.ErrUnexpectedEOF from
+// net/http (a client that hung up inside a chunked or Content-Length
+// body) must stay an error, never read as the end of a complete body.
+func fill(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func jsonValid(b []byte) bool { return json.Valid(b) }
