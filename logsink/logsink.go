@@ -17,13 +17,17 @@
 // or sooner once it holds FlushBytes. A line that does not fit (the
 // output has been stalled long enough to fill MaxBytes) is dropped and
 // counted, never waited for; once the output takes writes again a notice
-// line says how many were dropped. Close writes what is pending and
+// line says how many were dropped. A batch the output refuses (a write
+// error) is counted as dropped too. Close writes what is pending and
 // makes later Writes synchronous, so nothing logged during shutdown is
-// lost. What a crash (SIGKILL, a fatal runtime error) loses is at most
-// the last FlushEvery of lines.
+// lost; it gives up after CloseTimeout when the output is stalled, so a
+// stuck stderr cannot hold the process's exit. What a crash (SIGKILL, a
+// fatal runtime error) loses is at most the last FlushEvery of lines.
 package logsink
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -39,16 +43,25 @@ const (
 	// DefaultFlushBytes starts a write before the tick once this many
 	// bytes are pending (64 KiB, about 250 access-log lines).
 	DefaultFlushBytes = 64 << 10
-	// DefaultMaxBytes is the most held while the output is slow (1 MiB);
-	// beyond it lines are dropped and counted.
-	DefaultMaxBytes = 1 << 20
+	// DefaultMaxBytes is the most held while the output is slow (4 MiB,
+	// about 1.5 s of access log at 10 000 req/s); beyond it lines are
+	// dropped and counted.
+	DefaultMaxBytes = 4 << 20
+	// DefaultCloseTimeout bounds Close on a stalled output (5 s).
+	DefaultCloseTimeout = 5 * time.Second
 )
+
+// ErrCloseTimeout is Close's error when the output did not take the
+// pending lines within CloseTimeout; they are abandoned.
+var ErrCloseTimeout = errors.New("logsink: output stalled; pending log lines abandoned at close")
 
 // Options tunes a Writer; zero fields take the defaults above.
 type Options struct {
 	FlushEvery time.Duration // longest a line waits before it is written
 	FlushBytes int           // pending bytes that start a write early
 	MaxBytes   int           // pending bytes held at most; beyond: dropped
+	// CloseTimeout bounds Close's wait for a stalled output.
+	CloseTimeout time.Duration
 	// Now stamps the dropped-lines notice; tests freeze it. Default
 	// time.Now.
 	Now func() time.Time
@@ -89,6 +102,9 @@ func New(out io.Writer, opts Options) *Writer {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.CloseTimeout <= 0 {
+		opts.CloseTimeout = DefaultCloseTimeout
 	}
 	w := &Writer{
 		out:  out,
@@ -131,8 +147,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Dropped is the number of lines dropped since New because the output
-// was too slow (MaxBytes pending).
+// Dropped is the number of lines dropped since New: while MaxBytes were
+// pending (the output too slow, or a line longer than MaxBytes), or in a
+// batch the output refused.
 func (w *Writer) Dropped() uint64 { return w.droppedTotal.Load() }
 
 // Flush writes what is pending now and returns the output's error.
@@ -148,34 +165,62 @@ func (w *Writer) flushLocked() error {
 	batch, dropped := w.pending, w.dropped
 	w.pending, w.dropped = w.spare[:0], 0
 	w.mu.Unlock()
+	lines := len(batch)
 	if dropped > 0 {
-		batch = fmt.Appendf(batch, "{\"time\":%q,\"level\":\"WARN\",\"msg\":\"log lines dropped: the log output was too slow\",\"dropped\":%d}\n",
+		batch = fmt.Appendf(batch, "{\"time\":%q,\"level\":\"WARN\",\"msg\":\"log lines dropped: the log output was too slow or refused them\",\"dropped\":%d}\n",
 			w.opts.Now().UTC().Format(time.RFC3339Nano), dropped)
 	}
 	var err error
 	if len(batch) > 0 {
-		_, err = w.out.Write(batch)
+		if _, err = w.out.Write(batch); err != nil {
+			// Nothing of the batch is known to have arrived: count its
+			// lines as dropped and report them, with the earlier ones,
+			// once the output takes writes again.
+			lost := uint64(bytes.Count(batch[:lines], []byte{'\n'}))
+			w.droppedTotal.Add(lost)
+			w.mu.Lock()
+			w.dropped += dropped + lost
+			w.mu.Unlock()
+		}
 	}
 	w.spare = batch[:0]
 	return err
 }
 
 // Close writes what is pending, stops the background goroutine and
-// makes later Writes synchronous. It returns the last write's error and
-// is safe to call more than once.
+// makes later Writes synchronous. It returns the last write's error, or
+// ErrCloseTimeout when a write in progress did not finish within
+// CloseTimeout (then the pending lines are abandoned and Writes keep
+// buffering). It is safe to call more than once.
 func (w *Writer) Close() error {
 	var err error
 	w.closeOnce.Do(func() {
 		close(w.stop)
-		<-w.done
-		// Holding outMu from here keeps a synchronous Write, which may
-		// start as soon as closed is set, behind the pending lines.
-		w.outMu.Lock()
-		defer w.outMu.Unlock()
-		w.mu.Lock()
-		w.closed = true
-		w.mu.Unlock()
-		err = w.flushLocked()
+		finished := make(chan error, 1)
+		go func() {
+			<-w.done
+			// Writes turn synchronous only once the output has taken the
+			// pending lines: on a stalled output they keep buffering
+			// (bounded, never blocking). Holding outMu keeps a synchronous
+			// Write behind the lines of both flushes.
+			w.outMu.Lock()
+			defer w.outMu.Unlock()
+			err := w.flushLocked()
+			w.mu.Lock()
+			w.closed = true
+			w.mu.Unlock()
+			if err2 := w.flushLocked(); err == nil { // lines queued during the first
+				err = err2
+			}
+			finished <- err
+		}()
+		t := time.NewTimer(w.opts.CloseTimeout)
+		defer t.Stop()
+		select {
+		case err = <-finished:
+		case <-t.C:
+			err = ErrCloseTimeout
+		}
 	})
 	return err
 }

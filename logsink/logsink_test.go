@@ -3,6 +3,7 @@ package logsink
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -223,5 +224,80 @@ func BenchmarkAccessLogLine(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// Review finding: Close waited for ever on an output that stopped taking
+// writes, so `borda serve` never reached os.Exit after SIGTERM and its
+// pod stayed Terminating until SIGKILL.
+func TestCloseGivesUpOnAStalledOutput(t *testing.T) {
+	for _, stalled := range []string{"during a background write", "at the final flush"} {
+		t.Run(stalled, func(t *testing.T) {
+			gate := make(chan struct{})
+			defer close(gate)
+			out := &recorder{}
+			every := time.Hour
+			if stalled == "during a background write" {
+				every = time.Millisecond
+			}
+			w := New(out, Options{FlushEvery: every, CloseTimeout: 50 * time.Millisecond})
+			out.mu.Lock()
+			out.gate = gate
+			out.mu.Unlock()
+			_, _ = w.Write([]byte("stuck\n"))
+			time.Sleep(20 * time.Millisecond) // the background write, if any, is now stuck
+			start := time.Now()
+			if err := w.Close(); !errors.Is(err, ErrCloseTimeout) {
+				t.Errorf("Close = %v, want ErrCloseTimeout", err)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("Close took %v on a stalled output", took)
+			}
+			// Writes after a Close that gave up still never block.
+			done := make(chan struct{})
+			go func() { _, _ = w.Write([]byte("later\n")); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Error("Write blocked after Close gave up")
+			}
+		})
+	}
+}
+
+// failing is an output whose first write fails.
+type failing struct {
+	recorder
+	failed bool
+}
+
+func (f *failing) Write(p []byte) (int, error) {
+	if !f.failed {
+		f.failed = true
+		return 0, errors.New("write /dev/stderr: broken pipe")
+	}
+	return f.recorder.Write(p)
+}
+
+// Review finding: a batch the output refused was thrown away without
+// being counted in borda_log_lines_dropped_total or reported.
+func TestRefusedBatchIsCountedAndReported(t *testing.T) {
+	out := &failing{}
+	w := New(out, Options{FlushEvery: time.Hour})
+	_, _ = w.Write([]byte("a\n"))
+	_, _ = w.Write([]byte("b\n"))
+	if err := w.Flush(); err == nil {
+		t.Fatal("Flush on a failing output returned nil")
+	}
+	if got := w.Dropped(); got != 2 {
+		t.Errorf("Dropped() = %d after a refused batch of 2 lines, want 2", got)
+	}
+	_, _ = w.Write([]byte("c\n"))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := out.snapshot()
+	if !strings.HasPrefix(got, "c\n") || !strings.Contains(got, `"dropped":2`) {
+		t.Errorf("output %q, want c then a notice of 2 dropped lines", got)
 	}
 }

@@ -30,7 +30,7 @@ func newCommandRegistry() *prometheus.Registry {
 	if sink := processLog; sink != nil {
 		_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "borda_log_lines_dropped_total",
-			Help: "Log lines dropped because the log output (stderr) was too slow to take them: more than 1 MiB pending (logsink).",
+			Help: "Log lines dropped because the log output (stderr) was too slow to take them (more than 4 MiB pending) or refused a write (logsink).",
 		}, func() float64 { return float64(sink.Dropped()) }))
 	}
 	return reg
