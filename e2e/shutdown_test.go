@@ -85,7 +85,10 @@ func TestSIGTERMAnswersWebhooksInFlightTruthfully(t *testing.T) {
 		}()
 	}
 	sent.Wait()
-	time.Sleep(150 * time.Millisecond) // every request read and published, none confirmed yet
+	// SIGTERM only once the gateway holds all of them (its own gauge), so
+	// a request still connecting on a loaded machine is not mistaken for
+	// one cut off.
+	waitInFlight(t, p.admin, inFlight)
 	signalled := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -112,6 +115,10 @@ func TestSIGTERMAnswersWebhooksInFlightTruthfully(t *testing.T) {
 		t.Logf("SIGTERM → exit in %v; %d of %d in-flight webhooks confirmed", time.Since(signalled).Round(time.Millisecond), len(confirmed), inFlight)
 	case <-time.After(15 * time.Second):
 		t.Fatal("borda serve still running 15 s after SIGTERM")
+	}
+	// The log is batched (logsink): its last line must still be there.
+	if logs := p.logs.String(); !strings.Contains(logs, `"msg":"stopped"`) {
+		t.Errorf("the last log line (\"stopped\") was lost at exit; log tail:\n%s", logs[max(0, len(logs)-600):])
 	}
 	if len(confirmed) == 0 {
 		t.Errorf("no webhook in flight at SIGTERM was confirmed: shutdown did not wait for the outstanding confirms")
@@ -141,5 +148,27 @@ func TestSIGTERMAnswersWebhooksInFlightTruthfully(t *testing.T) {
 		if !queued[id] {
 			t.Errorf("%s was answered 200 PUBLISHED_CONFIRMED but is not in %s", id, n.queue)
 		}
+	}
+}
+
+// waitInFlight waits up to 10 s for borda's webhook_ingress_inflight_current
+// (admin /metrics) to reach n.
+func waitInFlight(t *testing.T, admin string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("webhook_ingress_inflight_current %d", n)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(admin + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), "\n"+want+"\n") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("borda never had %d webhooks in flight (%s) within 10 s", n, want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

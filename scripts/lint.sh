@@ -51,11 +51,15 @@ echo "lint: staticcheck $("$bin/staticcheck" -version)"
 install govulncheck "golang.org/x/vuln/cmd/govulncheck@$GOVULNCHECK_VERSION" "govulncheck@$GOVULNCHECK_VERSION"
 reachable=0
 case $VULNDB in
-file://*) [ -d "${VULNDB#file://}" ] && reachable=1 ;; # a vuln.go.dev copy, or a flat directory of OSV entries
+file://*) # a vuln.go.dev copy, or a flat directory of OSV entries (an empty one would pass any scan)
+	d=${VULNDB#file://}
+	{ [ -f "$d/index/modules.json" ] || compgen -G "$d/GO-*.json" >/dev/null; } && reachable=1 ;;
 *) curl -fsS --max-time 5 -o /dev/null "$VULNDB/index/db.json.gz" 2>/dev/null && reachable=1 ;;
 esac
 if [ $reachable = 0 ] && [ -z "${BORDA_VULNDB:-}" ]; then
-	dl=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod timeout 300 go mod download -json golang.org/x/vulndb@latest 2>/dev/null || true)
+	tmp=$(mktemp -d)
+	dl=$(cd "$tmp" && GOFLAGS=-mod=mod timeout 300 go mod download -json golang.org/x/vulndb@latest 2>/dev/null || true)
+	rmdir "$tmp"
 	dir=$(printf '%s\n' "$dl" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	ver=$(printf '%s\n' "$dl" | sed -n 's/^[[:space:]]*"Version": "\(.*\)",$/\1/p')
 	if [ -n "$dir" ] && [ -d "$dir/data/osv" ]; then

@@ -70,14 +70,26 @@ func MemoryAlarm() (clear func() error, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the broker lock: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("taking the broker lock: %w", err)
+	// Wait for the tests holding it shared, but not for ever (a test
+	// binary stuck elsewhere must not hang the bench).
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("taking the broker lock %s: %w", servicetest.BrokerLockPath(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	// Restore what was there, unless that is itself a leftover alarm (an
+	// aborted run's 1e-7): then RabbitMQ 3.x's default, 0.4.
 	was := "0.4"
 	if out, err := rabbitmqctl("eval", "vm_memory_monitor:get_vm_memory_high_watermark()."); err == nil {
-		if v := strings.TrimSpace(out); v != "" && !strings.ContainsAny(v, "{}") {
-			was = v
+		if v, err := strconv.ParseFloat(strings.TrimSpace(out), 64); err == nil && v >= 0.01 && v <= 1 {
+			was = strings.TrimSpace(out)
 		}
 	}
 	clear = func() error {
