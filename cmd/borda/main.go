@@ -55,13 +55,24 @@ func commands() []command {
 }
 
 func main() {
-	// Log lines are batched off the request path (logsink); Close writes
-	// what is pending before the process exits.
-	processLog = logsink.New(os.Stderr, logsink.Options{})
-	code := run(os.Args[1:], os.Stdout, processLog)
-	_ = processLog.Close()
+	// The long-running commands batch their log lines off the request
+	// path (logsink); Close writes what is pending before the process
+	// exits. The one-shot commands write stderr at once, in order with
+	// their stdout.
+	var stderr io.Writer = os.Stderr
+	if len(os.Args) > 1 && longRunning[os.Args[1]] {
+		processLog = logsink.New(os.Stderr, logsink.Options{})
+		stderr = processLog
+	}
+	code := run(os.Args[1:], os.Stdout, stderr)
+	if processLog != nil {
+		_ = processLog.Close()
+	}
 	os.Exit(code)
 }
+
+// longRunning are the commands whose stderr goes through logsink.
+var longRunning = map[string]bool{"serve": true, "forward": true, "consume-events": true}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
