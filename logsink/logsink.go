@@ -16,7 +16,8 @@
 // returns at once; the buffer is written to the output every FlushEvery,
 // or sooner once it holds FlushBytes. A line that does not fit (the
 // output has been stalled long enough to fill MaxBytes) is dropped and
-// counted, never waited for; once the output takes writes again a notice
+// counted, never waited for; warnings and errors have a reserve of a
+// quarter of MaxBytes more, so they outlast the access log; once the output takes writes again a notice
 // line says how many were dropped. A batch the output refuses (a write
 // error) is counted as dropped too. Close writes what is pending and
 // makes later Writes synchronous, so nothing logged during shutdown is
@@ -129,7 +130,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		defer w.outMu.Unlock()
 		return w.out.Write(p)
 	}
-	if len(w.pending)+len(p) > w.opts.MaxBytes {
+	if n := len(w.pending) + len(p); n > w.opts.MaxBytes && (n > w.opts.MaxBytes+w.opts.MaxBytes/4 || !important(p)) {
 		w.dropped++
 		w.mu.Unlock()
 		w.droppedTotal.Add(1)
@@ -145,6 +146,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// important reports whether line is a warning or an error of slog's JSON
+// handler: those may use a reserve of MaxBytes/4 beyond MaxBytes, so the
+// lines that explain an incident outlast the access log's when the
+// output stalls.
+func important(line []byte) bool {
+	return bytes.Contains(line, []byte(`"level":"ERROR`)) || bytes.Contains(line, []byte(`"level":"WARN`))
 }
 
 // Dropped is the number of lines dropped since New: while MaxBytes were

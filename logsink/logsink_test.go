@@ -301,3 +301,34 @@ func TestRefusedBatchIsCountedAndReported(t *testing.T) {
 		t.Errorf("output %q, want c then a notice of 2 dropped lines", got)
 	}
 }
+
+// When the output stalls, the access log fills MaxBytes first; the
+// warnings and errors that explain the incident still get in, up to a
+// reserve of a quarter more.
+func TestWarningsOutlastTheAccessLogWhenTheOutputStalls(t *testing.T) {
+	w := New(io.Discard, Options{FlushEvery: time.Hour, FlushBytes: 1 << 20, MaxBytes: 400})
+	defer w.Close()
+	info := []byte(`{"level":"INFO","msg":"http request","pad":"` + strings.Repeat("x", 60) + "\"}\n")
+	for range 10 {
+		_, _ = w.Write(info) // ~100 bytes each: the fifth and later do not fit
+	}
+	before := w.Dropped()
+	if before == 0 {
+		t.Fatal("nothing dropped: MaxBytes not reached")
+	}
+	// 324 bytes pending; this 120-byte line fits only in the reserve.
+	_, _ = w.Write([]byte(`{"level":"ERROR","msg":"rate-limit store failed","pad":"` + strings.Repeat("e", 62) + "\"}\n"))
+	if w.Dropped() != before {
+		t.Error("an error line was dropped while the reserve had room")
+	}
+	_, _ = w.Write(info)
+	if w.Dropped() != before+1 {
+		t.Error("an info line used the reserve")
+	}
+	for range 3 {
+		_, _ = w.Write([]byte(`{"level":"WARN","msg":"` + strings.Repeat("w", 40) + "\"}\n"))
+	}
+	if w.Dropped() == before+1 {
+		t.Error("warnings beyond the reserve were not dropped: the reserve is unbounded")
+	}
+}
