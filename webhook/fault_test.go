@@ -306,13 +306,7 @@ func TestEdgeCase26_ConnectionBlockedAnswers503AtOnce(t *testing.T) {
 	if code, _, _ := s.post(t, "/webhooks/whatsapp", "application/json", []byte(`{"before":1}`), nil); code != 200 {
 		t.Fatalf("before the alarm: %d", code)
 	}
-	restored := false
-	t.Cleanup(func() {
-		if !restored {
-			rabbitmqctl(t, "set_vm_memory_high_watermark", "0.4")
-		}
-	})
-	rabbitmqctl(t, "set_vm_memory_high_watermark", "0.0000001")
+	clearAlarm := servicetest.MemoryAlarm(t)
 	// RabbitMQ blocks a connection when it next publishes: the request
 	// that does so answers 503 (BROKER_BLOCKED as the notice arrives)
 	// within its deadline.
@@ -334,8 +328,7 @@ func TestEdgeCase26_ConnectionBlockedAnswers503AtOnce(t *testing.T) {
 			t.Errorf("while blocked: %d %+v after %s, want 503 BROKER_BLOCKED at once", code, a, took)
 		}
 	}
-	rabbitmqctl(t, "set_vm_memory_high_watermark", "0.4")
-	restored = true
+	clearAlarm()
 	readyAgain(t, s)
 	// The trigger may be stored once the alarm clears (the provider's
 	// retry then duplicates it; consumers dedupe by id); the five
@@ -412,13 +405,11 @@ func rabbitmqctl(t *testing.T, args ...string) string {
 		}
 		t.Skip("rabbitmqctl not found")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "rabbitmqctl", args...).CombinedOutput()
+	out, err := servicetest.Rabbitmqctl(args...)
 	if err != nil {
-		t.Fatalf("rabbitmqctl %v: %v\n%s", args, err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	return out
 }
 
 // connectionPID finds the broker's pid of the connection named name.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -139,9 +138,7 @@ func TestEdgeCase26_LargeBodyIntoTheAlarmAnswersByTheDeadline(t *testing.T) {
 	// The alarm is cleared after a fixed time, whether or not the publish
 	// has answered: a hanging publish must not keep the shared broker
 	// alarmed.
-	restore := sync.OnceFunc(func() { _ = exec.Command("rabbitmqctl", "set_vm_memory_high_watermark", "0.4").Run() })
-	t.Cleanup(restore)
-	rabbitmqctl(t, "set_vm_memory_high_watermark", "0.0000001")
+	restore := servicetest.MemoryAlarm(t)
 	timer := time.AfterFunc(faultConfirmTimeout+4*time.Second, restore)
 	defer timer.Stop()
 	big := bytes.Repeat([]byte("x"), 12<<20) // a 9 MB body's envelope

@@ -39,13 +39,8 @@ func PaddedRequest(url, token, run string, pad int) loadgen.Request {
 // "SERVICE_UNAVAILABLE", …), or "HTTP <code>" when the body is not the
 // contract's JSON.
 func Classify(status int, body []byte) string {
-	var v struct {
-		Status string `json:"status"`
-	}
-	if json.Unmarshal(body, &v) == nil && v.Status != "" {
-		return v.Status
-	}
-	return fmt.Sprintf("HTTP %d", status)
+	class, _, _ := strings.Cut(ClassifyReason(status, body), "/")
+	return class
 }
 
 // ClassifyReason is Classify with a 503's reason appended:
