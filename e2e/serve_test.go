@@ -23,7 +23,7 @@ import (
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
-const payloads = "../../shared/cases/payloads/"
+const payloads = "../webhook/testdata/payloads/"
 
 // names is one test's private broker topology and key prefix.
 type names struct {

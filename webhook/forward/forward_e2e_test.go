@@ -18,9 +18,9 @@ import (
 
 func readPayload(t *testing.T, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../../../shared/cases/payloads/" + name)
+	b, err := os.ReadFile("../testdata/payloads/" + name)
 	if err != nil {
-		t.Skipf("payload %s: %v", name, err)
+		t.Fatalf("payload %s: %v", name, err)
 	}
 	return b
 }

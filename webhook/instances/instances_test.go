@@ -23,9 +23,9 @@ import (
 
 func payload(t *testing.T, name, instance string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../../../shared/cases/payloads/" + name)
+	b, err := os.ReadFile("../testdata/payloads/" + name)
 	if err != nil {
-		t.Skipf("payload %s: %v", name, err)
+		t.Fatalf("payload %s: %v", name, err)
 	}
 	return []byte(strings.ReplaceAll(string(b), "test-instance-01", instance))
 }
