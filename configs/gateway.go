@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Route maps requests to an upstream. Matching: webhook paths first, then
@@ -56,8 +57,11 @@ type Route struct {
 // RouteCookies is a route's cookie policy.
 type RouteCookies struct {
 	// Forward lists the cookies sent upstream; every olp_* cookie not listed
-	// is removed. Nil keeps the default (olp_auth as Authorization, olp_mural
-	// as a cookie); an empty list forwards no olp_* cookie.
+	// is removed, and the route's upstream may set (Set-Cookie) only the
+	// olp_* cookies listed here. Absent: the default, olp_auth as
+	// Authorization and olp_mural as a cookie (Validate fills it in, so
+	// `config check` prints the effective list); an empty list forwards,
+	// and lets the upstream set, no olp_* cookie.
 	Forward []CookieForward `yaml:"forward"`
 	// Domain rewrites the Domain attribute of upstream Set-Cookie headers
 	// (as nginx's proxy_cookie_domain). Empty: left as sent.
@@ -91,11 +95,23 @@ type Auth struct {
 	// EscolaClaim is the dotted claim path holding escola_id (default
 	// "app_metadata.escola_id").
 	EscolaClaim string `yaml:"escola_claim"`
-	// Leeway is the clock skew allowed on exp/nbf/iat (default 30s).
+	// Leeway is the clock skew allowed on exp, nbf and iat (default 30s).
 	Leeway Duration `yaml:"leeway"`
-	// Issuer and Audience, when set, are required to match.
-	Issuer   string `yaml:"issuer"`
+	// RequireExp makes a token without an exp claim unverified (anonymous);
+	// default true. With false, a token without exp verifies (exp is still
+	// checked when present).
+	RequireExp bool `yaml:"require_exp"`
+	// Issuer, when set, must equal the token's iss claim (a token without
+	// iss is unverified).
+	Issuer string `yaml:"issuer"`
+	// Audience, when set, must be the token's aud claim or one of its
+	// values (a token without aud is unverified).
 	Audience string `yaml:"audience"`
+	// JWKSRefresh is how often the JWKS document is fetched again (default
+	// 1m, at least 1s): a key removed from it stops verifying within this
+	// interval. A token whose kid is not in the key set also triggers a
+	// fetch, at most once every 10 seconds.
+	JWKSRefresh Duration `yaml:"jwks_refresh"`
 
 	// JWTSecret is read from the variable named by JWTSecretEnv.
 	JWTSecret Secret `yaml:"-"`
@@ -107,7 +123,15 @@ func defaultAuth() Auth {
 		UserClaim:    "sub",
 		EscolaClaim:  "app_metadata.escola_id",
 		Leeway:       Duration(30e9),
+		RequireExp:   true,
+		JWKSRefresh:  Duration(60e9),
 	}
+}
+
+// DefaultCookieForward is the cookies.forward of a route that does not set
+// the key: olp_auth as Authorization: Bearer, olp_mural as the cookie it is.
+func DefaultCookieForward() []CookieForward {
+	return []CookieForward{{Cookie: "olp_auth", As: "authorization"}, {Cookie: "olp_mural"}}
 }
 
 // CORS holds named CORS policies that routes refer to.
@@ -211,6 +235,9 @@ func (c *Config) validateGateway(p *problems) {
 				p.addf(field+".cors", "%q is not a policy in cors.policies", r.CORS)
 			}
 		}
+		if r.Cookies.Forward == nil {
+			r.Cookies.Forward = DefaultCookieForward()
+		}
 		for j, fw := range r.Cookies.Forward {
 			f := fmt.Sprintf("%s.cookies.forward[%d]", field, j)
 			if fw.Cookie == "" {
@@ -244,6 +271,12 @@ func (c *Config) validateGateway(p *problems) {
 		if u, err := url.Parse(c.Auth.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.addf("auth.jwks_url", "%q is not an absolute http(s) URL", c.Auth.JWKSURL)
 		}
+	}
+	if c.Auth.JWKSRefresh.D() < time.Second {
+		p.addf("auth.jwks_refresh", "%s: want at least 1s", c.Auth.JWKSRefresh.D())
+	}
+	if c.Auth.Leeway < 0 {
+		p.addf("auth.leeway", "must not be negative")
 	}
 }
 

@@ -8,10 +8,23 @@ import (
 )
 
 // OwnedPrefix starts the name of every cookie the portal itself sets
-// (olp_auth, olp_mural, ...). It is matched case-insensitively: an
-// OLP_AUTH cookie is treated as the portal's too, so it cannot slip past
-// the filter to a third-party upstream.
+// (olp_auth, olp_mural, ...). It is matched case-insensitively and after
+// a __Host- or __Secure- prefix (also any case, as RFC 6265bis §4.1.3
+// has browsers match them): OLP_AUTH and __Host-olp_auth are treated as
+// the portal's too, so they cannot slip past the filter to a third-party
+// upstream, nor be set by one.
 const OwnedPrefix = "olp_"
+
+// MaxTokenBytes bounds a credential: the Authorization: Bearer token the
+// identity layer verifies, and every olp_* cookie value forwarded to an
+// upstream (as a cookie or as the Bearer token). One bound for both, so
+// no credential reaches an upstream that the rate limiter could not read:
+// an olp_* cookie value over it is removed by ApplyRequest, and the
+// gateway answers a Bearer header over it with 431 (BearerTooLarge).
+// Browsers keep cookies under 4096 bytes, and nginx refuses header lines
+// over its default 8k large_client_header_buffers (docs/edge.md,
+// Identity).
+const MaxTokenBytes = 8 << 10
 
 // Forward says how one request cookie reaches a route's upstream.
 type Forward struct {
@@ -25,10 +38,10 @@ type Forward struct {
 }
 
 // DefaultForward is the policy of a route that does not configure
-// cookies.forward: olp_auth as Authorization: Bearer, olp_mural as the
-// cookie it is.
+// cookies.forward (configs.DefaultCookieForward): olp_auth as
+// Authorization: Bearer, olp_mural as the cookie it is.
 func DefaultForward() []Forward {
-	return []Forward{{Cookie: "olp_auth", AsAuthorization: true}, {Cookie: "olp_mural"}}
+	return ForwardFromConfig(configs.DefaultCookieForward())
 }
 
 // ForwardFromConfig converts a route's cookies.forward list. nil (the key
@@ -36,7 +49,7 @@ func DefaultForward() []Forward {
 // cookie at all.
 func ForwardFromConfig(fw []configs.CookieForward) []Forward {
 	if fw == nil {
-		return DefaultForward()
+		fw = configs.DefaultCookieForward()
 	}
 	out := make([]Forward, 0, len(fw))
 	for _, f := range fw {
@@ -45,9 +58,16 @@ func ForwardFromConfig(fw []configs.CookieForward) []Forward {
 	return out
 }
 
-// IsOwned reports whether name is one of the portal's cookies (OwnedPrefix,
-// case-insensitively).
+// IsOwned reports whether name is one of the portal's cookies: OwnedPrefix,
+// case-insensitively, after an optional __Host- or __Secure- prefix (any
+// case).
 func IsOwned(name string) bool {
+	for _, p := range []string{"__Host-", "__Secure-"} {
+		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) {
+			name = name[len(p):]
+			break
+		}
+	}
 	return len(name) >= len(OwnedPrefix) && strings.EqualFold(name[:len(OwnedPrefix)], OwnedPrefix)
 }
 
@@ -56,11 +76,13 @@ func IsOwned(name string) bool {
 //
 //   - cookies whose name does not start with olp_ pass untouched (byte for
 //     byte, malformed pairs included);
-//   - an olp_* cookie listed in forward passes as a cookie, or becomes
-//     "Authorization: Bearer <value>" when listed AsAuthorization and h has
-//     no Authorization yet (the first such cookie wins; a value that is not
-//     a valid token68-like string is dropped instead of making the request
-//     unsendable);
+//   - an olp_* cookie listed in forward (exact name) passes as a cookie,
+//     or becomes "Authorization: Bearer <value>" when listed
+//     AsAuthorization and h has no Authorization yet (the first such
+//     cookie wins; a value that is not a valid token68-like string is
+//     dropped instead of making the request unsendable);
+//   - an olp_* value longer than MaxTokenBytes is removed in both forms
+//     (the identity layer could not have verified it);
 //   - every other olp_* cookie is removed.
 //
 // Several Cookie lines (HTTP/2 clients split them) are merged into one,
@@ -97,6 +119,8 @@ func ApplyRequest(h http.Header, forward []Forward) {
 					h.Set("Authorization", "Bearer "+v)
 					hasAuth = true
 				}
+			case len(unquote(strings.TrimSpace(value))) > MaxTokenBytes:
+				changed = true
 			default:
 				kept = append(kept, pair)
 			}
@@ -128,10 +152,32 @@ func Value(h http.Header, name string) (string, bool) {
 }
 
 // bearerCookie returns the value ApplyRequest sends upstream as
-// "Authorization: Bearer" for an AsAuthorization cookie named name: the
-// first such cookie whose value is a usable token (validBearer), so
-// identity and the upstream see the same credential.
-func bearerCookie(h http.Header, name string) (string, bool) {
+// "Authorization: Bearer" for a request without Authorization: the first
+// olp_* cookie, in header order, that forward lists AsAuthorization and
+// whose value is a usable token (validBearer), so identity and the
+// upstream see the same credential.
+func bearerCookie(h http.Header, forward []Forward) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			n = strings.TrimSpace(n)
+			if !IsOwned(n) {
+				continue
+			}
+			if f, ok := lookup(forward, n); !ok || !f.AsAuthorization {
+				continue
+			}
+			if v = unquote(strings.TrimSpace(v)); validBearer(v) {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// cookieToken returns the first value of a cookie named name in h that is
+// a usable token (validBearer).
+func cookieToken(h http.Header, name string) (string, bool) {
 	for _, line := range h["Cookie"] {
 		for part := range strings.SplitSeq(line, ";") {
 			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
@@ -166,7 +212,7 @@ func unquote(v string) string {
 // visible ASCII a JWT or opaque token may carry, refusing separators that
 // would corrupt the header (space, comma, semicolon, quote, backslash).
 func validBearer(v string) bool {
-	if v == "" || len(v) > 16<<10 {
+	if v == "" || len(v) > MaxTokenBytes {
 		return false
 	}
 	for i := 0; i < len(v); i++ {

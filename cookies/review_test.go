@@ -17,18 +17,18 @@ func TestFromRequestIgnoresConnectionNominatedHeaders(t *testing.T) {
 	header := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "header-user"}, "")
 
 	h := http.Header{"Cookie": {"olp_auth=" + cookie}, "Authorization": {"Basic eDp5"}, "Connection": {"close", "keep-alive, authorization"}}
-	if id, ok := v.FromRequest(h); !ok || id.UserID != "cookie-user" {
+	if id, ok := v.FromRequest(h, DefaultForward()); !ok || id.UserID != "cookie-user" {
 		t.Errorf("Authorization named in Connection: %+v %v, want the cookie's user", id, ok)
 	}
 	if h.Get("Authorization") == "" {
 		t.Error("FromRequest modified the request headers")
 	}
 	h = http.Header{"Cookie": {"olp_auth=" + cookie}, "Authorization": {"Bearer " + header}, "Connection": {"Cookie"}}
-	if id, ok := v.FromRequest(h); !ok || id.UserID != "header-user" {
+	if id, ok := v.FromRequest(h, DefaultForward()); !ok || id.UserID != "header-user" {
 		t.Errorf("Cookie named in Connection: %+v %v, want the header's user", id, ok)
 	}
 	delete(h, "Authorization")
-	if id, ok := v.FromRequest(h); ok {
+	if id, ok := v.FromRequest(h, DefaultForward()); ok {
 		t.Errorf("identity %+v from a cookie the upstream never gets", id)
 	}
 }
@@ -41,7 +41,7 @@ func TestFromRequestVerifiesTheAuthCookieTheUpstreamGets(t *testing.T) {
 	good := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u-dup"}, "")
 	for _, first := range []string{"", "a,b", `"x y"`, `"`} {
 		h := http.Header{"Cookie": {"olp_auth=" + first + "; olp_auth=" + good}}
-		id, ok := v.FromRequest(h)
+		id, ok := v.FromRequest(h, DefaultForward())
 		out := h.Clone()
 		ApplyRequest(out, DefaultForward())
 		if out.Get("Authorization") != "Bearer "+good {

@@ -192,10 +192,24 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	rt.handler.ServeHTTP(w, r)
 }
 
-// identify puts the verified identity of the request in its context.
+// problemTokenTooLarge answers a Bearer token over cookies.MaxTokenBytes:
+// forwarding it would hand the upstream a credential the rate limiter
+// could not read (docs/edge.md, Identity).
+var problemTokenTooLarge = problem{Title: "Credencial grande demais", Status: http.StatusRequestHeaderFieldsTooLarge,
+	Detail: "O token de acesso enviado no cabeçalho Authorization excede 8 KiB. Entre novamente para obter um token válido."}
+
+// identify puts the verified identity of the request in its context, and
+// answers 431 to a request whose Authorization: Bearer token is longer
+// than cookies.MaxTokenBytes (olp_* cookies over it are removed by
+// cookies.ApplyRequest instead), so the upstream never gets a credential
+// the limiter did not see.
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if id, ok := s.verifier.FromRequest(r.Header); ok {
+		if cookies.BearerTooLarge(r.Header) {
+			writeProblem(w, problemTokenTooLarge, exchangeFrom(r.Context()).id)
+			return
+		}
+		if id, ok := s.verifier.FromRequest(r.Header, exchangeFrom(r.Context()).route.forward); ok {
 			exchangeFrom(r.Context()).identity = id
 			r = r.WithContext(cookies.WithIdentity(r.Context(), id))
 		}

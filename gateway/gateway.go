@@ -151,7 +151,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 			}
 		}
 	}
-	s.verifier, err = cookies.NewVerifier(context.Background(), cfg.Auth, 0, s.log)
+	s.verifier, err = cookies.NewVerifier(context.Background(), cfg.Auth, cfg.Auth.JWKSRefresh.D(), s.log)
 	if err != nil {
 		return nil, fmt.Errorf("building identity verifier: %w", err)
 	}
@@ -210,8 +210,8 @@ func (s *Server) buildRoutes(cfg configs.Config) error {
 			timeout:       timeout,
 			exposeHeaders: rc.ExposeHeaders,
 			forward:       cookies.ForwardFromConfig(rc.Cookies.Forward),
-			setCookie:     cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite},
 		}
+		rt.setCookie = cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite, Forward: rt.forward}
 		if rt.Name == "" {
 			rt.Name = fmt.Sprintf("route%d", i)
 		}
@@ -221,9 +221,7 @@ func (s *Server) buildRoutes(cfg configs.Config) error {
 		if s.limiter != nil {
 			h = s.limit(h)
 		}
-		if s.verifier != nil {
-			h = s.identify(h)
-		}
+		h = s.identify(h) // also without a verifier: it refuses oversized Bearer tokens
 		if rc.CORS != "" {
 			pol, ok := cfg.CORS.Policies[rc.CORS]
 			if !ok {

@@ -240,7 +240,10 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 		}
 	}
 	if len(h["Set-Cookie"]) > 0 {
-		cookies.ApplySetCookie(h, p.rt.setCookie)
+		if removed := cookies.ApplySetCookie(h, p.rt.setCookie); len(removed) > 0 {
+			p.s.log.WarnContext(res.Request.Context(), "upstream Set-Cookie for a portal cookie the route does not forward was removed",
+				"route", p.rt.Name, "cookies", removed, "request_id", ex.id)
+		}
 	}
 	return nil
 }
