@@ -1,0 +1,285 @@
+package e2e
+
+// Hostile inputs against cookies and verified identity (docs/edge.md,
+// Cookies and Identity): a credential the rate limiter cannot read must
+// not reach the upstream, an upstream may only set the portal cookies its
+// route forwards, and a key removed from the JWKS stops verifying within
+// auth.jwks_refresh.
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+const identitySecret = "e2e-identity-secret-0123456789abcdef"
+
+// identityLimited is the top-level YAML of a user rule that blocks a
+// verified user's second request: a 429 proves the limiter saw the token,
+// a 200 after the first that it did not. The window is under a minute so
+// its key carries no minute stamp (docs/rate-limiting.md) and a test that
+// crosses a minute boundary keeps its count.
+const identityLimited = `rate_limits:
+  rules:
+    - name: peruser
+      scope: user
+      algorithm: fixed_window
+      limit: 1
+      window: 50s
+      mode: enforce
+`
+
+// identityToken signs an HS256 token for user, padded with a claim to at
+// least size bytes.
+func identityToken(t *testing.T, user string, size int) string {
+	t.Helper()
+	claims := jwt.MapClaims{"sub": user, "exp": time.Now().Add(time.Hour).Unix()}
+	if size > 0 {
+		claims["pad"] = strings.Repeat("p", size*3/4)
+	}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString([]byte(identitySecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) < size {
+		t.Fatalf("token of %d bytes, want at least %d", len(s), size)
+	}
+	return s
+}
+
+// identityGet sends GET /x with the given header lines on a raw
+// connection and returns the status.
+func identityGet(t *testing.T, base string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	raw := "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n" + strings.Join(headers, "\r\n")
+	if len(headers) > 0 {
+		raw += "\r\n"
+	}
+	resp, body, err := rawExchange(t, base, raw+"\r\n", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, body
+}
+
+// A valid 12 KiB token was anonymous to the limiter (Verify stopped at
+// 8 KiB) but forwarded (the cookie filter allowed 16 KiB, the header any
+// size), so a user escaped per-user limits with a padded token the
+// upstream accepted. Now: the header form is answered 431 without
+// reaching the upstream, the cookie form is removed before the upstream,
+// and a token under the bound is limited as the user it is.
+func TestHostileTwelveKiBTokenIsNeverForwardedUnseenByTheLimiter(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", identityLimited), "AUTH_JWT_SECRET="+identitySecret)
+	big := identityToken(t, "u-big", 12<<10)
+
+	for range 2 {
+		status, h, body := identityGet(t, p.public, "Authorization: Bearer "+big)
+		if status != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("12 KiB Bearer header: %d, want 431", status)
+		}
+		if !strings.Contains(body, "8 KiB") || h.Get("Content-Language") != "pt-BR" {
+			t.Errorf("431 body %q (Content-Language %q), want the PT-BR problem", body, h.Get("Content-Language"))
+		}
+	}
+	for range 2 {
+		if status, _, _ := identityGet(t, p.public, "Cookie: olp_auth="+big+"; _ga=1"); status != 200 {
+			t.Errorf("12 KiB olp_auth cookie: %d, want 200 (the cookie is removed, the request anonymous)", status)
+		}
+	}
+	for _, r := range up.requests() {
+		if len(r.Header.Get("Authorization")) > 0 || strings.Contains(r.Header.Get("Cookie"), "olp_auth") {
+			t.Errorf("upstream got a credential the limiter did not see: Authorization %d bytes, Cookie %d bytes",
+				len(r.Header.Get("Authorization")), len(r.Header.Get("Cookie")))
+		}
+	}
+	if n := len(up.requests()); n != 2 {
+		t.Errorf("upstream got %d requests, want 2 (the cookie ones)", n)
+	}
+
+	small := identityToken(t, "u-small", 0)
+	if status, _, _ := identityGet(t, p.public, "Cookie: olp_auth="+small); status != 200 {
+		t.Fatalf("first request of u-small: %d", status)
+	}
+	if status, _, _ := identityGet(t, p.public, "Authorization: Bearer "+small); status != http.StatusTooManyRequests {
+		t.Errorf("second request of u-small: %d, want 429 (the limiter sees the user)", status)
+	}
+}
+
+// identityCookieSetter is an upstream answering every request with the
+// given Set-Cookie lines.
+func identityCookieSetter(t *testing.T, lines []string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Set-Cookie"] = lines
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// An upstream behind a route that does not forward olp_auth (a
+// third-party, `forward: []`) tried to set or clear the portal's session
+// in every form a browser would accept: case variants, __Host-/__Secure-,
+// clearing with Max-Age=0 or a past Expires, a nameless cookie sent back
+// as olp_auth=..., several Set-Cookie lines. None may reach the browser;
+// its own cookies still do, in order. The portal's own route may still
+// set olp_auth (hardened).
+func TestHostileNonForwardingUpstreamSetsThePortalSessionCookie(t *testing.T) {
+	attacks := []string{
+		"olp_auth=attacker; Path=/; Domain=example.org",
+		"OLP_AUTH=attacker; Path=/",
+		"olp_auth=; Max-Age=0; Path=/",
+		"olp_auth=; Expires=Thu, 01 Jan 1970 00:00:00 GMT; Path=/",
+		"__Host-olp_auth=attacker; Secure; Path=/",
+		"__Secure-OLP_auth=attacker; Secure; Path=/",
+		"=olp_auth=attacker; Path=/",
+		"olp_mural=attacker",
+	}
+	lines := append([]string{"tp_session=1; Path=/"}, attacks...)
+	lines = append(lines, "tp_pref=2")
+	third := identityCookieSetter(t, lines)
+	portal := identityCookieSetter(t, []string{"olp_auth=fresh; Path=/; SameSite=None", "OLP_AUTH=x"})
+	p := startServe(t, minimalServe(third, "    cookies: {forward: []}\n", `  - name: portal
+    path_prefix: /portal
+    upstream: "`+portal+`"
+`))
+
+	resp, _, err := rawExchange(t, p.public, "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Values("Set-Cookie"); !slices.Equal(got, []string{"tp_session=1; Path=/", "tp_pref=2"}) {
+		t.Errorf("third-party Set-Cookie reached the browser as %q, want only its own two cookies", got)
+	}
+	resp, _, err = rawExchange(t, p.public, "GET /portal HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Values("Set-Cookie"); !slices.Equal(got, []string{"olp_auth=fresh; Path=/; Secure; HttpOnly; SameSite=Lax"}) {
+		t.Errorf("portal Set-Cookie %q, want its olp_auth hardened and OLP_AUTH removed", got)
+	}
+}
+
+// identityJWKS is a stand-in JWKS endpoint whose RSA keys a test changes.
+type identityJWKS struct {
+	*httptest.Server
+	mu   sync.Mutex
+	keys map[string]*rsa.PrivateKey
+}
+
+func newIdentityJWKS(t *testing.T) *identityJWKS {
+	t.Helper()
+	j := &identityJWKS{keys: map[string]*rsa.PrivateKey{}}
+	j.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		j.mu.Lock()
+		var parts []string
+		for kid, k := range j.keys {
+			parts = append(parts, fmt.Sprintf(`{"kty":"RSA","kid":%q,"alg":"RS256","use":"sig","n":%q,"e":"AQAB"}`,
+				kid, base64.RawURLEncoding.EncodeToString(k.N.Bytes())))
+		}
+		j.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"keys":[%s]}`, strings.Join(parts, ","))
+	}))
+	t.Cleanup(j.Close)
+	return j
+}
+
+// set publishes k under kid, or removes kid when k is nil.
+func (j *identityJWKS) set(kid string, k *rsa.PrivateKey) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if k == nil {
+		delete(j.keys, kid)
+		return
+	}
+	j.keys[kid] = k
+}
+
+func identityRSAToken(t *testing.T, k *rsa.PrivateKey, kid, user string) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"sub": user, "exp": time.Now().Add(time.Hour).Unix()})
+	tok.Header["kid"] = kid
+	s, err := tok.SignedString(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func identityRSAKey(t *testing.T) *rsa.PrivateKey {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// identityUntil sends the request every 100 ms until it answers want, for
+// at most limit; it returns whether it did.
+func identityUntil(t *testing.T, base, header string, want int, limit time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if status, _, _ := identityGet(t, base, header); status == want {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+// A key removed from the JWKS kept verifying for up to 6 minutes (5-minute
+// refresh plus the verified cache's minute) while the docs promised a
+// minute. With auth.jwks_refresh 1s, a token of the removed key must turn
+// anonymous (its user limit no longer applies) within a few seconds.
+func TestHostileKeyRemovedFromJWKSStopsVerifying(t *testing.T) {
+	jwks := newIdentityJWKS(t)
+	k1 := identityRSAKey(t)
+	jwks.set("k1", k1)
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n",
+		identityLimited+"auth:\n  jwks_url: \""+jwks.URL+"\"\n  jwks_refresh: 1s\n"))
+	auth := "Authorization: Bearer " + identityRSAToken(t, k1, "k1", "u-rotated")
+	if status, _, _ := identityGet(t, p.public, auth); status != 200 {
+		t.Fatalf("first request: %d", status)
+	}
+	if status, _, _ := identityGet(t, p.public, auth); status != http.StatusTooManyRequests {
+		t.Fatalf("second request: %d, want 429 (the token verifies)", status)
+	}
+	jwks.set("k1", nil)
+	if !identityUntil(t, p.public, auth, 200, 15*time.Second) {
+		t.Error("a token of the key removed from the JWKS still verifies 15 s later (jwks_refresh 1s)")
+	}
+}
+
+// A token of a key the issuer just published (kid not in the key set the
+// gateway holds) stayed anonymous until the next refresh (5 minutes). Now
+// its first request starts a fetch, and the user is limited right after,
+// long before the hourly refresh configured here.
+func TestHostileTokenOfANewlyPublishedKeyIsNotAnonymousUntilTheNextRefresh(t *testing.T) {
+	jwks := newIdentityJWKS(t)
+	jwks.set("k1", identityRSAKey(t))
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n",
+		identityLimited+"auth:\n  jwks_url: \""+jwks.URL+"\"\n  jwks_refresh: 1h\n"))
+	k2 := identityRSAKey(t)
+	jwks.set("k2", k2)
+	auth := "Authorization: Bearer " + identityRSAToken(t, k2, "k2", "u-new-key")
+	if !identityUntil(t, p.public, auth, http.StatusTooManyRequests, 15*time.Second) {
+		t.Error("the token of the newly published key never verified (its user was never limited)")
+	}
+}
