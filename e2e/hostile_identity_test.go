@@ -283,3 +283,32 @@ func TestHostileTokenOfANewlyPublishedKeyIsNotAnonymousUntilTheNextRefresh(t *te
 		t.Error("the token of the newly published key never verified (its user was never limited)")
 	}
 }
+
+// An upstream behind a non-forwarding route sent olp_auth on a 103 Early
+// Hints: ReverseProxy relays a 1xx's headers without ModifyResponse, so
+// the Set-Cookie policy never saw them. No Set-Cookie may leave on a 1xx.
+func TestHostileEarlyHintsCarryThePortalSessionCookie(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.Header().Add("Set-Cookie", "olp_auth=attacker; Path=/")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Set-Cookie")
+		w.Header().Del("Link")
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	p := startServe(t, minimalServe(srv.URL, "    cookies: {forward: []}\n", ""))
+	resp, _, err := rawExchange(t, p.public, "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusEarlyHints {
+		t.Fatalf("first response %d, want the relayed 103", resp.StatusCode)
+	}
+	if resp.Header.Get("Link") == "" {
+		t.Error("103 lost its Link header")
+	}
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 0 {
+		t.Errorf("103 carried Set-Cookie %q past the route's policy", got)
+	}
+}

@@ -36,6 +36,10 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // 101 is final.
 func (w *responseWriter) WriteHeader(code int) {
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		// ReverseProxy copies a 1xx's headers here without ModifyResponse,
+		// so the route's Set-Cookie policy never sees them: an upstream's
+		// 103 must not carry olp_* cookies past it (docs/edge.md, Cookies).
+		delete(w.Header(), "Set-Cookie")
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
