@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -396,4 +397,54 @@ func TestDuplicateAuthorizationIsRefused(t *testing.T) {
 	if got := up.last(t).Header["Authorization"]; len(got) != 1 {
 		t.Fatalf("upstream Authorization %q", got)
 	}
+}
+
+// hostileUpstreamView is how the laxest upstream of docs/edge.md reads
+// an escaped path: '\' and every %2F/%5C are '/', ";params" are cut from
+// each segment, and the path is decoded once more after that.
+func hostileUpstreamView(p string) []string {
+	p = unescapeSlashes(p)
+	var segs []string
+	for _, seg := range strings.Split(p, "/") {
+		seg = beforeParams(seg)
+		if d, err := url.PathUnescape(seg); err == nil {
+			seg = d
+		}
+		segs = append(segs, seg)
+	}
+	return segs
+}
+
+// FuzzCleanPathLeavesNoDotSegmentForAnyUpstream: whatever the policy, a
+// path cleanPath lets through holds no segment that the laxest upstream
+// resolves as "." or "..", so it can never leave the route's prefix or
+// its upstream's base path.
+func FuzzCleanPathLeavesNoDotSegmentForAnyUpstream(f *testing.F) {
+	for _, p := range walkOutPaths {
+		f.Add(p)
+	}
+	f.Add("/api/a%2Fb")
+	f.Add("/a/%2e%2E/b")
+	f.Fuzz(func(t *testing.T, target string) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil || !strings.HasPrefix(target, "/") {
+			return
+		}
+		for _, action := range []slashAction{slashReject, slashUnescape, slashKeep} {
+			s := &Server{escapedSlashes: action}
+			uc := *u
+			path, _, fault := s.cleanPath(&uc)
+			if fault != pathOK {
+				continue
+			}
+			for _, seg := range hostileUpstreamView(path) {
+				if seg == "." || seg == ".." {
+					t.Fatalf("%q under %d → %q: an upstream resolves a %q segment", target, action, path, seg)
+				}
+			}
+			if uc.EscapedPath() != path {
+				t.Fatalf("%q under %d: URL escapes as %q, routed %q", target, action, uc.EscapedPath(), path)
+			}
+		}
+	})
 }
