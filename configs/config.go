@@ -62,6 +62,17 @@ type Config struct {
 	// in for the client IP the gateway sets (Envoy:
 	// headers_with_underscores_action).
 	HeadersWithUnderscores string `yaml:"headers_with_underscores"`
+	// EscapedSlashes is what happens to a request whose path holds an
+	// escaped slash or backslash (%2F, %5C, any case) or a raw backslash,
+	// which upstreams that decode before resolving dot segments (nginx,
+	// Tomcat, IIS) read as a separator, so "/api/..%2fadmin" is their
+	// /admin: reject (default: 400 before routing, as Traefik's
+	// encodedCharacters), unescape (they become "/", then dot segments
+	// are resolved and the result is routed and forwarded, as Envoy's
+	// UNESCAPE_AND_FORWARD) or keep (forwarded as sent; a path that would
+	// hold a dot segment once split at them is still refused). A route's
+	// own escaped_slashes overrides reject and keep. docs/edge.md, "Paths".
+	EscapedSlashes string `yaml:"escaped_slashes"`
 
 	Redis      Redis      `yaml:"redis"`
 	AMQP       AMQP       `yaml:"amqp"`
@@ -136,6 +147,7 @@ func Default() Config {
 		AdminListen:            "127.0.0.1:9091",
 		IPv6PrefixLen:          64,
 		HeadersWithUnderscores: "drop",
+		EscapedSlashes:         "reject",
 		Redis: Redis{
 			DialTimeout:  Duration(200e6),
 			ReadTimeout:  Duration(100e6),

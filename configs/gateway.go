@@ -49,6 +49,21 @@ type Route struct {
 	// Cookies says which cookies the upstream gets and how Set-Cookie
 	// comes back.
 	Cookies RouteCookies `yaml:"cookies"`
+	// EscapedSlashes overrides the top-level escaped_slashes for this
+	// route: reject (400) or keep (for an upstream whose identifiers hold
+	// %2F, such as "/projects/group%2Fname"; a dot segment hidden behind
+	// an escaped slash is still refused). Empty: the top-level policy.
+	// Not allowed when the top level is unescape (nothing escaped is
+	// left by the time the route is known).
+	EscapedSlashes string `yaml:"escaped_slashes"`
+	// Upgrades are the Upgrade protocols (RFC 9110 §7.8) the route
+	// tunnels to its upstream, matched case-insensitively against a
+	// request's single Upgrade token (default [websocket]; [] allows
+	// none). Any other Upgrade, and every HTTP2-Settings header, is
+	// removed and the request proxied as a plain HTTP/1.1 request. h2c is
+	// refused here: a tunnelled h2c connection would carry requests the
+	// gateway never routes, limits or rewrites.
+	Upgrades []string `yaml:"upgrades"`
 
 	// UpstreamURL is Upstream parsed by Validate.
 	UpstreamURL *url.URL `yaml:"-"`
@@ -160,6 +175,13 @@ type CORSPolicy struct {
 }
 
 func (c *Config) validateGateway(p *problems) {
+	switch c.EscapedSlashes {
+	case "reject", "unescape", "keep":
+	case "":
+		c.EscapedSlashes = "reject"
+	default:
+		p.addf("escaped_slashes", "%q: want reject, unescape or keep", c.EscapedSlashes)
+	}
 	if c.IPv6PrefixLen < 32 || c.IPv6PrefixLen > 128 {
 		p.addf("ipv6_prefix_len", "must be between 32 and 128, got %d", c.IPv6PrefixLen)
 	}
@@ -261,6 +283,24 @@ func (c *Config) validateGateway(p *problems) {
 			}
 			claimed[key] = r.Name
 		}
+		switch r.EscapedSlashes {
+		case "":
+		case "reject", "keep":
+			if c.EscapedSlashes == "unescape" {
+				p.addf(field+".escaped_slashes", "%q: the top-level escaped_slashes is unescape, so no escaped slash is left to %s (remove this key or change the top level)", r.EscapedSlashes, r.EscapedSlashes)
+			}
+		default:
+			p.addf(field+".escaped_slashes", "%q: want reject or keep", r.EscapedSlashes)
+		}
+		for j, u := range r.Upgrades {
+			f := fmt.Sprintf("%s.upgrades[%d]", field, j)
+			switch {
+			case strings.EqualFold(u, "h2c"):
+				p.addf(f, `"h2c" is never tunnelled: an h2c connection would carry requests the gateway never routes, limits or rewrites`)
+			case !validToken(u):
+				p.addf(f, "%q is not a protocol token (such as websocket)", u)
+			}
+		}
 		switch strings.ToLower(r.Cookies.SameSite) {
 		case "", "lax", "strict", "none":
 		default:
@@ -307,6 +347,18 @@ func parsePrefix(s string) (netip.Prefix, error) {
 func validName(s string) bool {
 	for _, r := range s {
 		if !(r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// validToken reports whether s is an RFC 9110 token (an Upgrade protocol
+// name without its "/version").
+func validToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
 			return false
 		}
 	}

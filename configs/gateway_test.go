@@ -31,6 +31,17 @@ routes: [{name: a, hosts: ["a.*.org"], upstream: "http://127.0.0.1:1"}]`, "route
 trusted_proxies: ["10.0.0.0/33"]`, "trusted_proxies[0]"},
 		{"IPv4-mapped trusted proxy shorter than /96", `
 trusted_proxies: ["::ffff:0:0/95"]`, "trusted_proxies[0]"},
+		{"unknown escaped_slashes", `
+escaped_slashes: decode`, "escaped_slashes"},
+		{"route escaped_slashes unescape", `
+routes: [{name: a, upstream: "http://127.0.0.1:1", escaped_slashes: unescape}]`, "routes[0].escaped_slashes"},
+		{"route keep under a top-level unescape", `
+escaped_slashes: unescape
+routes: [{name: a, upstream: "http://127.0.0.1:1", escaped_slashes: keep}]`, "routes[0].escaped_slashes"},
+		{"h2c upgrade", `
+routes: [{name: a, upstream: "http://127.0.0.1:1", upgrades: [websocket, H2C]}]`, "routes[0].upgrades[1]"},
+		{"upgrade with a version", `
+routes: [{name: a, upstream: "http://127.0.0.1:1", upgrades: ["websocket/13"]}]`, "routes[0].upgrades[0]"},
 	}
 	for _, tc := range tests {
 		_, err := Parse([]byte(tc.yaml), none)
@@ -42,7 +53,8 @@ trusted_proxies: ["::ffff:0:0/95"]`, "trusted_proxies[0]"},
 cors: {policies: {p: {allowed_origins: ["https://*.example.com", "https://a.example.com"]}}}
 routes:
   - {name: a, hosts: [x.org], path_prefix: /api, upstream: "http://127.0.0.1:1", cors: p, cookies: {domain: portal.example.org}}
-  - {name: b, hosts: [y.org], path_prefix: /api, upstream: "http://127.0.0.1:2"}
+  - {name: b, hosts: [y.org], path_prefix: /api, upstream: "http://127.0.0.1:2", escaped_slashes: keep, upgrades: [websocket, custom]}
+  - {name: c, hosts: [z.org], upstream: "http://127.0.0.1:3", escaped_slashes: reject, upgrades: []}
 `
 	if _, err := Parse([]byte(ok), none); err != nil {
 		t.Errorf("valid config refused: %v", err)

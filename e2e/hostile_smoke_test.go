@@ -10,7 +10,7 @@ import (
 func TestHostileHarnessProxiesARawRequest(t *testing.T) {
 	up := recordingUpstream(t)
 	p := startServe(t, minimalServe(up.URL, "", ""))
-	resp, body, err := rawExchange(t, p.public, "GET /hello%2Fx HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
+	resp, body, err := rawExchange(t, p.public, "GET /hello%20x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

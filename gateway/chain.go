@@ -159,22 +159,27 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// dispatch sends webhook paths to the ingress on any Host, then matches
-// the route table; no route answers 404.
+// dispatch applies the path policy (docs/edge.md, "Paths"), sends
+// webhook paths to the ingress on any Host, then matches the route table;
+// no route answers 404. A path refused by the policy answers 400 before
+// any upstream, identity or rate limit sees it, and so does a request
+// with more than one Authorization line on a route (identity would
+// verify one and the upstream could read the other).
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeFrom(r.Context())
-	path := r.URL.EscapedPath()
-	if clean, ok := removeDotSegments(path); ok {
-		// In place: the URL is shared with observe's request, so the access
-		// log and telemetry see (and redact) the path that was served.
-		if decoded, err := url.PathUnescape(clean); err == nil {
-			r.URL.Path, r.URL.RawPath, path = decoded, clean, clean
-		}
+	path, slashes, fault := s.cleanPath(r.URL)
+	if fault != pathOK {
+		s.refusePath(w, ex, fault)
+		return
 	}
 	if s.webhook != nil {
 		for _, p := range s.webhookPaths {
 			if _, ok := matchPrefix(path, p); ok {
 				ex.label = labelWebhook
+				if slashes && s.escapedSlashes == slashReject {
+					s.refusePath(w, ex, pathEscapedSlash)
+					return
+				}
 				s.webhook.ServeHTTP(w, r)
 				return
 			}
@@ -189,7 +194,64 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	ex.route, ex.rest, ex.label = rt, rest, rt.Name
 	ex.w.varyOrigin = rt.varyOrigin
+	if slashes && rt.escapedSlashes == slashReject {
+		s.refusePath(w, ex, pathEscapedSlash)
+		return
+	}
+	if len(r.Header["Authorization"]) > 1 {
+		mergeVary(w.Header(), "Origin")
+		writeProblem(w, problemDuplicateAuthorization, ex.id)
+		return
+	}
 	rt.handler.ServeHTTP(w, r)
+}
+
+// cleanPath applies the path policy to the request URL in place (the URL
+// is shared with observe's request, so the access log and telemetry see,
+// and redact, the path that is served) and returns the escaped path to
+// route on, whether it still holds escaped slashes (reject or keep: the
+// route's policy decides), and the fault that refuses it whatever the
+// route.
+//
+// The order is the mechanism: control characters and double encodings
+// are refused on the path as sent; under unescape, escaped slashes and
+// backslashes become "/" first; then "." and ".." segments are resolved
+// and empty ones merged (removeDotSegments); then a dot segment that
+// survived, hidden behind ";params" or (under keep) an escaped slash, is
+// refused. So the path routed is the path the upstream resolves, and no
+// spelling of ".." can walk out of a route's prefix or its upstream's
+// base path.
+func (s *Server) cleanPath(u *url.URL) (string, bool, pathFault) {
+	path := wirePath(u)
+	slashes, fault := scanPath(path)
+	if fault != pathOK {
+		return path, slashes, fault
+	}
+	path = escapeRawBytes(path) // a raw '\' becomes %5C, so it counts as one below
+	if slashes && s.escapedSlashes == slashUnescape {
+		path, slashes = unescapeSlashes(path), false
+	}
+	path, _ = removeDotSegments(path)
+	if hasHiddenDotSegment(path, slashes) {
+		return path, slashes, pathHiddenDot
+	}
+	if path != u.EscapedPath() {
+		decoded, err := url.PathUnescape(path)
+		if err != nil {
+			return path, slashes, pathControl // unreachable: the path was parsed once
+		}
+		u.Path, u.RawPath = decoded, path
+	}
+	return path, slashes, pathOK
+}
+
+// refusePath answers 400 for a path the policy refuses.
+func (s *Server) refusePath(w http.ResponseWriter, ex *exchange, f pathFault) {
+	if ex.label == "" {
+		ex.label = labelUnrouted
+	}
+	mergeVary(w.Header(), "Origin")
+	writeProblem(w, pathProblem(f), ex.id)
 }
 
 // problemTokenTooLarge answers a Bearer token over cookies.MaxTokenBytes:

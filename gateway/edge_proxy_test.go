@@ -124,6 +124,7 @@ func TestEdgeCase4_EscapedPathJoinKeepsEscapesAndNoDoubleSlash(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	cfg := parseConfig(t, `
+escaped_slashes: keep
 routes:
   - name: legacy
     hosts: ["legacy.example.net"]

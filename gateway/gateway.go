@@ -96,6 +96,9 @@ type Server struct {
 	// keepUnderscores is headers_with_underscores: allow (else such
 	// request headers are dropped before the upstream).
 	keepUnderscores bool
+	// escapedSlashes is the top-level escaped_slashes policy; a route's
+	// own (reject or keep) is in Route.escapedSlashes.
+	escapedSlashes slashAction
 
 	public http.Handler
 	admin  http.Handler
@@ -144,6 +147,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		s.ip.v6Bits = 64
 	}
 	s.keepUnderscores = cfg.HeadersWithUnderscores == "allow"
+	s.escapedSlashes = parseSlashAction(cfg.EscapedSlashes)
 	if s.webhook != nil {
 		for _, p := range s.webhook.Paths() {
 			if p != "" {
@@ -214,6 +218,19 @@ func (s *Server) buildRoutes(cfg configs.Config) error {
 		rt.setCookie = cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite, Forward: rt.forward}
 		if rt.Name == "" {
 			rt.Name = fmt.Sprintf("route%d", i)
+		}
+		rt.escapedSlashes = s.escapedSlashes
+		if rc.EscapedSlashes != "" && s.escapedSlashes != slashUnescape {
+			rt.escapedSlashes = parseSlashAction(rc.EscapedSlashes)
+		}
+		rt.upgrades = []string{"websocket"}
+		if rc.Upgrades != nil {
+			rt.upgrades = make([]string, 0, len(rc.Upgrades))
+			for _, u := range rc.Upgrades {
+				if !strings.EqualFold(u, "h2c") { // configs refuses it; never tunnelled
+					rt.upgrades = append(rt.upgrades, u)
+				}
+			}
 		}
 		rp := s.newRouteProxy(rt, s.transport, pool)
 		rp.rp.FlushInterval = rc.FlushInterval.D()

@@ -6,8 +6,8 @@ import (
 	"strconv"
 )
 
-// problem is an RFC 9457 problem detail the gateway answers itself (404,
-// 500, 502, 504), in PT-BR like every user-facing message of Borda.
+// problem is an RFC 9457 problem detail the gateway answers itself (400,
+// 404, 500, 502, 504), in PT-BR like every user-facing message of Borda.
 type problem struct {
 	Type      string `json:"type"`
 	Title     string `json:"title"`
@@ -24,6 +24,16 @@ var (
 		Detail: "Não foi possível contatar o serviço de destino. Tente novamente em instantes."}
 	problemGatewayTimeout = problem{Title: "Tempo de resposta esgotado", Status: http.StatusGatewayTimeout,
 		Detail: "O serviço de destino demorou demais para responder. Tente novamente em instantes."}
+	problemEscapedSlash = problem{Title: "Endereço inválido", Status: http.StatusBadRequest,
+		Detail: "O caminho contém uma barra codificada (%2F ou %5C) ou uma barra invertida, que este serviço não aceita."}
+	problemPathControl = problem{Title: "Endereço inválido", Status: http.StatusBadRequest,
+		Detail: "O caminho contém um caractere de controle (como %00)."}
+	problemPathDoubleEncoded = problem{Title: "Endereço inválido", Status: http.StatusBadRequest,
+		Detail: "O caminho contém uma codificação dupla (como %252F ou %252E)."}
+	problemPathHiddenDot = problem{Title: "Endereço inválido", Status: http.StatusBadRequest,
+		Detail: "O caminho contém um segmento \".\" ou \"..\" disfarçado (com ;parâmetros ou barras codificadas)."}
+	problemDuplicateAuthorization = problem{Title: "Credenciais ambíguas", Status: http.StatusBadRequest,
+		Detail: "A requisição tem mais de um cabeçalho Authorization; envie apenas um."}
 	problemInternal = problem{Title: "Erro interno", Status: http.StatusInternalServerError,
 		Detail: "Ocorreu um erro inesperado no gateway. Tente novamente em instantes."}
 )
@@ -44,4 +54,17 @@ func writeProblem(w http.ResponseWriter, p problem, requestID string) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(body)
+}
+
+// pathProblem is the 400 answer to a refused request path.
+func pathProblem(f pathFault) problem {
+	switch f {
+	case pathControl:
+		return problemPathControl
+	case pathDoubleEncoded:
+		return problemPathDoubleEncoded
+	case pathHiddenDot:
+		return problemPathHiddenDot
+	}
+	return problemEscapedSlash
 }

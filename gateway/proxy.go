@@ -108,6 +108,18 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 
 	h := out.Header
+	// HTTP2-Settings belongs to an h2c upgrade only (RFC 7540 §3.2.1),
+	// which is never tunnelled; a client that leaves it out of Connection
+	// would otherwise hand it to the upstream.
+	delete(h, "Http2-Settings")
+	if _, ok := h["Upgrade"]; ok && !rt.allowsUpgrade(in.Header) {
+		// ReverseProxy re-added Connection: Upgrade and the Upgrade the
+		// client asked for; without them the upstream sees a plain
+		// request, and a 101 it sends anyway is refused (502) rather than
+		// tunnelled, because ReverseProxy compares it with this request.
+		delete(h, "Upgrade")
+		delete(h, "Connection")
+	}
 	if !p.s.keepUnderscores {
 		dropUnderscoreHeaders(h)
 	}
@@ -134,7 +146,8 @@ func dropUnderscoreHeaders(h http.Header) {
 
 // setForwarded replaces the client-IP headers with the gateway's view
 // (design.md §3). From an untrusted peer nothing the client sent is kept
-// (no X-Forwarded-* at all, nor the configured client-IP header);
+// (no X-Forwarded-* at all, nor the configured client-IP header, nor any
+// of clientClaimHeaders);
 // from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are
 // believed, and the client IP comes from its headers (clientIP).
 func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
@@ -169,6 +182,11 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 		if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
 			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
 		}
+		for k := range h {
+			if isClientClaimHeader(k) {
+				delete(h, k)
+			}
+		}
 	}
 	// One backing array for the five values; each slice is capped at one
 	// element, so an append by a later hook copies instead of overwriting
@@ -197,6 +215,71 @@ func isXForwarded(k string) bool {
 		}
 	}
 	return true
+}
+
+// clientClaimHeaders are the request headers, besides Forwarded and
+// X-Forwarded-*, that CDNs, load balancers and frameworks use to tell an
+// upstream who the client is or which URL it asked for; an upstream
+// trusts them because its proxy is supposed to set or remove them. From
+// an untrusted peer every one is removed (the names in lower case; a '_'
+// spelling counts as '-', see isClientClaimHeader).
+var clientClaimHeaders = []string{
+	"x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "cf-connecting-ipv6",
+	"fastly-client-ip", "x-cluster-client-ip", "x-original-forwarded-for", "x-originating-ip",
+	"x-remote-ip", "x-remote-addr", "client-ip", "x-forwarded", "forwarded-for",
+	"x-envoy-external-address", "x-azure-clientip", "x-azure-socketip",
+	// URL overrides (IIS, Symfony, Laravel read them in place of the
+	// request line): a path the route table never saw.
+	"x-original-url", "x-rewrite-url",
+}
+
+// isClientClaimHeader reports whether the header name k is one of
+// clientClaimHeaders, in any case and with '_' for '-'.
+func isClientClaimHeader(k string) bool {
+	for _, name := range clientClaimHeaders {
+		if headerNameIs(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// headerNameIs compares the header name k with the lower-case name,
+// ASCII case-insensitively and with '_' standing for '-'.
+func headerNameIs(k, name string) bool {
+	if len(k) != len(name) {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c == '_' {
+			c = '-'
+		} else if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != name[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// allowsUpgrade reports whether the request's Upgrade is one the route
+// tunnels: exactly one Upgrade line holding one token, case-insensitively
+// in the route's upgrades ("websocket" by default). A list such as
+// "websocket, h2c" is not: the upstream picks from it.
+func (rt *Route) allowsUpgrade(in http.Header) bool {
+	vs := in["Upgrade"]
+	if len(vs) != 1 {
+		return false
+	}
+	v := strings.TrimSpace(vs[0])
+	for _, u := range rt.upgrades {
+		if strings.EqualFold(v, u) {
+			return true
+		}
+	}
+	return false
 }
 
 // forwardedValue renders RFC 7239 Forwarded: for=...;host="...";proto=...

@@ -73,7 +73,6 @@ routes:
 		{"/api/x/../y", "/v2/y"},
 		{"/api/./y/.", "/v2/y/"},
 		{"/api/%2E/y/%2e%2E/z", "/v2/z"},
-		{"/api/..%2Fx", "/v2/..%2Fx"}, // not a dot segment: one segment "../x"
 		{"/api/a.b/..c", "/v2/a.b/..c"},
 	}
 	for _, tc := range tests {

@@ -31,6 +31,11 @@ type Route struct {
 	varyOrigin    bool
 	forward       []cookies.Forward
 	setCookie     cookies.ResponsePolicy
+	// escapedSlashes is the route's escaped_slashes (reject or keep;
+	// under a top-level unescape nothing escaped reaches the route).
+	escapedSlashes slashAction
+	// upgrades are the Upgrade protocols tunnelled (default websocket).
+	upgrades []string
 
 	// handler serves a matched request: CORS (when configured) → identity
 	// → rate limit → proxy.

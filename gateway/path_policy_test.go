@@ -1,0 +1,450 @@
+package gateway
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pathPolicyConfig: /api strips onto {up}/v2 (its upstream base), /login
+// and a catch-all go to {other}; escaped_slashes is top.
+const pathPolicyConfig = `
+escaped_slashes: %s
+routes:
+  - name: api
+    path_prefix: /api
+    strip_prefix: true
+    upstream: "{up}/v2"
+%s
+  - name: apifull
+    path_prefix: /full
+    upstream: "{up}/v2"
+  - name: login
+    path_prefix: /login
+    upstream: "{other}"
+  - name: rest
+    upstream: "{other}"
+`
+
+func pathPolicyHarness(t *testing.T, top, apiExtra string) (*harness, *recordingUpstream, *recordingUpstream) {
+	t.Helper()
+	up, other := newRecordingUpstream(t, nil), newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, fmt.Sprintf(pathPolicyConfig, top, apiExtra), nil,
+		map[string]string{"up": up.URL, "other": other.URL})
+	return newHarness(t, cfg), up, other
+}
+
+// rawGet sends "GET target" exactly as given on one connection.
+func rawGet(t *testing.T, h *harness, target string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	raw := "GET " + target + " HTTP/1.1\r\nHost: portal.example.org\r\nConnection: close\r\n"
+	for _, hd := range headers {
+		raw += hd + "\r\n"
+	}
+	res, _, br := rawRequest(t, h.front.Listener.Addr().String(), raw+"\r\n")
+	body, _ := io.ReadAll(br)
+	res.Body.Close()
+	return res, string(body)
+}
+
+// walkOutPaths are spellings of "leave /api (and {up}/v2) for /admin or
+// /login" through an upstream that decodes before resolving dot
+// segments, strips ;params (Tomcat) or decodes twice (IIS).
+var walkOutPaths = []string{
+	"/api/..%2fadmin", "/api/..%2Fadmin", "/api/x%2f..%2f..%2fadmin", "/api/..%5cadmin",
+	"/api/..%5Cadmin", `/api/..\admin`, `/api\..\..\admin`, "/api/%2e%2e%2fadmin", "/api/.%2E%2Fadmin",
+	"/api/..%252fadmin", "/api/..%255cadmin", "/api/%252e%252e/admin", "/api/..;/admin",
+	"/api/..;x=1/admin", "/api/%2e%2e;/admin", "/api/.;/x", "/api/..%3b/admin", "/api/a%00/../admin",
+	"/api%2f..%2flogin", "/full/..%2fadmin", "/full/..;/admin", "/api/..%2fadmin{",
+}
+
+// A request path that walks out of a route's prefix and upstream base
+// once an upstream decodes %2F or %5C, reads '\' as '/', strips ;params
+// or decodes twice is refused with 400 by default and reaches no
+// upstream (it reached {up} as /v2/..%2fadmin, nginx's /admin).
+func TestEscapedSlashWalkOutIsRefusedByDefault(t *testing.T) {
+	t.Parallel()
+	h, up, other := pathPolicyHarness(t, "reject", "")
+	for _, p := range walkOutPaths {
+		res, body := rawGet(t, h, p)
+		if res.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400", p, res.StatusCode)
+			continue
+		}
+		var pr problem
+		if err := json.Unmarshal([]byte(body), &pr); err != nil || pr.Title != "Endereço inválido" || pr.RequestID == "" {
+			t.Errorf("%s: body %q is not the PT-BR problem", p, body)
+		}
+		if res.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: content type %q", p, res.Header.Get("Content-Type"))
+		}
+	}
+	if up.calls()+other.calls() != 0 {
+		t.Errorf("upstreams called %d+%d times", up.calls(), other.calls())
+	}
+	if h.limiter.calls() != 0 {
+		t.Errorf("limiter asked %d times for refused paths", h.limiter.calls())
+	}
+	// Plain paths, real dot segments and other escapes still pass.
+	for p, want := range map[string]string{
+		"/api/a%20b": "/v2/a%20b", "/api/x/../y": "/v2/y", "/api/a;jsessionid=1": "/v2/a;jsessionid=1",
+		"/api/100%25": "/v2/100%25", "/api/%2e%2e/api/z": "/v2/z",
+	} {
+		if res, _ := rawGet(t, h, p); res.StatusCode != 200 {
+			t.Errorf("%s: status %d", p, res.StatusCode)
+		} else if got := up.last(t).RequestURI; got != want {
+			t.Errorf("%s: upstream got %q, want %q", p, got, want)
+		}
+	}
+}
+
+// Under escaped_slashes: unescape the decoded path is what is routed,
+// limited and forwarded: /api/..%2flogin is the login route's /login, not
+// the api upstream's /v2/../login.
+func TestEscapedSlashUnescapeRoutesTheDecodedPath(t *testing.T) {
+	t.Parallel()
+	h, up, other := pathPolicyHarness(t, "unescape", "")
+	for _, p := range []string{"/api/..%2flogin", `/api/..\login`, "/api%2F..%5Clogin", "/x/..%2F..%2flogin"} {
+		before := h.limiter.calls()
+		if res, _ := rawGet(t, h, p); res.StatusCode != 200 {
+			t.Errorf("%s: status %d", p, res.StatusCode)
+			continue
+		}
+		if got := other.last(t).RequestURI; got != "/login" {
+			t.Errorf("%s: login upstream got %q, want /login", p, got)
+		}
+		h.limiter.mu.Lock()
+		route := h.limiter.subjects[before].Route
+		h.limiter.mu.Unlock()
+		if route != "login" {
+			t.Errorf("%s: limited under route %q, want login", p, route)
+		}
+	}
+	if res, _ := rawGet(t, h, "/api/a%2Fb"); res.StatusCode != 200 || up.last(t).RequestURI != "/v2/a/b" {
+		t.Errorf("/api/a%%2Fb: status %d, upstream got %q, want /v2/a/b", res.StatusCode, up.last(t).RequestURI)
+	}
+	for _, p := range []string{"/api/..%252flogin", "/api/..;/login", "/api/a%00"} {
+		if res, _ := rawGet(t, h, p); res.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400 under unescape too", p, res.StatusCode)
+		}
+	}
+}
+
+// A route with escaped_slashes: keep forwards %2F as sent (and a raw '\'
+// as %5C) but still refuses a dot segment hidden behind one; the other
+// routes keep the top-level reject.
+func TestEscapedSlashKeepRefusesHiddenDotSegments(t *testing.T) {
+	t.Parallel()
+	h, up, other := pathPolicyHarness(t, "reject", "    escaped_slashes: keep")
+	for p, want := range map[string]string{
+		"/api/projects/group%2Fname": "/v2/projects/group%2Fname",
+		`/api/a\b`:                   "/v2/a%5Cb",
+		"/api/a%5cb{":                "/v2/a%5cb%7B",
+	} {
+		if res, _ := rawGet(t, h, p); res.StatusCode != 200 {
+			t.Errorf("%s: status %d", p, res.StatusCode)
+		} else if got := up.last(t).RequestURI; got != want {
+			t.Errorf("%s: upstream got %q, want %q", p, got, want)
+		}
+	}
+	calls := up.calls()
+	for _, p := range walkOutPaths {
+		if strings.HasPrefix(p, "/full") || strings.HasPrefix(p, "/api%2f") {
+			continue
+		}
+		if res, _ := rawGet(t, h, p); res.StatusCode != http.StatusBadRequest {
+			t.Errorf("keep %s: status %d, want 400", p, res.StatusCode)
+		}
+	}
+	if res, _ := rawGet(t, h, "/full/a%2Fb"); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("/full/a%%2Fb on a reject route: status %d, want 400", res.StatusCode)
+	}
+	if up.calls() != calls || other.calls() != 0 {
+		t.Errorf("refused paths reached an upstream: %d→%d, other %d", calls, up.calls(), other.calls())
+	}
+}
+
+func TestScanPathFindsEveryEscapedSlashSpelling(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		p       string
+		slashes bool
+		fault   pathFault
+	}{
+		{"/a/b", false, pathOK},
+		{"/a%2fb", true, pathOK}, {"/a%2Fb", true, pathOK}, {"/a%5cb", true, pathOK}, {"/a%5Cb", true, pathOK},
+		{`/a\b`, true, pathOK},
+		{"/a%00", false, pathControl}, {"/a%0a", false, pathControl}, {"/a%7F", false, pathControl},
+		{"/a\x01", false, pathControl},
+		{"/a%252f", false, pathDoubleEncoded}, {"/a%252E", false, pathDoubleEncoded},
+		{"/a%255C", false, pathDoubleEncoded}, {"/a%2525", false, pathDoubleEncoded}, {"/a%2500", false, pathDoubleEncoded},
+		{"/a%2541", false, pathOK}, {"/100%25", false, pathOK}, {"/a%2", false, pathOK},
+	} {
+		slashes, fault := scanPath(tc.p)
+		if slashes != tc.slashes || fault != tc.fault {
+			t.Errorf("scanPath(%q) = %v %v, want %v %v", tc.p, slashes, fault, tc.slashes, tc.fault)
+		}
+	}
+	for _, tc := range []struct {
+		p     string
+		split bool
+		want  bool
+	}{
+		{"/a/b", true, false}, {"/a/..;/b", false, true}, {"/a/.;x", false, true}, {"/a/%2E%2e%3Bx/b", false, true},
+		{"/a/..%2fb", false, false}, {"/a/..%2fb", true, true}, {"/a%5C..", true, true}, {`/a\..\b`, true, true},
+		{"/a/b..;x", false, false}, {"/a;x/b", false, false}, {"/a/...;/b", false, false},
+	} {
+		if got := hasHiddenDotSegment(tc.p, tc.split); got != tc.want {
+			t.Errorf("hasHiddenDotSegment(%q, %v) = %v, want %v", tc.p, tc.split, got, tc.want)
+		}
+	}
+}
+
+// looseH2CUpstream accepts an h2c upgrade the way a lenient server
+// would (any Upgrade: h2c, HTTP2-Settings or not) and then writes
+// "h2c-tunnel" on the switched connection; with always101 it switches
+// for every request. It records the headers it saw.
+type looseH2CUpstream struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	seen   []http.Header
+	wg     sync.WaitGroup
+	always bool
+}
+
+func newLooseH2CUpstream(t *testing.T, always101 bool) *looseH2CUpstream {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &looseH2CUpstream{ln: ln, always: always101}
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		for i := 0; i < 100; i++ { // bounded
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u.wg.Add(1)
+			go func() {
+				defer u.wg.Done()
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				u.mu.Lock()
+				u.seen = append(u.seen, req.Header.Clone())
+				u.mu.Unlock()
+				if u.always || strings.EqualFold(req.Header.Get("Upgrade"), "h2c") {
+					_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\nh2c-tunnel")
+					return
+				}
+				_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nplain")
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); u.wg.Wait() })
+	return u
+}
+
+func (u *looseH2CUpstream) headers() []http.Header {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]http.Header(nil), u.seen...)
+}
+
+// An h2c upgrade (HTTP2-Settings left out of Connection, or any case or
+// list spelling) was tunnelled to a lenient upstream, which then served
+// HTTP/2 on a connection the gateway no longer looked at. Now the
+// upstream sees a plain request without Upgrade or HTTP2-Settings.
+func TestH2CUpgradeIsNeverTunnelled(t *testing.T) {
+	t.Parallel()
+	up := newLooseH2CUpstream(t, false)
+	h := newHarness(t, parseConfig(t, `
+routes:
+  - {name: app, upstream: "http://`+up.ln.Addr().String()+`"}
+`, nil, nil))
+	for _, hs := range [][]string{
+		{"Connection: Upgrade", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"},
+		{"Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"},
+		{"Connection: upgrade", "Upgrade: H2C"},
+		{"Connection: Upgrade", "Upgrade: websocket, h2c"},
+		{"Connection: Upgrade", "Upgrade: h2c", "Upgrade: websocket"},
+	} {
+		n := len(up.headers())
+		res, body := rawGet(t, h, "/", hs...)
+		if res.StatusCode == http.StatusSwitchingProtocols || strings.Contains(body, "h2c-tunnel") {
+			t.Errorf("%q: tunnelled (%d %q)", hs, res.StatusCode, body)
+			continue
+		}
+		seen := up.headers()
+		if len(seen) != n+1 {
+			t.Errorf("%q: upstream saw %d requests, want 1", hs, len(seen)-n)
+			continue
+		}
+		if got := seen[n]; got.Get("Upgrade") != "" || got.Get("Http2-Settings") != "" {
+			t.Errorf("%q: upstream saw Upgrade %q, HTTP2-Settings %q", hs, got.Get("Upgrade"), got.Get("Http2-Settings"))
+		}
+	}
+}
+
+// An upstream that answers 101 to a request that asked for no (allowed)
+// upgrade gets a 502, not a tunnel.
+func TestUnsolicitedSwitchingProtocolsIsBadGateway(t *testing.T) {
+	t.Parallel()
+	up := newLooseH2CUpstream(t, true)
+	h := newHarness(t, parseConfig(t, `
+routes:
+  - {name: app, upstream: "http://`+up.ln.Addr().String()+`"}
+`, nil, nil))
+	for _, hs := range [][]string{nil, {"Connection: Upgrade", "Upgrade: h2c"}} {
+		if res, body := rawGet(t, h, "/", hs...); res.StatusCode != http.StatusBadGateway || strings.Contains(body, "h2c-tunnel") {
+			t.Errorf("%q: got %d %q, want 502", hs, res.StatusCode, body)
+		}
+	}
+}
+
+// upgrades: [] tunnels nothing, not even websocket; upgrades lists are
+// matched case-insensitively.
+func TestRouteUpgradesListDecidesWhatIsTunnelled(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, `
+routes:
+  - {name: none, path_prefix: /none, upgrades: [], upstream: "{up}"}
+  - {name: custom, path_prefix: /custom, upgrades: [Custom-Proto], upstream: "{up}"}
+`, nil, map[string]string{"up": up.URL}))
+	for _, tc := range []struct {
+		path, upgrade string
+		kept          bool
+	}{
+		{"/none", "websocket", false},
+		{"/custom", "websocket", false},
+		{"/custom", "custom-proto", true},
+	} {
+		rawGet(t, h, tc.path, "Connection: Upgrade", "Upgrade: "+tc.upgrade)
+		if got := up.last(t).Header.Get("Upgrade"); (got != "") != tc.kept {
+			t.Errorf("%s Upgrade: %s: upstream saw Upgrade %q, kept want %v", tc.path, tc.upgrade, got, tc.kept)
+		}
+	}
+}
+
+// CF-Connecting-IP, True-Client-IP, X-Client-IP and the rest of the
+// client-IP (and URL override) headers an upstream may trust reached it
+// unchanged from an untrusted peer; a trusted proxy's are kept.
+func TestClientIPClaimHeadersFromUntrustedPeerAreRemoved(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, `
+trusted_proxies: ["10.0.0.0/8"]
+headers_with_underscores: allow
+routes:
+  - {name: app, upstream: "{up}"}
+`, nil, map[string]string{"up": up.URL}))
+	names := []string{"CF-Connecting-IP", "True-Client-IP", "X-Client-IP", "Fastly-Client-IP",
+		"X-Cluster-Client-IP", "X-Original-Forwarded-For", "Client-IP", "X-Forwarded", "Forwarded-For",
+		"X-Originating-IP", "X-Remote-IP", "X-Remote-Addr", "X_Client_IP", "true_client_ip",
+		"X-Original-URL", "X-Rewrite-URL", "X-Envoy-External-Address"}
+	for _, peer := range []string{"203.0.113.7:1234", "10.1.2.3:1234"} {
+		req := h.newRequest(t, http.MethodGet, "portal.example.org", "/x")
+		for _, n := range names {
+			req.Header[n] = []string{"198.51.100.1"}
+		}
+		if rr := h.serve(req, peer); rr.Code != 200 {
+			t.Fatalf("%s: status %d", peer, rr.Code)
+		}
+		seen := up.last(t).Header
+		for _, n := range names {
+			_, ok := seen[n]
+			if !ok {
+				_, ok = seen[http.CanonicalHeaderKey(n)]
+			}
+			if trusted := strings.HasPrefix(peer, "10."); ok != trusted {
+				t.Errorf("peer %s: %s reached the upstream = %v", peer, n, ok)
+			}
+		}
+	}
+}
+
+// Two Authorization lines: identity verified the first, the upstream got
+// both and could pick the other. Refused with 400 before identity.
+func TestDuplicateAuthorizationIsRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	res, body := rawGet(t, h, "/x", "Authorization: Bearer a.b.c", "Authorization: Bearer d.e.f")
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Authorization") {
+		t.Fatalf("got %d %q, want 400", res.StatusCode, body)
+	}
+	if up.calls() != 0 || h.limiter.calls() != 0 {
+		t.Fatalf("upstream %d, limiter %d calls", up.calls(), h.limiter.calls())
+	}
+	if res, _ := rawGet(t, h, "/x", "Authorization: Bearer a.b.c"); res.StatusCode != 200 {
+		t.Fatalf("one Authorization: %d", res.StatusCode)
+	}
+	if got := up.last(t).Header["Authorization"]; len(got) != 1 {
+		t.Fatalf("upstream Authorization %q", got)
+	}
+}
+
+// hostileUpstreamView is how the laxest upstream of docs/edge.md reads
+// an escaped path: '\' and every %2F/%5C are '/', ";params" are cut from
+// each segment, and the path is decoded once more after that.
+func hostileUpstreamView(p string) []string {
+	p = unescapeSlashes(p)
+	var segs []string
+	for _, seg := range strings.Split(p, "/") {
+		seg = beforeParams(seg)
+		if d, err := url.PathUnescape(seg); err == nil {
+			seg = d
+		}
+		segs = append(segs, seg)
+	}
+	return segs
+}
+
+// FuzzCleanPathLeavesNoDotSegmentForAnyUpstream: whatever the policy, a
+// path cleanPath lets through holds no segment that the laxest upstream
+// resolves as "." or "..", so it can never leave the route's prefix or
+// its upstream's base path.
+func FuzzCleanPathLeavesNoDotSegmentForAnyUpstream(f *testing.F) {
+	for _, p := range walkOutPaths {
+		f.Add(p)
+	}
+	f.Add("/api/a%2Fb")
+	f.Add("/a/%2e%2E/b")
+	f.Fuzz(func(t *testing.T, target string) {
+		u, err := url.ParseRequestURI(target)
+		if err != nil || !strings.HasPrefix(target, "/") {
+			return
+		}
+		for _, action := range []slashAction{slashReject, slashUnescape, slashKeep} {
+			s := &Server{escapedSlashes: action}
+			uc := *u
+			path, _, fault := s.cleanPath(&uc)
+			if fault != pathOK {
+				continue
+			}
+			for _, seg := range hostileUpstreamView(path) {
+				if seg == "." || seg == ".." {
+					t.Fatalf("%q under %d → %q: an upstream resolves a %q segment", target, action, path, seg)
+				}
+			}
+			if uc.EscapedPath() != path {
+				t.Fatalf("%q under %d: URL escapes as %q, routed %q", target, action, uc.EscapedPath(), path)
+			}
+		}
+	})
+}
