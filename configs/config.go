@@ -249,9 +249,27 @@ func splitSecrets(v string) Secrets {
 
 // Redacted returns the configuration as YAML with every secret replaced by
 // "[redacted]" (connection URLs included, as they carry passwords), for `borda config check`
-// and start-up logs.
+// and start-up logs. Every other string value that holds a URL
+// (forward.url, auth.jwks_url, routes[].upstream, redis.rest_url, and any
+// field added later) is printed with its userinfo password and query
+// values replaced by "xxxxx" (RedactURL).
 func (c Config) Redacted() ([]byte, error) {
-	return yaml.Marshal(c)
+	var doc yaml.Node
+	if err := doc.Encode(c); err != nil {
+		return nil, err
+	}
+	redactNode(&doc)
+	return yaml.Marshal(&doc)
+}
+
+// redactNode runs RedactURLs over every scalar of a YAML tree.
+func redactNode(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode {
+		n.Value = RedactURLs(n.Value)
+	}
+	for _, c := range n.Content {
+		redactNode(c)
+	}
 }
 
 // StoreKind names the rate-limit/telemetry store the configuration selects:

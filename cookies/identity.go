@@ -107,13 +107,14 @@ func NewVerifier(ctx context.Context, cfg configs.Auth, refresh time.Duration, l
 			RefreshUnknownKID: rate.NewLimiter(0, 0), // never fetch on the request path
 			RefreshErrorHandlerFunc: func(string) func(context.Context, error) {
 				return func(ctx context.Context, err error) {
-					logger.WarnContext(ctx, "refreshing JWKS failed", "error", err)
+					// keyfunc's errors hold auth.jwks_url whole.
+					logger.WarnContext(ctx, "refreshing JWKS failed", "error", configs.RedactError(err))
 				}
 			},
 		})
 		if err != nil {
 			cancel()
-			return nil, fmt.Errorf("loading JWKS: %w", err)
+			return nil, fmt.Errorf("loading JWKS: %w", configs.RedactError(err))
 		}
 		v.jwks, v.cancel = kf, cancel
 		methods = append(methods, "RS256", "ES256")

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/olp-edu/borda/configs"
 )
 
 // checkTimeout bounds one readiness check.
@@ -29,9 +30,6 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // detailed (the admin listener) adds "errors": each failing check's
 // message, so an operator sees why; the public listener never shows them
 // (they may name internal hosts).
-// urlCredentials matches the user:password part of a URL in an error text.
-var urlCredentials = regexp.MustCompile(`://[^/@\s]*@`)
-
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string, detailed bool) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
@@ -60,7 +58,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string
 		if errs[i] != nil {
 			components[name] = "not_ready"
 			notReady = append(notReady, name)
-			reasons[name] = urlCredentials.ReplaceAllString(errs[i].Error(), "://[redacted]@")
+			reasons[name] = configs.RedactURLs(errs[i].Error()) // URL passwords and query values (docs/configuration.md)
 			s.log.DebugContext(ctx, "readiness check failed", "check", name, "error", errs[i])
 			continue
 		}
