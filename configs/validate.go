@@ -108,6 +108,8 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	c.validateTelemetry(&p)
 	c.validateWebhook(&p, lookup)
 	c.validateForward(&p)
+	c.validateAdmin(&p)
+	c.validateProduction(&p, lookup)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}

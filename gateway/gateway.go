@@ -96,6 +96,8 @@ type Server struct {
 	// keepUnderscores is headers_with_underscores: allow (else such
 	// request headers are dropped before the upstream).
 	keepUnderscores bool
+	// pprof gates /debug/pprof/ on the admin listener (admin_pprof).
+	pprof pprofGate
 
 	public http.Handler
 	admin  http.Handler
@@ -144,6 +146,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		s.ip.v6Bits = 64
 	}
 	s.keepUnderscores = cfg.HeadersWithUnderscores == "allow"
+	s.pprof = newPprofGate(cfg)
 	if s.webhook != nil {
 		for _, p := range s.webhook.Paths() {
 			if p != "" {

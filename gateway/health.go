@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -83,11 +82,7 @@ func (s *Server) adminMux() http.Handler {
 	mux.HandleFunc("GET /readyz/{component}", func(w http.ResponseWriter, r *http.Request) {
 		s.readyz(w, r, r.PathValue("component"), true)
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.pprof.register(mux) // admin_pprof: loopback peers (default), a token, or off
 	return mux
 }
 

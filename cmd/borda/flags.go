@@ -79,6 +79,9 @@ func loadConfig(path string, stderr io.Writer) (configs.Config, int, bool) {
 		}
 		return cfg, 2, false
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "borda: warning: %s: %s\n", path, w)
+	}
 	return cfg, 0, true
 }
 
