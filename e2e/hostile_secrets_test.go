@@ -322,7 +322,7 @@ forward:
 	defer func() { _ = d.Nack(false, true) }()
 	var headers strings.Builder
 	for k, v := range d.Headers {
-		headers.WriteString(k + "=" + strings.TrimSpace(strings.ReplaceAll(fmtAny(v), "\n", " ")) + "\n")
+		headers.WriteString(k + "=" + strings.TrimSpace(strings.ReplaceAll(secretsHeaderText(v), "\n", " ")) + "\n")
 	}
 	if !strings.Contains(headers.String(), "x-borda-dlq-excerpt=Post") || !strings.Contains(headers.String(), "legacy:xxxxx@") {
 		t.Fatalf("the dead letter has no (redacted) transport error in its excerpt header:\n%s", headers.String())
@@ -384,7 +384,7 @@ func TestPprofIsNotServedToTheNetworkByDefault(t *testing.T) {
 	}
 }
 
-func fmtAny(v any) string {
+func secretsHeaderText(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
