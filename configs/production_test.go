@@ -142,3 +142,34 @@ func TestAdminPprofValues(t *testing.T) {
 		t.Errorf("default admin_pprof %q, want loopback", cfg.AdminPprof)
 	}
 }
+
+// TestValidationProblemsNeverEchoURLSecrets: a URL setting that does not
+// validate is named, with its password and query values redacted, however
+// it is broken (no scheme, wrong scheme, bad escape, unescaped '/').
+func TestValidationProblemsNeverEchoURLSecrets(t *testing.T) {
+	t.Parallel()
+	_, probs := parseProblems(t, `routes:
+  - name: a
+    upstream: "ftp://u:CANARY@up/?t=CANARY"
+`, map[string]string{
+		"LEGACY_WEBHOOK_URL": "legacy:CANARY@host/hook?token=CANARY",
+		"AUTH_JWKS_URL":      "https://u:CAN%zzARY@idp/jwks",
+		"REDIS_URL":          "redis://u:CAN/ARY@127.0.0.1:6379",
+		"AMQP_URL":           "http://guest:CANARY@rabbit/",
+		"DATABASE_URL":       "postgres://u:CAN%zzARY@db/test",
+	})
+	for _, field := range []string{"routes[0].upstream", "forward.url", "auth.jwks_url", "amqp.url", "database.url"} {
+		found := false
+		for _, p := range probs {
+			found = found || strings.HasPrefix(p, field+": ")
+		}
+		if !found {
+			t.Errorf("no problem names %s: %q", field, probs)
+		}
+	}
+	for _, p := range probs {
+		if strings.Contains(p, "CAN") || strings.Contains(p, "ARY") {
+			t.Errorf("problem echoes a secret: %q", p)
+		}
+	}
+}
