@@ -43,6 +43,14 @@ type Config struct {
 	// (default "127.0.0.1:9091"). Empty string keeps the default; "off"
 	// disables the admin listener.
 	AdminListen string `yaml:"admin_listen"`
+	// AdminPprof says who may reach /debug/pprof/ on the admin listener:
+	// loopback (default: peers on 127.0.0.0/8 and ::1 only, so a listener
+	// bound to 0.0.0.0 for metrics and probes keeps profiles off the
+	// network; others get 404), token (any peer sending "Authorization:
+	// Bearer" with ADMIN_PPROF_TOKEN, compared in constant time; others
+	// get 401) or off. Behind a sidecar proxy in the same pod every peer
+	// is loopback: use token or off there.
+	AdminPprof string `yaml:"admin_pprof"`
 	// TrustedProxies lists the CIDRs (or bare IPs) of peers whose client-IP
 	// headers are believed. Empty: no peer is trusted. IPv4-mapped forms
 	// (::ffff:10.0.0.0/104) are read as IPv4 (10.0.0.0/8).
@@ -88,6 +96,12 @@ type Config struct {
 
 	// TrustedPrefixes is TrustedProxies parsed by Load.
 	TrustedPrefixes []netip.Prefix `yaml:"-"`
+	// AdminPprofToken is read from ADMIN_PPROF_TOKEN (admin_pprof: token).
+	AdminPprofToken Secret `yaml:"-"`
+	// Warnings are the production guardrails allowed by
+	// BORDA_ALLOW_WEAK_PRODUCTION=1; `borda config check` and every
+	// command print them at start.
+	Warnings []string `yaml:"-"`
 }
 
 // Redis configures the store behind rate limits, telemetry, relax and the
@@ -145,6 +159,7 @@ func Default() Config {
 		Environment:            EnvDevelopment,
 		Listen:                 ":8080",
 		AdminListen:            "127.0.0.1:9091",
+		AdminPprof:             PprofLoopback,
 		IPv6PrefixLen:          64,
 		HeadersWithUnderscores: "drop",
 		EscapedSlashes:         "reject",
@@ -202,7 +217,8 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 // ApplyEnv overrides cfg with the environment variables of design.md §2:
 // ENVIRONMENT, REDIS_URL, UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN,
 // AMQP_URL, DATABASE_URL, WEBHOOK_TOKENS (comma-separated),
-// LEGACY_WEBHOOK_URL, LEGACY_WEBHOOK_HMAC_SECRET, AUTH_JWKS_URL and the
+// LEGACY_WEBHOOK_URL, LEGACY_WEBHOOK_HMAC_SECRET, AUTH_JWKS_URL,
+// ADMIN_PPROF_TOKEN and the
 // variable named by auth.jwt_secret_env (AUTH_JWT_SECRET). An empty
 // variable counts as unset.
 func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
@@ -241,6 +257,9 @@ func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 	if v, ok := get("AUTH_JWKS_URL"); ok {
 		cfg.Auth.JWKSURL = v
 	}
+	if v, ok := get("ADMIN_PPROF_TOKEN"); ok {
+		cfg.AdminPprofToken = Secret(v)
+	}
 	if name := cfg.Auth.JWTSecretEnv; name != "" {
 		if v, ok := get(name); ok {
 			cfg.Auth.JWTSecret = Secret(v)
@@ -261,9 +280,27 @@ func splitSecrets(v string) Secrets {
 
 // Redacted returns the configuration as YAML with every secret replaced by
 // "[redacted]" (connection URLs included, as they carry passwords), for `borda config check`
-// and start-up logs.
+// and start-up logs. Every other string value that holds a URL
+// (forward.url, auth.jwks_url, routes[].upstream, redis.rest_url, and any
+// field added later) is printed with its userinfo password and query
+// values replaced by "xxxxx" (RedactURL).
 func (c Config) Redacted() ([]byte, error) {
-	return yaml.Marshal(c)
+	var doc yaml.Node
+	if err := doc.Encode(c); err != nil {
+		return nil, err
+	}
+	redactNode(&doc)
+	return yaml.Marshal(&doc)
+}
+
+// redactNode runs RedactURLs over every scalar of a YAML tree.
+func redactNode(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode {
+		n.Value = RedactURLs(n.Value)
+	}
+	for _, c := range n.Content {
+		redactNode(c)
+	}
 }
 
 // StoreKind names the rate-limit/telemetry store the configuration selects:

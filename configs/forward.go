@@ -101,7 +101,7 @@ func (c *Config) validateForward(p *problems) {
 	}
 	if f.URL != "" {
 		if u, err := url.Parse(f.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.addf("forward.url", "%q is not an absolute http(s) URL", f.URL)
+			p.addf("forward.url", "%s is not an absolute http(s) URL", showURL(f.URL))
 		}
 	}
 }

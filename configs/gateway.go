@@ -237,7 +237,7 @@ func (c *Config) validateGateway(p *problems) {
 		if r.Upstream == "" {
 			p.addf(field+".upstream", "is required")
 		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.addf(field+".upstream", "%q is not an absolute http(s) URL", r.Upstream)
+			p.addf(field+".upstream", "%s is not an absolute http(s) URL", showURL(r.Upstream))
 		} else {
 			r.UpstreamURL = u
 		}
@@ -309,7 +309,7 @@ func (c *Config) validateGateway(p *problems) {
 	}
 	if c.Auth.JWKSURL != "" {
 		if u, err := url.Parse(c.Auth.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.addf("auth.jwks_url", "%q is not an absolute http(s) URL", c.Auth.JWKSURL)
+			p.addf("auth.jwks_url", "%s is not an absolute http(s) URL", showURL(c.Auth.JWKSURL))
 		}
 	}
 	if c.Auth.JWKSRefresh.D() < time.Second {

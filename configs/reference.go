@@ -46,6 +46,7 @@ func Reference(dir string) ([]byte, error) {
 		"The Default column shows the value a key takes when absent; where it is blank (keys of list and map elements, " +
 		"defaults computed from other keys) the description says \"default …\".\n\n")
 
+	b.WriteString(secretsSection)
 	b.WriteString("## Environment variables\n\n")
 	b.WriteString("They override the file (an empty variable counts as unset). Secrets live only here, never in the file.\n\n")
 	b.WriteString("| Variable | Sets | Description |\n|---|---|---|\n")
@@ -236,3 +237,41 @@ func cell(s string) string {
 	}
 	return strings.ReplaceAll(oneLine(s), "|", `\|`)
 }
+
+// secretsSection is the hand-written part of the reference on secrets:
+// how URLs are redacted and what production refuses.
+const secretsSection = `## Secrets in URLs
+
+Connection URLs (` + "`redis.url`, `amqp.url`, `database.url`" + `) are secrets and print as ` + "`[redacted]`" + `. Every other URL
+(` + "`forward.url`, `auth.jwks_url`, `routes[].upstream`, `redis.rest_url`" + `) is printed with its userinfo password, a user
+name given alone (a token), every query value and the fragment replaced by ` + "`xxxxx`" + `
+(` + "`https://u:xxxxx@legacy/hook?token=xxxxx`" + `), as net/url's ` + "`URL.Redacted`" + ` does for passwords. The same redaction
+runs over ` + "`borda config check`" + `'s output, every validation problem, every log line and everything a command prints
+on stderr (errors of net/http, the JWKS fetch, Upstash REST, AMQP, Redis and PostgreSQL embed the URL they were
+given), the admin ` + "`/readyz`" + ` reasons, and the forwarder's reply excerpt (` + "`x-borda-dlq-excerpt`" + `), from which the
+legacy URL's password and query values and the HMAC secret are also removed when the endpoint echoes them. Scheme,
+host, port and path are kept, so put credentials in the userinfo, the query or a header, never in a URL path.
+
+## Production guardrails
+
+With ` + "`environment: production`" + `, ` + "`borda config check`" + ` and every command at start refuse:
+
+- a ` + "`trusted_proxies`" + ` entry wider than the largest private block of its family: IPv4 shorter than /8 (` + "`0.0.0.0/0`" + `,
+  ` + "`::ffff:0:0/96`" + `, which is read as ` + "`0.0.0.0/0`" + `), IPv6 shorter than /16 (` + "`::/0`, `2000::/3`" + `) except within
+  ` + "`fc00::/7`" + ` (unique-local). Such an entry lets any client choose the IP its rate limits and logs see. A proxy
+  fleet's published ranges (Cloudflare's /13, a pod CIDR) pass.
+- a credential shorter than 32 bytes (RFC 7518 §3.2's HS256 key size): each of ` + "`WEBHOOK_TOKENS`" + `, each source's
+  ` + "`tokens_env`" + ` tokens and ` + "`signature.secret_env`" + ` secrets, the variable named by ` + "`auth.jwt_secret_env`" + `,
+  ` + "`LEGACY_WEBHOOK_HMAC_SECRET`" + ` and ` + "`ADMIN_PPROF_TOKEN`" + ` (` + "`openssl rand -hex 32`" + ` makes one). The problem names the
+  variable and the length, never the value.
+
+Override for test rigs only: ` + "`BORDA_ALLOW_WEAK_PRODUCTION=1`" + ` turns each refusal into a warning printed on stderr
+(` + "`borda: warning: FILE: …`" + `) by every command at start. Staging and development are not checked.
+
+The admin listener of ` + "`configs/production.yaml`" + ` and the Kubernetes overlays binds ` + "`0.0.0.0:9091`" + ` so Prometheus and the
+probes reach ` + "`/metrics`" + ` and ` + "`/readyz`" + `; ` + "`/debug/pprof/`" + ` stays off the network by default (` + "`admin_pprof: loopback`" + `:
+only peers on 127.0.0.0/8 or ::1, as ` + "`kubectl port-forward`" + ` and ` + "`kubectl exec`" + ` are, answer; others get 404), as
+Envoy's admin interface and Caddy's admin endpoint are meant to stay on localhost. ` + "`admin_pprof: token`" + ` opens it to
+peers sending ` + "`Authorization: Bearer $ADMIN_PPROF_TOKEN`" + ` (compared in constant time, never logged), ` + "`off`" + ` closes it.
+
+`

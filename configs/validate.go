@@ -22,8 +22,11 @@ func (e *ValidationError) Error() string {
 
 type problems []string
 
+// addf adds one problem. Its text passes through RedactURLs, so no
+// message echoes a URL's password or query values, whichever field it
+// names (URL settings quote their value with showURL).
 func (p *problems) addf(field, format string, args ...any) {
-	*p = append(*p, field+": "+fmt.Sprintf(format, args...))
+	*p = append(*p, RedactURLs(field+": "+fmt.Sprintf(format, args...)))
 }
 
 // EnvPrefix returns the Redis key prefix of an environment: olp: for
@@ -105,6 +108,8 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	c.validateTelemetry(&p)
 	c.validateWebhook(&p, lookup)
 	c.validateForward(&p)
+	c.validateAdmin(&p)
+	c.validateProduction(&p, lookup)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}

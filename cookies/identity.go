@@ -162,12 +162,12 @@ func (v *Verifier) loadJWKS(ctx context.Context, url string, refresh time.Durati
 		RefreshInterval:           refresh,
 		Storage:                   v.keys,
 		RefreshErrorHandler: func(ctx context.Context, err error) {
-			logger.WarnContext(ctx, "fetching JWKS failed", "error", err)
+			logger.WarnContext(ctx, "fetching JWKS failed", "error", configs.RedactError(err))
 		},
 	})
 	if err != nil {
 		cancel()
-		return fmt.Errorf("loading JWKS: %w", err)
+		return fmt.Errorf("loading JWKS: %w", configs.RedactError(err))
 	}
 	reader, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{HTTPURLs: map[string]jwkset.Storage{url: store}})
 	if err == nil {
@@ -181,7 +181,7 @@ func (v *Verifier) loadJWKS(ctx context.Context, url string, refresh time.Durati
 	}
 	if err != nil {
 		cancel()
-		return fmt.Errorf("loading JWKS: %w", err)
+		return fmt.Errorf("loading JWKS: %w", configs.RedactError(err))
 	}
 	v.kidLimiter = rate.NewLimiter(rate.Every(UnknownKIDRefetchEvery), 1)
 	v.ctx, v.cancel = ctx, cancel

@@ -213,7 +213,7 @@ func TestTraefikTopology(t *testing.T) {
 	for k, v := range b.Environment {
 		env[k] = strings.NewReplacer("${", "", "}", "").Replace(v)
 	}
-	env["WEBHOOK_TOKENS"] = "x"
+	env["WEBHOOK_TOKENS"] = strings.Repeat("x", 32) // production refuses shorter tokens
 	cfg := parseConfig(t, filepath.Join(repoRoot, "deploy/traefik/borda.yaml"), env)
 	if cfg.KeyPrefix() != "olp:" {
 		t.Errorf("traefik key prefix = %q, want olp:", cfg.KeyPrefix())
@@ -408,7 +408,7 @@ func TestKubernetesOverlays(t *testing.T) {
 			if kust.Namespace != "borda-"+env {
 				t.Errorf("namespace = %q, want borda-%s", kust.Namespace, env)
 			}
-			lookup := map[string]string{"WEBHOOK_TOKENS": "x"}
+			lookup := map[string]string{"WEBHOOK_TOKENS": strings.Repeat("x", 32)}
 			var file string
 			for _, g := range kust.ConfigMapGenerator {
 				switch g.Name {
@@ -431,7 +431,7 @@ func TestKubernetesOverlays(t *testing.T) {
 			}
 			// The file alone and the file with the ConfigMap's environment
 			// agree, so the prefix can never flip between the two.
-			alone := parseConfig(t, filepath.Join(dir, file), map[string]string{"WEBHOOK_TOKENS": "x"})
+			alone := parseConfig(t, filepath.Join(dir, file), map[string]string{"WEBHOOK_TOKENS": strings.Repeat("x", 32)})
 			cfg := parseConfig(t, filepath.Join(dir, file), lookup)
 			if alone.Environment != cfg.Environment {
 				t.Errorf("config says environment %q, ENVIRONMENT says %q", alone.Environment, cfg.Environment)

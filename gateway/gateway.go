@@ -99,6 +99,8 @@ type Server struct {
 	// escapedSlashes is the top-level escaped_slashes policy; a route's
 	// own (reject or keep) is in Route.escapedSlashes.
 	escapedSlashes slashAction
+	// pprof gates /debug/pprof/ on the admin listener (admin_pprof).
+	pprof pprofGate
 
 	public http.Handler
 	admin  http.Handler
@@ -148,6 +150,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 	}
 	s.keepUnderscores = cfg.HeadersWithUnderscores == "allow"
 	s.escapedSlashes = parseSlashAction(cfg.EscapedSlashes)
+	s.pprof = newPprofGate(cfg)
 	if s.webhook != nil {
 		for _, p := range s.webhook.Paths() {
 			if p != "" {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/pprof"
-	"regexp"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/olp-edu/borda/configs"
 )
 
 // checkTimeout bounds one readiness check.
@@ -29,9 +29,6 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // detailed (the admin listener) adds "errors": each failing check's
 // message, so an operator sees why; the public listener never shows them
 // (they may name internal hosts).
-// urlCredentials matches the user:password part of a URL in an error text.
-var urlCredentials = regexp.MustCompile(`://[^/@\s]*@`)
-
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string, detailed bool) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
@@ -60,7 +57,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string
 		if errs[i] != nil {
 			components[name] = "not_ready"
 			notReady = append(notReady, name)
-			reasons[name] = urlCredentials.ReplaceAllString(errs[i].Error(), "://[redacted]@")
+			reasons[name] = configs.RedactURLs(errs[i].Error()) // URL passwords and query values (docs/configuration.md)
 			s.log.DebugContext(ctx, "readiness check failed", "check", name, "error", errs[i])
 			continue
 		}
@@ -85,11 +82,7 @@ func (s *Server) adminMux() http.Handler {
 	mux.HandleFunc("GET /readyz/{component}", func(w http.ResponseWriter, r *http.Request) {
 		s.readyz(w, r, r.PathValue("component"), true)
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	s.pprof.register(mux) // admin_pprof: loopback peers (default), a token, or off
 	return mux
 }
 

@@ -80,7 +80,8 @@ func (s *RESTStore) Do(ctx context.Context, cmd ...any) (any, error) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("calling upstash rest: %w", err)
+		// *url.Error holds redis.rest_url whole (configs.RedactError).
+		return nil, fmt.Errorf("calling upstash rest: %w", configs.RedactError(err))
 	}
 	defer resp.Body.Close()
 	reply, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

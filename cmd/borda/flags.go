@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -77,6 +79,9 @@ func loadConfig(path string, stderr io.Writer) (configs.Config, int, bool) {
 		}
 		return cfg, 2, false
 	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stderr, "borda: warning: %s: %s\n", path, w)
+	}
 	return cfg, 0, true
 }
 
@@ -84,20 +89,18 @@ func loadConfig(path string, stderr io.Writer) (configs.Config, int, bool) {
 // $BORDA_LOG_LEVEL (debug, info, warn, error; default info), durations
 // written as Go duration strings ("1.5s", not 1500000000). go-redis's own
 // log lines (pool and dial notices) go through it too, at warn level, so
-// stderr stays one JSON object per line.
+// stderr stays one JSON object per line. Every message, string, error and
+// Stringer value is passed through configs.RedactURLs (redactLogAttr), so
+// no line carries a URL's password or query values, whichever library
+// wrote the URL into its error.
 func newLogger(stderr io.Writer) *slog.Logger {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(os.Getenv("BORDA_LOG_LEVEL"))); err != nil {
 		lvl = slog.LevelInfo
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{
-		Level: lvl,
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Value.Kind() == slog.KindDuration {
-				a.Value = slog.StringValue(a.Value.Duration().String())
-			}
-			return a
-		},
+		Level:       lvl,
+		ReplaceAttr: redactLogAttr,
 	}))
 	redis.SetLogger(redisLog{logger.With("component", "go-redis")})
 	return logger
@@ -108,4 +111,44 @@ type redisLog struct{ l *slog.Logger }
 
 func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 	r.l.WarnContext(ctx, fmt.Sprintf(format, v...))
+}
+
+// redactLogAttr is the process logger's ReplaceAttr: durations as Go
+// duration strings, and URLs redacted (configs.RedactURLs) in strings,
+// errors and fmt.Stringers. The check is one strings.Contains per string
+// value; only a value holding "://" pays for the redaction.
+func redactLogAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindDuration:
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	case slog.KindString:
+		if s := a.Value.String(); strings.Contains(s, "://") {
+			a.Value = slog.StringValue(configs.RedactURLs(s))
+		}
+	case slog.KindAny:
+		switch v := a.Value.Any().(type) {
+		case error:
+			a.Value = slog.StringValue(configs.RedactURLs(v.Error()))
+		case fmt.Stringer:
+			a.Value = slog.StringValue(configs.RedactURLs(v.String()))
+		}
+	}
+	return a
+}
+
+// redactingWriter passes every write through configs.RedactURLs: the
+// backstop for what commands print to stderr outside the logger (`borda:
+// dialing amqp: …`, a library error echoing its URL). A write holding no
+// "://" goes through as it is; each Fprintf is one write, so a URL is
+// never split between two.
+type redactingWriter struct{ w io.Writer }
+
+func (r redactingWriter) Write(p []byte) (int, error) {
+	if !bytes.Contains(p, []byte("://")) {
+		return r.w.Write(p)
+	}
+	if _, err := io.WriteString(r.w, configs.RedactURLs(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

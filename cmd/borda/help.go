@@ -33,12 +33,13 @@ var envDoc = map[string]string{
 	"LEGACY_WEBHOOK_HMAC_SECRET": "the secret that signs each POST to the legacy endpoint",
 	"AUTH_JWKS_URL":              "auth.jwks_url",
 	"AUTH_JWT_SECRET":            "the HS256 secret (the variable auth.jwt_secret_env names)",
+	"ADMIN_PPROF_TOKEN":          "the bearer token for /debug/pprof/ when admin_pprof: token",
 }
 
 // configEnv is every config override, in docs/configuration.md's order.
 var configEnv = []string{"ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN",
 	"AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET",
-	"AUTH_JWKS_URL", "AUTH_JWT_SECRET"}
+	"AUTH_JWKS_URL", "ADMIN_PPROF_TOKEN", "AUTH_JWT_SECRET"}
 
 const stopSignals = "SIGTERM, SIGINT"
 
@@ -58,7 +59,8 @@ var helps = map[string]commandHelp{
 			"                 and the running rules stay; routes and listeners need a restart)",
 		},
 		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
-			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET"},
+			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET",
+			"ADMIN_PPROF_TOKEN"},
 		envNote: "and the variables named by webhook.sources[].tokens_env and .signature.secret_env",
 	},
 	"forward": {

@@ -64,7 +64,7 @@ func main() {
 		processLog = logsink.New(os.Stderr, logsink.Options{})
 		stderr = processLog
 	}
-	code := run(os.Args[1:], os.Stdout, stderr)
+	code := run(os.Args[1:], os.Stdout, redactingWriter{stderr})
 	if processLog != nil {
 		_ = processLog.Close()
 	}

@@ -132,7 +132,7 @@ func New(opts Options) (*Forwarder, error) {
 		opts:    opts,
 		top:     opts.Topology,
 		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL.D(), f.RetentionTTL.D()),
-		poster:  &poster{client: client, url: f.URL, secret: []byte(f.HMACSecret.Reveal()), timeout: f.Timeout.D()},
+		poster:  &poster{client: client, url: f.URL, secret: []byte(f.HMACSecret.Reveal()), timeout: f.Timeout.D(), scrub: append(configs.URLSecrets(f.URL), f.HMACSecret.Reveal())},
 		policy:  Policy{Delays: delays},
 		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor.D(), m.breaker, log),
 		m:       m,

@@ -8,6 +8,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -152,7 +153,7 @@ func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.E
 	msg := Republishing(d)
 	msg.Headers[HeaderDLQReason] = l.reason
 	msg.Headers[HeaderDLQStatus] = int64(l.status)
-	msg.Headers[HeaderDLQExcerpt] = l.excerpt
+	msg.Headers[HeaderDLQExcerpt] = configs.RedactURLs(l.excerpt) // the poster scrubbed it already; no URL secret in a header either way
 	msg.Headers[HeaderAttempt] = int64(l.failures)
 	msg.Headers[HeaderDeadLetteredAt] = formatTime(now)
 	msg.Headers[HeaderSource] = env.Source

@@ -14,6 +14,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -64,6 +65,11 @@ type poster struct {
 	url     string
 	secret  []byte
 	timeout time.Duration
+	// scrub are the password and query values of url
+	// (configs.URLSecrets) and the HMAC secret: removed from every
+	// excerpt, so neither a transport error nor a reply that echoes the
+	// request line puts them in a log line or a dead letter's headers.
+	scrub []string
 }
 
 // post sends env's body, signed at now. It never returns an error: a
@@ -73,7 +79,7 @@ func (p *poster) post(ctx context.Context, env envelope.Envelope, now time.Time)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(env.Body))
 	if err != nil {
-		return Result{Kind: Permanent, Class: "request", Excerpt: safeExcerpt([]byte(err.Error()))}
+		return Result{Kind: Permanent, Class: "request", Excerpt: p.excerpt([]byte(err.Error()))}
 	}
 	// bytes.Reader sets ContentLength, so the body is never chunked.
 	req.Header = p.headers(env, now)
@@ -84,12 +90,29 @@ func (p *poster) post(ctx context.Context, env envelope.Envelope, now time.Time)
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
 			class = "timeout"
 		}
-		return Result{Kind: Retryable, Class: class, Excerpt: safeExcerpt([]byte(err.Error()))}
+		// *url.Error's text holds LEGACY_WEBHOOK_URL whole (userinfo,
+		// ?token=): the excerpt goes to logs and the DLQ headers.
+		return Result{Kind: Retryable, Class: class, Excerpt: p.excerpt([]byte(err.Error()))}
 	}
 	defer resp.Body.Close()
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
+	// Twice the excerpt, so a secret straddling its end is still whole
+	// when scrubbed.
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 2*excerptBytes))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // reuse the connection
-	return classify(resp.StatusCode, resp.Header.Get("Retry-After"), head, now)
+	r := classify(resp.StatusCode, resp.Header.Get("Retry-After"), head, now)
+	if r.Excerpt != "" {
+		r.Excerpt = p.excerpt(head)
+	}
+	return r
+}
+
+// excerpt is safeExcerpt with the legacy URL's secrets removed and every
+// URL redacted (configs.ScrubSecrets).
+func (p *poster) excerpt(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return safeExcerpt([]byte(configs.ScrubSecrets(string(b), p.scrub)))
 }
 
 func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {

@@ -1,0 +1,131 @@
+package configs
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Production guardrails (docs/configuration.md, "Production guardrails"):
+// in environment production, settings that make the gateway trivially
+// attackable are refused by Validate (so by `borda config check` and at
+// the start of every command), unless AllowWeakProductionEnv is "1", which
+// turns each refusal into a warning (Config.Warnings) for test rigs.
+
+// AllowWeakProductionEnv names the environment variable that downgrades the
+// production guardrails to warnings: "1" allows them. Meant for test rigs
+// that run production files with short throwaway secrets; never set it in
+// a real deployment.
+const AllowWeakProductionEnv = "BORDA_ALLOW_WEAK_PRODUCTION"
+
+// MinProductionSecretBytes is the shortest credential accepted in
+// production: 32 bytes, the HS256 key size RFC 7518 §3.2 requires and 256
+// bits of a random token.
+const MinProductionSecretBytes = 32
+
+// widestTrustedV4 and widestTrustedV6 are the shortest trusted_proxies
+// prefix lengths accepted in production: no wider than the largest
+// private block of each family (IPv4 10.0.0.0/8; IPv6 fc00::/7, the
+// unique-local block, is the one /7 allowed, every other IPv6 prefix must
+// be /16 or longer, as no proxy fleet spans more than a /16 of global
+// unicast space).
+const (
+	widestTrustedV4 = 8
+	widestTrustedV6 = 16
+)
+
+var uniqueLocalV6 = netip.MustParsePrefix("fc00::/7")
+
+// validateProduction applies the guardrails in production. TrustedPrefixes
+// must be parsed already (validateGateway).
+func (c *Config) validateProduction(p *problems, lookup func(string) (string, bool)) {
+	c.Warnings = nil
+	if c.Environment != EnvProduction {
+		return
+	}
+	var g problems
+	for i, pfx := range c.TrustedPrefixes {
+		if !trustedPrefixAcceptable(pfx) {
+			g.addf(fmt.Sprintf("trusted_proxies[%d]", i),
+				"%s covers too much of the address space for production (any client could set its own IP): list your proxies' ranges, IPv4 /%d or longer, IPv6 /%d or longer (fc00::/7 allowed)",
+				pfx, widestTrustedV4, widestTrustedV6)
+		}
+	}
+	short := func(field string, s Secret) {
+		if s != "" && len(s.Reveal()) < MinProductionSecretBytes {
+			g.addf(field, "is %d bytes; production needs at least %d (openssl rand -hex 32)", len(s.Reveal()), MinProductionSecretBytes)
+		}
+	}
+	for i, t := range c.Webhook.Tokens {
+		short(fmt.Sprintf("WEBHOOK_TOKENS[%d]", i), t)
+	}
+	for i, s := range c.Webhook.Sources {
+		for j, t := range s.Tokens {
+			short(fmt.Sprintf("webhook.sources[%d].tokens_env (%s)[%d]", i, s.TokensEnv, j), t)
+		}
+	}
+	for i, s := range c.Webhook.Sources {
+		if sig := s.Signature; sig != nil {
+			for j, v := range sig.Secrets {
+				short(fmt.Sprintf("webhook.sources[%d].signature.secret_env (%s)[%d]", i, sig.SecretEnv, j), v)
+			}
+		}
+	}
+	short(c.Auth.JWTSecretEnv+" (auth.jwt_secret_env)", c.Auth.JWTSecret)
+	short("LEGACY_WEBHOOK_HMAC_SECRET", c.Forward.HMACSecret)
+	if c.AdminPprof == PprofToken {
+		short(AdminPprofTokenEnv+" (admin_pprof: token)", c.AdminPprofToken)
+	}
+	if len(g) == 0 {
+		return
+	}
+	if v, _ := lookup(AllowWeakProductionEnv); v == "1" {
+		for _, w := range g {
+			c.Warnings = append(c.Warnings, w+" (allowed by "+AllowWeakProductionEnv+"=1)")
+		}
+		return
+	}
+	for _, w := range g {
+		*p = append(*p, w+" (test rigs only: "+AllowWeakProductionEnv+"=1 turns this into a warning)")
+	}
+}
+
+// trustedPrefixAcceptable reports whether a trusted_proxies prefix is
+// narrow enough for production.
+func trustedPrefixAcceptable(pfx netip.Prefix) bool {
+	if pfx.Addr().Is4() {
+		return pfx.Bits() >= widestTrustedV4
+	}
+	if uniqueLocalV6.Bits() <= pfx.Bits() && uniqueLocalV6.Contains(pfx.Addr()) {
+		return true
+	}
+	return pfx.Bits() >= widestTrustedV6
+}
+
+// Admin pprof modes (admin_pprof).
+const (
+	// PprofLoopback serves /debug/pprof/ on the admin listener to loopback
+	// peers only (127.0.0.0/8, ::1): `kubectl port-forward` and `kubectl
+	// exec` reach it, the cluster network does not (404).
+	PprofLoopback = "loopback"
+	// PprofToken serves it to any peer that sends
+	// "Authorization: Bearer $ADMIN_PPROF_TOKEN" (401 otherwise).
+	PprofToken = "token"
+	// PprofOff does not serve it.
+	PprofOff = "off"
+)
+
+// AdminPprofTokenEnv is the environment variable holding the admin_pprof
+// token.
+const AdminPprofTokenEnv = "ADMIN_PPROF_TOKEN"
+
+func (c *Config) validateAdmin(p *problems) {
+	switch c.AdminPprof {
+	case PprofLoopback, PprofOff:
+	case PprofToken:
+		if c.AdminPprofToken == "" {
+			p.addf("admin_pprof", "token needs %s set", AdminPprofTokenEnv)
+		}
+	default:
+		p.addf("admin_pprof", "%q: want loopback, token or off", c.AdminPprof)
+	}
+}

@@ -1,0 +1,175 @@
+package configs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+const strongSecret = "0123456789abcdef0123456789abcdef" // 32 bytes
+
+// parseProblems parses yaml with env and returns the validation problems
+// (nil when valid).
+func parseProblems(t *testing.T, yaml string, env map[string]string) (configs.Config, []string) {
+	t.Helper()
+	cfg, err := configs.Parse([]byte(yaml), envMap(env))
+	if err == nil {
+		return cfg, nil
+	}
+	var ve *configs.ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("not a validation error: %v", err)
+	}
+	return cfg, ve.Problems
+}
+
+// TestProductionRefusesTrustedProxiesCoveringEveryone: a trusted_proxies
+// entry that lets any client pick its own IP (the whole space, or wider
+// than the largest private block of its family) is refused in
+// production, in each spelling; proxy ranges are accepted.
+func TestProductionRefusesTrustedProxiesCoveringEveryone(t *testing.T) {
+	t.Parallel()
+	for _, cidr := range []string{"0.0.0.0/0", "::/0", "::ffff:0:0/96", "0.0.0.0/1", "128.0.0.0/7", "2000::/3", "::/8", "2001::/15", "fc00::/6"} {
+		_, probs := parseProblems(t, "environment: production\ntrusted_proxies: [\"10.0.0.0/8\", \""+cidr+"\"]\n", nil)
+		if len(probs) != 1 || !strings.HasPrefix(probs[0], "trusted_proxies[1]: ") || !strings.Contains(probs[0], configs.AllowWeakProductionEnv) {
+			t.Errorf("%s: problems %q, want one naming trusted_proxies[1]", cidr, probs)
+		}
+	}
+	for _, cidr := range []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "104.16.0.0/13", "fc00::/7", "fd00::/8", "2606:4700::/32", "10.1.2.3"} {
+		if _, probs := parseProblems(t, "environment: production\ntrusted_proxies: [\""+cidr+"\"]\n", nil); probs != nil {
+			t.Errorf("%s refused: %q", cidr, probs)
+		}
+	}
+	if _, probs := parseProblems(t, "environment: staging\ntrusted_proxies: [\"0.0.0.0/0\"]\n", nil); probs != nil {
+		t.Errorf("staging keeps its freedom: %q", probs)
+	}
+}
+
+// TestProductionRefusesShortSecrets: every credential Borda checks or signs
+// with (WEBHOOK_TOKENS, a source's tokens, a signature secret, the HS256
+// JWT secret, the forwarder's HMAC secret, the pprof token) is refused
+// under 32 bytes in production.
+func TestProductionRefusesShortSecrets(t *testing.T) {
+	t.Parallel()
+	const yaml = `environment: production
+admin_pprof: token
+webhook:
+  sources:
+    - name: crm
+      path: /webhooks/crm
+      tokens_env: CRM_TOKENS
+    - name: gh
+      path: /webhooks/gh
+      signature: {scheme: github, secret_env: GH_SECRET}
+`
+	weak := map[string]string{
+		"WEBHOOK_TOKENS":             strongSecret + ",short",
+		"CRM_TOKENS":                 "short",
+		"GH_SECRET":                  "short",
+		"AUTH_JWT_SECRET":            "short",
+		"LEGACY_WEBHOOK_HMAC_SECRET": "short",
+		"ADMIN_PPROF_TOKEN":          "short",
+	}
+	_, probs := parseProblems(t, yaml, weak)
+	for _, field := range []string{"WEBHOOK_TOKENS[1]", "webhook.sources[0].tokens_env (CRM_TOKENS)[0]",
+		"webhook.sources[1].signature.secret_env (GH_SECRET)[0]", "AUTH_JWT_SECRET", "LEGACY_WEBHOOK_HMAC_SECRET", "ADMIN_PPROF_TOKEN"} {
+		found := false
+		for _, p := range probs {
+			found = found || strings.HasPrefix(p, field)
+		}
+		if !found {
+			t.Errorf("no problem names %s: %q", field, probs)
+		}
+	}
+	if len(probs) != 6 {
+		t.Errorf("%d problems, want 6: %q", len(probs), probs)
+	}
+	for _, p := range probs {
+		if strings.Contains(p, "short") {
+			t.Errorf("a problem echoes the secret: %q", p)
+		}
+	}
+	strong := map[string]string{}
+	for k := range weak {
+		strong[k] = strongSecret
+	}
+	if _, probs := parseProblems(t, yaml, strong); probs != nil {
+		t.Errorf("32-byte secrets refused: %q", probs)
+	}
+}
+
+// TestWeakProductionOverrideTurnsRefusalsIntoWarnings: the documented
+// override for test rigs (BORDA_ALLOW_WEAK_PRODUCTION=1) accepts the file
+// and lists each guardrail as a warning; any other value does not.
+func TestWeakProductionOverrideTurnsRefusalsIntoWarnings(t *testing.T) {
+	t.Parallel()
+	const yaml = "environment: production\ntrusted_proxies: [\"0.0.0.0/0\"]\n"
+	env := map[string]string{"WEBHOOK_TOKENS": "short", configs.AllowWeakProductionEnv: "1"}
+	cfg, probs := parseProblems(t, yaml, env)
+	if probs != nil || len(cfg.Warnings) != 2 {
+		t.Fatalf("problems %q, warnings %q: want none and 2", probs, cfg.Warnings)
+	}
+	env[configs.AllowWeakProductionEnv] = "true"
+	if _, probs := parseProblems(t, yaml, env); len(probs) != 2 {
+		t.Errorf("%s=true must not override: %q", configs.AllowWeakProductionEnv, probs)
+	}
+}
+
+// TestAdminPprofValues: admin_pprof takes loopback, token (with its
+// token) or off.
+func TestAdminPprofValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		yaml string
+		env  map[string]string
+		bad  bool
+	}{
+		{"admin_pprof: loopback\n", nil, false},
+		{"admin_pprof: off\n", nil, false},
+		{"admin_pprof: token\n", map[string]string{"ADMIN_PPROF_TOKEN": "x"}, false},
+		{"admin_pprof: token\n", nil, true},
+		{"admin_pprof: public\n", nil, true},
+	} {
+		_, probs := parseProblems(t, tc.yaml, tc.env)
+		if bad := probs != nil; bad != tc.bad || bad && !strings.HasPrefix(probs[0], "admin_pprof: ") {
+			t.Errorf("%q: problems %q", tc.yaml, probs)
+		}
+	}
+	cfg, _ := parseProblems(t, "", nil)
+	if cfg.AdminPprof != configs.PprofLoopback {
+		t.Errorf("default admin_pprof %q, want loopback", cfg.AdminPprof)
+	}
+}
+
+// TestValidationProblemsNeverEchoURLSecrets: a URL setting that does not
+// validate is named, with its password and query values redacted, however
+// it is broken (no scheme, wrong scheme, bad escape, unescaped '/').
+func TestValidationProblemsNeverEchoURLSecrets(t *testing.T) {
+	t.Parallel()
+	_, probs := parseProblems(t, `routes:
+  - name: a
+    upstream: "ftp://u:CANARY@up/?t=CANARY"
+`, map[string]string{
+		"LEGACY_WEBHOOK_URL": "legacy:CANARY@host/hook?token=CANARY",
+		"AUTH_JWKS_URL":      "https://u:CAN%zzARY@idp/jwks",
+		"REDIS_URL":          "redis://u:CAN/ARY@127.0.0.1:6379",
+		"AMQP_URL":           "http://guest:CANARY@rabbit/",
+		"DATABASE_URL":       "postgres://u:CAN%zzARY@db/test",
+	})
+	for _, field := range []string{"routes[0].upstream", "forward.url", "auth.jwks_url", "amqp.url", "database.url"} {
+		found := false
+		for _, p := range probs {
+			found = found || strings.HasPrefix(p, field+": ")
+		}
+		if !found {
+			t.Errorf("no problem names %s: %q", field, probs)
+		}
+	}
+	for _, p := range probs {
+		if strings.Contains(p, "CAN") || strings.Contains(p, "ARY") {
+			t.Errorf("problem echoes a secret: %q", p)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"net/netip"
+	"strings"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+// pprofGate serves net/http/pprof on the admin mux as admin_pprof says
+// (docs/configuration.md, admin_pprof):
+//
+//   - loopback (default, also for ""): only to peers whose TCP address is
+//     loopback (127.0.0.0/8, ::1; an IPv4-mapped ::ffff:127.x counts);
+//     others get 404, as if nothing were there. The peer is the socket's,
+//     never a header, so X-Forwarded-For cannot unlock it.
+//   - token: to any peer with "Authorization: Bearer <ADMIN_PPROF_TOKEN>",
+//     compared in constant time over SHA-256 digests (length leaks
+//     nothing); others get 401 with WWW-Authenticate: Bearer.
+//   - off: not routed (404).
+//
+// The token is never logged: it is held as its digest only.
+type pprofGate struct {
+	mode   string
+	digest [sha256.Size]byte
+}
+
+func newPprofGate(cfg configs.Config) pprofGate {
+	g := pprofGate{mode: cfg.AdminPprof}
+	if g.mode == "" {
+		g.mode = configs.PprofLoopback
+	}
+	if g.mode == configs.PprofToken {
+		if cfg.AdminPprofToken == "" {
+			g.mode = configs.PprofOff // Validate refuses it; never serve with an empty token
+		}
+		g.digest = sha256.Sum256([]byte(cfg.AdminPprofToken.Reveal()))
+	}
+	return g
+}
+
+// register adds the pprof handlers to mux behind the gate.
+func (g pprofGate) register(mux *http.ServeMux) {
+	if g.mode == configs.PprofOff {
+		return
+	}
+	for path, h := range map[string]http.HandlerFunc{
+		"/debug/pprof/":        pprof.Index,
+		"/debug/pprof/cmdline": pprof.Cmdline,
+		"/debug/pprof/profile": pprof.Profile,
+		"/debug/pprof/symbol":  pprof.Symbol,
+		"/debug/pprof/trace":   pprof.Trace,
+	} {
+		mux.Handle(path, g.wrap(h))
+	}
+}
+
+func (g pprofGate) wrap(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.allowed(w, r) {
+			return
+		}
+		h(w, r)
+	})
+}
+
+// allowed reports whether r may reach pprof, answering it when not.
+func (g pprofGate) allowed(w http.ResponseWriter, r *http.Request) bool {
+	switch g.mode {
+	case configs.PprofLoopback:
+		if loopbackPeer(r.RemoteAddr) {
+			return true
+		}
+		http.NotFound(w, r)
+		return false
+	case configs.PprofToken:
+		auth := r.Header.Get("Authorization")
+		scheme, tok, ok := strings.Cut(auth, " ")
+		if ok && strings.EqualFold(scheme, "Bearer") {
+			d := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+			if subtle.ConstantTimeCompare(d[:], g.digest[:]) == 1 {
+				return true
+			}
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="borda-pprof"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]any{"status": "UNAUTHORIZED", "message": "token de acesso ao pprof ausente ou inválido"})
+		return false
+	}
+	http.NotFound(w, r)
+	return false
+}
+
+// loopbackPeer reports whether a RemoteAddr ("ip:port") is a loopback
+// address.
+func loopbackPeer(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}

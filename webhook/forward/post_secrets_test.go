@@ -1,0 +1,78 @@
+package forward
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// newSecretPoster is a poster on legacyURL as forward.New builds it.
+func newSecretPoster(legacyURL, hmac string) *poster {
+	return &poster{client: &http.Client{}, url: legacyURL, secret: []byte(hmac), timeout: 5 * time.Second,
+		scrub: append(configs.URLSecrets(legacyURL), hmac)}
+}
+
+// TestPostNetworkErrorDoesNotLeakTheLegacyURLToken: net/http's *url.Error
+// embeds LEGACY_WEBHOOK_URL whole, userinfo and ?token= included; the
+// excerpt (logged, stored in x-borda-dlq-excerpt) must not.
+func TestPostNetworkErrorDoesNotLeakTheLegacyURLToken(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nobody listens: connection refused
+	for _, u := range []string{
+		"http://legacy:CANARYPASS@" + addr + "/hook?token=CANARYTOKEN",
+		"http://CANARYUSERTOKEN@" + addr + "/hook",
+		"http://" + addr + "/hook?CANARYBARE",
+	} {
+		r := newSecretPoster(u, "hmac-secret").post(context.Background(), envelope.Envelope{ID: "e1", Body: []byte("{}")}, time.Now())
+		if r.Kind != Retryable || r.Class != "network" {
+			t.Fatalf("%s: %+v, want a retryable network failure", u, r)
+		}
+		if strings.Contains(r.Excerpt, "CANARY") || !strings.Contains(r.Excerpt, addr) {
+			t.Errorf("excerpt %q: want the host and no secret", r.Excerpt)
+		}
+	}
+}
+
+// TestPostReplyEchoingTheTokenIsScrubbed: a legacy endpoint that echoes
+// its request line (or the HMAC secret) in an error body does not put the
+// token in the DLQ excerpt, whether percent-encoded or not, nor a piece of
+// it when it straddles the 256-byte cut.
+func TestPostReplyEchoingTheTokenIsScrubbed(t *testing.T) {
+	t.Parallel()
+	const token = "CANARY/tok+en"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		if r.URL.Path == "/straddle" {
+			_, _ = w.Write([]byte(strings.Repeat("x", excerptBytes-4) + token))
+			return
+		}
+		_, _ = w.Write([]byte("bad request " + r.URL.RawQuery + " decoded " + r.URL.Query().Get("token") + " hmac CANARYHMAC"))
+	}))
+	defer srv.Close()
+	query := "?token=" + strings.NewReplacer("/", "%2F", "+", "%2B").Replace(token)
+	for _, path := range []string{"/echo", "/straddle"} {
+		r := newSecretPoster(srv.URL+path+query, "CANARYHMAC").post(context.Background(), envelope.Envelope{ID: "e1", Body: []byte("{}")}, time.Now())
+		if r.Kind != Permanent || r.Status != 400 {
+			t.Fatalf("%s: %+v, want a permanent 400", path, r)
+		}
+		if strings.Contains(r.Excerpt, "CANA") {
+			t.Errorf("%s: excerpt %q holds (a piece of) the secret", path, r.Excerpt)
+		}
+	}
+	r := newSecretPoster(srv.URL+"/echo"+query, "CANARYHMAC").post(context.Background(), envelope.Envelope{ID: "e1", Body: []byte("{}")}, time.Now())
+	if r.Excerpt != "bad request token=xxxxx decoded xxxxx hmac xxxxx" {
+		t.Errorf("excerpt %q: want the reply with the secrets scrubbed", r.Excerpt)
+	}
+}
