@@ -269,3 +269,31 @@ func TestHostileIngressHostileEventIDsAreForwarded(t *testing.T) {
 		t.Errorf("%d distinct Idempotency-Keys, want %d", len(keys), want)
 	}
 }
+
+// An attacker rotating X-Forwarded-For from a peer that is not a trusted
+// proxy is still one client: the throttle keys on the gateway's resolved
+// client IP (design.md §3), so the 21st failure is a 429. Behind a
+// trusted proxy the forwarded addresses are distinct clients.
+func TestHostileIngressForgedForwardedForDoesNotEscapeTheThrottle(t *testing.T) {
+	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
+	flood := func(base string) map[int]int {
+		codes := map[int]int{}
+		for k := range 25 {
+			code, _, _ := ingressRaw(t, base, "/webhooks/whatsapp", `{"id":"xff"}`,
+				"Authorization: Bearer wrong", fmt.Sprintf("X-Forwarded-For: 203.0.113.%d", k+1))
+			codes[code]++
+		}
+		return codes
+	}
+	p := startIngressServe(t, newNames(t), amqpURL, redisURL)
+	if codes := flood(p.public); codes[401] != 20 || codes[429] != 5 {
+		t.Errorf("untrusted peer with forged X-Forwarded-For: %v, want 20 × 401 then 5 × 429", codes)
+	}
+	n := newNames(t)
+	t.Cleanup(func() { n.deleteTopology(t, amqpURL) })
+	trusted := startServe(t, "trusted_proxies: [127.0.0.1/32]\n"+ingressHostileConfig(n, amqpURL, redisURL), "WEBHOOK_TOKENS="+ingressToken)
+	waitReady(t, trusted.public+"/readyz/webhook")
+	if codes := flood(trusted.public); codes[401] != 25 {
+		t.Errorf("25 clients behind a trusted proxy: %v, want 25 × 401", codes)
+	}
+}
