@@ -2,7 +2,8 @@
 // http.Handler that answers 200 only once RabbitMQ has durably taken the
 // event (publisher confirm, no return), and the Publisher behind it.
 //
-// Checks run in the contract's order: 405 → 401 → 415 → 413 → 400 →
+// Checks run in the contract's order: 405 → 401 (429 AUTH_THROTTLED once
+// a client's failures pass webhook.auth_failures) → 415 → 413 → 400 →
 // 429/200 dedup → publish → 503 or 200. See docs/webhooks.md.
 package webhook
 
