@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/webhook/envelope"
 )
 
 func TestEventIDOrder(t *testing.T) {
@@ -208,5 +210,29 @@ func TestDistinctHostileIDsStayDistinct(t *testing.T) {
 	}
 	if a := id(`"\u0041\/"`); a != "A/" {
 		t.Errorf(`escaped plain id = %q, want "A/"`, a)
+	}
+}
+
+// An event name from the URL with an escaped control character or a line
+// break never reaches the envelope; a plain one does.
+func TestHostileEventNameFromTheURLIsDropped(t *testing.T) {
+	for target, want := range map[string]string{
+		"/webhooks/whatsapp/t/test-token/messages-upsert":             "messages-upsert",
+		"/webhooks/whatsapp/t/test-token/%1b%5b2J":                    "",
+		"/webhooks/whatsapp/t/test-token/a%0d%0aX-Injected:%201":      "",
+		"/webhooks/whatsapp/t/test-token/caf%c3%a9":                   "",
+		"/webhooks/whatsapp?token=test-token/%1b]0;pwned%07":          "%1b]0;pwned%07", // the query is not decoded: inert text
+		"/webhooks/whatsapp/t/test-token/" + strings.Repeat("e", 201): "",
+	} {
+		pub := &fakePublisher{}
+		i, _ := newUnitIngress(t, unitConfig(), pub)
+		expect(t, req{target: target, body: `{"a":1}`}.do(i), 200, StatusPublishedConfirmed)
+		env, err := envelope.Decode(pub.messages()[0].Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env.Event != want {
+			t.Errorf("%s: event %q, want %q", target, env.Event, want)
+		}
 	}
 }

@@ -181,6 +181,11 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		return respond(w, http.StatusMethodNotAllowed, StatusMethodNotAllowed, "")
 	}
 	target := parseTarget(rest, r.URL.RawQuery)
+	if !safeID(target.event) {
+		// "/%1b[2J" or "/%0d%0a…" would carry a terminal escape or a line
+		// break into the envelope's event (docs/webhooks.md §5): dropped.
+		target.event = ""
+	}
 	if reason := i.authenticated(src, r, target); reason != "" {
 		return i.refuse(w, r, src, reason)
 	}
