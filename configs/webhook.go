@@ -48,12 +48,37 @@ type Webhook struct {
 	// identify an event when no delivery-id header is present (default:
 	// Evolution's instance, event, data.key.id).
 	IDFields []string `yaml:"id_fields"`
+	// AuthFailures throttles refused credentials per client IP and per
+	// source (docs/webhooks.md §2): past the limit, failures answer 429
+	// AUTH_THROTTLED with Retry-After instead of 401. Valid credentials are
+	// never throttled. Counters are per process.
+	AuthFailures WebhookAuthFailures `yaml:"auth_failures"`
 	// Sources are further ingress sources.
 	Sources []WebhookSource `yaml:"sources"`
 
 	// Tokens are the accepted credentials (WEBHOOK_TOKENS, comma-separated;
 	// several for rotation).
 	Tokens Secrets `yaml:"-"`
+}
+
+// WebhookAuthFailures is the failed-authentication throttle of the
+// ingress: a leaky bucket per (source, client IP) and one per source,
+// each allowing Limit failures at once and then one every Window/Limit.
+type WebhookAuthFailures struct {
+	// PerIP is the failures one client IP (IPv6: its ipv6_prefix_len
+	// prefix, as rate limits) may have per source within Window before its
+	// failures answer 429 (default 20).
+	PerIP int `yaml:"per_ip"`
+	// PerSource is the failures all clients together may have on one
+	// source within Window before failures answer 429 (default 600): it
+	// bounds a guess spread over many addresses.
+	PerSource int `yaml:"per_source"`
+	// Window is the period the limits count over (default 1m).
+	Window Duration `yaml:"window"`
+	// MaxClients bounds the client IPs remembered (default 10000; least
+	// recently failing forgotten first), so a spray of addresses costs
+	// fixed memory.
+	MaxClients int `yaml:"max_clients"`
 }
 
 // WebhookSource is one provider's ingress.
@@ -109,6 +134,7 @@ func defaultWebhook() Webhook {
 		PublishChannels: 4,
 		MaxInFlight:     1024,
 		IDFields:        []string{"instance", "event", "data.key.id"},
+		AuthFailures:    WebhookAuthFailures{PerIP: 20, PerSource: 600, Window: Duration(60e9), MaxClients: 10000},
 	}
 }
 
@@ -146,6 +172,18 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 	}
 	if w.MaxInFlight < 1 {
 		p.addf("webhook.max_in_flight", "must be at least 1")
+	}
+	if w.AuthFailures.PerIP < 1 {
+		p.addf("webhook.auth_failures.per_ip", "must be at least 1 (failures per window)")
+	}
+	if w.AuthFailures.PerSource < 1 {
+		p.addf("webhook.auth_failures.per_source", "must be at least 1 (failures per window)")
+	}
+	if w.AuthFailures.Window <= 0 {
+		p.addf("webhook.auth_failures.window", "must be positive")
+	}
+	if w.AuthFailures.MaxClients < 1 {
+		p.addf("webhook.auth_failures.max_clients", "must be at least 1")
 	}
 	validFields(p, "webhook.id_fields", w.IDFields)
 	paths := map[string]bool{w.Path: w.Path != ""}

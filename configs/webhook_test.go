@@ -50,3 +50,31 @@ webhook:
 		t.Errorf("sources = %+v", s)
 	}
 }
+
+// A throttle that could never allow a failure, or never forget one, is a
+// configuration error naming the field.
+func TestWebhookAuthFailuresValidation(t *testing.T) {
+	doc := `
+webhook:
+  path: /webhooks/whatsapp
+  auth_failures: {per_ip: 0, per_source: -1, window: 0s, max_clients: 0}
+`
+	_, err := Parse([]byte(doc), func(string) (string, bool) { return "", false })
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("Parse = %v, want a ValidationError", err)
+	}
+	got := strings.Join(ve.Problems, "\n")
+	for _, want := range []string{"webhook.auth_failures.per_ip", "webhook.auth_failures.per_source", "webhook.auth_failures.window", "webhook.auth_failures.max_clients"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems %q do not name %s", got, want)
+		}
+	}
+	cfg, err := Parse([]byte("webhook:\n  path: /webhooks/whatsapp\n  auth_failures: {per_ip: 5}\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := cfg.Webhook.AuthFailures; a.PerIP != 5 || a.PerSource != 600 || a.Window.D() != 60e9 || a.MaxClients != 10000 {
+		t.Errorf("auth_failures = %+v, want per_ip 5 and the other defaults", a)
+	}
+}

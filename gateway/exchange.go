@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"math/rand/v2"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -88,4 +89,17 @@ func traceID(tp string) string {
 		return ""
 	}
 	return id
+}
+
+// ClientSubject returns the client IP the gateway resolved for r (trusted
+// proxies applied, design.md §3) as rate limits name it: IPv4 as is, IPv6
+// as its ipv6_prefix_len prefix, "unknown" when unresolvable; "" for a
+// request that did not pass through the gateway. The webhook ingress
+// throttles failed authentication by it (docs/webhooks.md §2).
+func ClientSubject(r *http.Request) string {
+	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
+	if ex == nil {
+		return ""
+	}
+	return ex.subjectIP
 }

@@ -43,11 +43,13 @@ func (s tokenSet) match(token string) bool {
 }
 
 // presented is the credential a request carries: the value of the
-// highest-priority method, or conflict when methods disagree.
+// highest-priority method, or conflict when methods disagree or one form
+// is given twice.
 type presented struct {
 	value    string
 	method   string // "" when no credential was sent
 	conflict bool
+	repeated bool // one form given twice (conflict is set too)
 }
 
 // requestTarget is what the URL says beyond the source's path: a token
@@ -58,6 +60,10 @@ type requestTarget struct {
 	queryToken string
 	hasQuery   bool
 	event      string
+	// repeated: the path form (/t/a/t/b) or the query key token
+	// (?token=a&token=b, percent-encoded keys included) appears twice,
+	// whatever the values: an ambiguous credential, refused (401).
+	repeated bool
 }
 
 // parseTarget reads rest (the request path after the source's path, "" or
@@ -74,6 +80,9 @@ func parseTarget(rest, rawQuery string) requestTarget {
 	if len(segs) >= 2 && segs[0] == "t" {
 		t.pathToken = segs[1]
 		segs = segs[2:]
+		if len(segs) >= 2 && segs[0] == "t" {
+			t.repeated = true
+		}
 	}
 	if len(segs) > 0 {
 		t.event = segs[len(segs)-1]
@@ -89,8 +98,17 @@ func parseTarget(rest, rawQuery string) requestTarget {
 	// delivery would get a 401, which Evolution never retries.
 	for _, kv := range strings.Split(rawQuery, "&") {
 		k, v, _ := strings.Cut(kv, "=")
+		if strings.IndexByte(k, '%') >= 0 { // "%74oken" is token to any decoder
+			if u, err := url.PathUnescape(k); err == nil {
+				k = u
+			}
+		}
 		if k != "token" {
 			continue
+		}
+		if t.hasQuery {
+			t.repeated = true
+			break
 		}
 		if i := strings.IndexByte(v, '/'); i >= 0 {
 			v = v[:i]
@@ -99,18 +117,27 @@ func parseTarget(rest, rawQuery string) requestTarget {
 			v = u
 		}
 		t.queryToken, t.hasQuery = v, true
-		break
 	}
 	return t
 }
 
 // credential collects every credential the request presents, in priority
 // order: Authorization: Bearer, X-Webhook-Token, apikey header, URL token
-// (path form, then query). Any two that differ is a conflict. An
-// Authorization header with another scheme is not a credential here, nor
-// is an empty value (a blank header presents nothing).
+// (path form, then query). Any two that differ is a conflict. So is any
+// form given twice, whatever the values (two Authorization, X-Webhook-Token
+// or apikey field lines, in any letter case; ?token= twice; /t/a/t/b):
+// RFC 9110 §5.3 allows a repeated field only for list-based fields, and
+// an ambiguous credential is refused rather than guessed (docs/webhooks.md
+// §2). An Authorization header with another scheme is not a credential
+// here, nor is a single empty value (a blank header presents nothing).
 func credential(h http.Header, t requestTarget) presented {
 	var p presented
+	// The server canonicalizes field names, so "authorization" and
+	// "AUTHORIZATION" lines land in the same slice.
+	if len(h["Authorization"]) > 1 || len(h["X-Webhook-Token"]) > 1 || len(h["Apikey"]) > 1 || t.repeated {
+		p.conflict, p.repeated = true, true
+		return p
+	}
 	add := func(method, v string) {
 		if v == "" {
 			return
@@ -126,16 +153,8 @@ func credential(h http.Header, t requestTarget) presented {
 	if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
 		add(credBearer, strings.TrimSpace(a[7:]))
 	}
-	if vs := h.Values("X-Webhook-Token"); len(vs) > 0 {
-		for _, v := range vs {
-			add(credHeader, strings.TrimSpace(v))
-		}
-	}
-	if vs := h.Values("Apikey"); len(vs) > 0 {
-		for _, v := range vs {
-			add(credAPIKey, strings.TrimSpace(v))
-		}
-	}
+	add(credHeader, strings.TrimSpace(h.Get("X-Webhook-Token")))
+	add(credAPIKey, strings.TrimSpace(h.Get("Apikey")))
 	if t.pathToken != "" {
 		add(credURL, t.pathToken)
 	}

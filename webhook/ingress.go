@@ -2,7 +2,8 @@
 // http.Handler that answers 200 only once RabbitMQ has durably taken the
 // event (publisher confirm, no return), and the Publisher behind it.
 //
-// Checks run in the contract's order: 405 → 401 → 415 → 413 → 400 →
+// Checks run in the contract's order: 405 → 401 (429 AUTH_THROTTLED once
+// a client's failures pass webhook.auth_failures) → 415 → 413 → 400 →
 // 429/200 dedup → publish → 503 or 200. See docs/webhooks.md.
 package webhook
 
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"mime"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -37,6 +39,10 @@ const (
 	StatusServiceUnavailable   = "SERVICE_UNAVAILABLE"
 	StatusPublishedConfirmed   = "PUBLISHED_CONFIRMED"
 	StatusNotFound             = "NOT_FOUND"
+	// StatusAuthThrottled (429): too many refused credentials from this
+	// client IP or on this source; the body adds a PT-BR "message" and
+	// "retry_after" (seconds, also in Retry-After). docs/webhooks.md §2.
+	StatusAuthThrottled = "AUTH_THROTTLED"
 )
 
 // MessagePublisher is what the ingress needs from a publisher: Publish
@@ -65,8 +71,10 @@ type Ingress struct {
 	bodyTime time.Duration // webhook.body_timeout
 	logger   *slog.Logger
 	metrics  *ingressMetrics
-	now      func() time.Time // received_at and signature timestamps; tests freeze it
+	now      func() time.Time // received_at, signature timestamps, throttle; tests freeze it
 	readyErr func() error
+	throttle *authThrottle
+	clientIP func(*http.Request) string
 }
 
 // NewIngress builds the ingress of cfg.Webhook (the flat section as source
@@ -96,11 +104,43 @@ func NewIngress(cfg configs.Config, pub MessagePublisher, logger *slog.Logger, r
 		logger:   logger.With("component", "webhook-ingress"),
 		metrics:  m,
 		now:      time.Now,
+		clientIP: peerIP,
 	}
+	af := cfg.Webhook.AuthFailures
+	if af.PerIP < 1 || af.PerSource < 1 || af.Window <= 0 || af.MaxClients < 1 {
+		return nil, fmt.Errorf("building webhook ingress: webhook.auth_failures: per_ip, per_source, max_clients must be at least 1 and window positive (got %d, %d, %d, %s)",
+			af.PerIP, af.PerSource, af.MaxClients, af.Window.D())
+	}
+	i.throttle = newAuthThrottle(af.PerIP, af.PerSource, af.MaxClients, af.Window.D())
 	if r, ok := pub.(interface{ Ready() error }); ok {
 		i.readyErr = r.Ready
 	}
 	return i, nil
+}
+
+// SetClientIP sets how the ingress names a request's client for the
+// failed-authentication throttle: f returns the client IP as the gateway
+// resolved it (trusted proxies applied; IPv6 as its prefix), e.g.
+// gateway.ClientSubject. Default: the host of r.RemoteAddr. Call it
+// before serving.
+func (i *Ingress) SetClientIP(f func(*http.Request) string) {
+	if f != nil {
+		i.clientIP = func(r *http.Request) string {
+			if s := f(r); s != "" {
+				return s
+			}
+			return peerIP(r)
+		}
+	}
+}
+
+// peerIP is the host of r.RemoteAddr (the whole string when it has no
+// port).
+func peerIP(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // Paths returns the path of every source, longest first. Each is served
@@ -141,8 +181,13 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		return respond(w, http.StatusMethodNotAllowed, StatusMethodNotAllowed, "")
 	}
 	target := parseTarget(rest, r.URL.RawQuery)
-	if !i.authenticated(src, r, target) {
-		return respond(w, http.StatusUnauthorized, StatusUnauthorized, "")
+	if !safeID(target.event) {
+		// "/%1b[2J" or "/%0d%0a…" would carry a terminal escape or a line
+		// break into the envelope's event (docs/webhooks.md §5): dropped.
+		target.event = ""
+	}
+	if reason := i.authenticated(src, r, target); reason != "" {
+		return i.refuse(w, r, src, reason)
 	}
 	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	isJSON := mediaType == "application/json"
@@ -184,8 +229,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	receivedAt := i.now()
 	if src.sig != nil {
 		if err := src.sig.verify(r.Header, body, receivedAt); err != nil {
-			i.logger.Info("webhook signature refused", "source", src.name, "error", err)
-			return respond(w, http.StatusUnauthorized, StatusUnauthorized, "")
+			return i.refuse(w, r, src, authSignatureInvalid, "error", err)
 		}
 	}
 	if len(body) == 0 || (isJSON && !jsonValid(body)) {
@@ -251,26 +295,47 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 
 // authenticated checks the request's credential against the source's
 // tokens (when it has any) and that a signed source's headers are there.
-func (i *Ingress) authenticated(src *source, r *http.Request, target requestTarget) bool {
+// It returns "" when they pass, else the failure reason (auth* constants).
+func (i *Ingress) authenticated(src *source, r *http.Request, target requestTarget) string {
 	if len(src.tokens) > 0 {
 		p := credential(r.Header, target)
 		switch {
-		case p.method == "":
-			i.logger.Info("webhook credential missing", "source", src.name)
-			return false
+		case p.repeated:
+			return authRepeated
 		case p.conflict:
-			i.logger.Info("webhook credentials disagree", "source", src.name, "method", p.method)
-			return false
+			return authConflict
+		case p.method == "":
+			return authMissing
 		case !src.tokens.match(p.value):
-			i.logger.Info("webhook credential refused", "source", src.name, "method", p.method)
-			return false
+			return authMismatch
 		}
 	}
 	if src.sig != nil && !src.sig.present(r.Header) {
-		i.logger.Info("webhook signature missing", "source", src.name)
-		return false
+		return authSignatureMissing
 	}
-	return true
+	return ""
+}
+
+// refuse answers a failed authentication: 401, or 429 AUTH_THROTTLED with
+// Retry-After once the client IP or the source is over its failure limit
+// (throttle.go). Failures are counted by reason; each one is logged while
+// the client is under the limit, and a throttling episode once, so a
+// flood of wrong tokens cannot flood the log. args are extra log
+// attributes (never a credential).
+func (i *Ingress) refuse(w http.ResponseWriter, r *http.Request, src *source, reason string, args ...any) string {
+	i.metrics.authFailures.WithLabelValues(reason).Inc()
+	client := i.clientIP(r)
+	v := i.throttle.fail(src.name, client, i.now())
+	if v.wait <= 0 {
+		i.logger.Info("webhook authentication refused", append([]any{"source", src.name, "reason", reason, "client_ip", client}, args...)...)
+		return respond(w, http.StatusUnauthorized, StatusUnauthorized, "")
+	}
+	i.metrics.authThrottled.WithLabelValues(v.scope).Inc()
+	if v.first {
+		i.logger.Warn("webhook authentication failures throttled; answering 429 until they slow down",
+			"source", src.name, "scope", v.scope, "client_ip", client, "retry_after_s", retryAfterSeconds(v.wait))
+	}
+	return respondThrottled(w, retryAfterSeconds(v.wait))
 }
 
 // message builds the envelope, redacting the source's fields if asked.

@@ -3,6 +3,8 @@ package webhook
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // jsonMember returns the raw bytes of the value of the member named key in
@@ -60,19 +62,94 @@ func keyEquals(quoted []byte, key string) bool {
 }
 
 // jsonString returns the text of a JSON string value raw (quotes
-// included), decoding escapes only when there are any.
+// included), decoding escapes only when there are any. Unlike
+// encoding/json it loses nothing: invalid UTF-8 bytes are kept as they
+// are and a lone surrogate escape (\ud800) becomes its 3-byte WTF-8 form,
+// where encoding/json makes both U+FFFD, so two different hostile ids
+// would become one event id and the second event would be dropped as a
+// duplicate. Equal texts written differently ("\u0041" and "A") decode
+// alike, as before.
 func jsonString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
+	if len(raw) < 2 || raw[0] != '"' || skipString(raw, 0) != len(raw) {
 		return "", false
 	}
-	if skipString(raw, 0) == len(raw) && isPlain(raw[1:len(raw)-1]) {
-		return string(raw[1 : len(raw)-1]), true
+	in := raw[1 : len(raw)-1]
+	if isPlain(in) {
+		return string(in), true
 	}
-	var s string
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); {
+		c := in[i]
+		if c != '\\' {
+			if c < 0x20 { // a raw control character is not JSON
+				return "", false
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(in) {
+			return "", false
+		}
+		switch e := in[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(in[i+2:])
+			if !ok {
+				return "", false
+			}
+			i += 6
+			if r >= 0xd800 && r < 0xdc00 && i+6 <= len(in) && in[i] == '\\' && in[i+1] == 'u' {
+				if lo, ok := hex4(in[i+2:]); ok && lo >= 0xdc00 && lo < 0xe000 {
+					r = utf16.DecodeRune(r, lo)
+					i += 6
+				}
+			}
+			if r >= 0xd800 && r < 0xe000 { // lone surrogate: WTF-8, not U+FFFD
+				out = append(out, byte(0xe0|r>>12), byte(0x80|(r>>6)&0x3f), byte(0x80|r&0x3f))
+			} else {
+				out = utf8.AppendRune(out, r)
+			}
+			continue
+		default:
+			return "", false
+		}
+		i += 2
 	}
-	return s, true
+	return string(out), true
+}
+
+// hex4 decodes the 4 hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 func skipSpace(b []byte, i int) int {

@@ -19,6 +19,10 @@ type ingressMetrics struct {
 	unroutable prometheus.Counter
 	inflight   prometheus.Gauge
 	failures   *prometheus.CounterVec // reason
+	// authFailures: reason (missing, conflict, repeated, mismatch,
+	// signature_missing, signature_invalid); authThrottled: scope (ip,
+	// source).
+	authFailures, authThrottled *prometheus.CounterVec
 }
 
 func newIngressMetrics(reg prometheus.Registerer) (*ingressMetrics, error) {
@@ -48,8 +52,16 @@ func newIngressMetrics(reg prometheus.Registerer) (*ingressMetrics, error) {
 			Name: "borda_webhook_publish_failures_total",
 			Help: "Webhook publishes answered 503, by reason (BROKER_UNAVAILABLE, BROKER_BLOCKED, CONFIRM_TIMEOUT, NACK, UNROUTABLE_MESSAGE).",
 		}, []string{"reason"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_webhook_auth_failures_total",
+			Help: "Webhook requests refused authentication, by reason (missing, conflict, repeated, mismatch, signature_missing, signature_invalid); throttled ones included.",
+		}, []string{"reason"}),
+		authThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_webhook_auth_throttled_total",
+			Help: "Webhook authentication failures answered 429 AUTH_THROTTLED, by the limit passed (ip, source).",
+		}, []string{"scope"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.dedupHits, m.unroutable, m.inflight, m.failures} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.dedupHits, m.unroutable, m.inflight, m.failures, m.authFailures, m.authThrottled} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering webhook ingress metrics: %w", err)
 		}

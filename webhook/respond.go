@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // respond writes {"status":status} (and "reason" when set) with code and
@@ -23,6 +25,28 @@ func respond(w http.ResponseWriter, code int, status, reason string) string {
 	}
 	_, _ = io.WriteString(w, body)
 	return status
+}
+
+// respondThrottled writes the 429 AUTH_THROTTLED answer: Retry-After and
+// a body with a PT-BR message for whoever reads the provider's delivery
+// log, e.g. {"status":"AUTH_THROTTLED","message":"Muitas falhas de
+// autenticação. Tente novamente em 3 segundos.","retry_after":3}.
+func respondThrottled(w http.ResponseWriter, retryAfter int) string {
+	h := w.Header()
+	n := strconv.Itoa(retryAfter)
+	h.Set("Retry-After", n)
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = io.WriteString(w, `{"status":"`+StatusAuthThrottled+`","message":"Muitas falhas de autenticação. Tente novamente em `+
+		n+` segundos.","retry_after":`+n+"}\n")
+	return StatusAuthThrottled
+}
+
+// retryAfterSeconds rounds d up to whole seconds, at least 1 (RFC 9110
+// §10.2.3 Retry-After is in seconds).
+func retryAfterSeconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
 }
 
 // readBody reads r whole and returns its bytes, or the reader's error

@@ -83,6 +83,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 			deps.Webhook = u
 			deps.Checks["webhook"] = func(context.Context) error { return u.Ready() }
 		} else {
+			ingress.SetClientIP(gateway.ClientSubject) // the failed-auth throttle's key
 			deps.Webhook = ingress
 			deps.Checks["webhook"] = func(context.Context) error { return a.publisher.Ready() }
 		}
