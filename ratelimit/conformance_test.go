@@ -53,7 +53,7 @@ func TestStoreConformance(t *testing.T) {
 				h := []Hit{{Key: ks.RateLimit("burst", "203.0.113.9"), Algorithm: FixedWindow, TTL: 5 * time.Second}}
 				out := make([]Count, 1)
 				for want := int64(1); want <= 3; want++ {
-					if err := s.Hit(ctx, now, h, out); err != nil {
+					if err := hitAt(ctx, s, now, h, out); err != nil {
 						t.Fatal(err)
 					}
 					if out[0].N != want {
@@ -75,16 +75,16 @@ func TestStoreConformance(t *testing.T) {
 				out := make([]Count, 1)
 				gcra := []Hit{{Key: key, Algorithm: GCRA, Limit: 5, Period: 5 * time.Second}}
 				fixed := []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}
-				if err := s.Hit(ctx, now, gcra, out); err != nil || !out[0].Allowed {
+				if err := hitAt(ctx, s, now, gcra, out); err != nil || !out[0].Allowed {
 					t.Fatalf("gcra hit: %v %+v", err, out[0])
 				}
-				if err := s.Hit(ctx, now, fixed, out); err != nil {
+				if err := hitAt(ctx, s, now, fixed, out); err != nil {
 					t.Fatalf("fixed_window hit on a gcra key: %v", err)
 				}
 				if out[0].N < 1 || out[0].TTL <= 0 || out[0].TTL > 5*time.Second {
 					t.Fatalf("fixed_window after gcra: %+v", out[0])
 				}
-				if err := s.Hit(ctx, now, gcra, out); err != nil || !out[0].Allowed {
+				if err := hitAt(ctx, s, now, gcra, out); err != nil || !out[0].Allowed {
 					t.Fatalf("gcra hit on a fixed_window key: %v %+v", err, out[0])
 				}
 			})
@@ -95,7 +95,7 @@ func TestStoreConformance(t *testing.T) {
 				s, ks := mk(t)
 				out := make([]Count, 1)
 				h := []Hit{{Key: ks.RateLimit("huge", "203.0.113.21"), Algorithm: GCRA, Limit: 1e9, Period: time.Second}}
-				if err := s.Hit(context.Background(), time.Now(), h, out); err != nil || !out[0].Allowed {
+				if err := storeHit(context.Background(), s, h, out); err != nil || !out[0].Allowed {
 					t.Fatalf("gcra 1e9/s: %v %+v", err, out[0])
 				}
 			})
@@ -104,10 +104,10 @@ func TestStoreConformance(t *testing.T) {
 				ctx := context.Background()
 				h := []Hit{{Key: ks.RateLimit("burst", "198.51.100.1"), Algorithm: FixedWindow, TTL: 100 * time.Millisecond}}
 				out := make([]Count, 1)
-				_ = s.Hit(ctx, time.Now(), h, out)
-				_ = s.Hit(ctx, time.Now(), h, out)
+				_ = storeHit(ctx, s, h, out)
+				_ = storeHit(ctx, s, h, out)
 				time.Sleep(150 * time.Millisecond)
-				if err := s.Hit(ctx, time.Now(), h, out); err != nil {
+				if err := storeHit(ctx, s, h, out); err != nil {
 					t.Fatal(err)
 				}
 				if out[0].N != 1 {
@@ -123,8 +123,8 @@ func TestStoreConformance(t *testing.T) {
 					{Key: ks.RateLimit("g", "192.0.2.1"), Algorithm: GCRA, Limit: 10, Period: time.Second},
 				}
 				out := make([]Count, 3)
-				_ = s.Hit(ctx, now, hits[:1], out[:1])
-				if err := s.Hit(ctx, now, hits, out); err != nil {
+				_ = hitAt(ctx, s, now, hits[:1], out[:1])
+				if err := hitAt(ctx, s, now, hits, out); err != nil {
 					t.Fatal(err)
 				}
 				if out[0].N != 2 || out[1].N != 1 {
@@ -143,7 +143,7 @@ func TestStoreConformance(t *testing.T) {
 				h := []Hit{{Key: ks.RateLimit("g", "192.0.2.7"), Algorithm: GCRA, Limit: 3, Period: 3 * time.Second}}
 				out := make([]Count, 1)
 				for want := int64(2); want >= 0; want-- {
-					if err := s.Hit(ctx, now, h, out); err != nil {
+					if err := hitAt(ctx, s, now, h, out); err != nil {
 						t.Fatal(err)
 					}
 					if !out[0].Allowed || out[0].Remaining != want || out[0].RetryAfter != 0 {
@@ -153,13 +153,13 @@ func TestStoreConformance(t *testing.T) {
 						t.Fatalf("ResetAfter = %v, want in (0, 3s]", out[0].ResetAfter)
 					}
 				}
-				if err := s.Hit(ctx, now, h, out); err != nil {
+				if err := hitAt(ctx, s, now, h, out); err != nil {
 					t.Fatal(err)
 				}
 				if out[0].Allowed || out[0].RetryAfter != time.Second {
 					t.Fatalf("4th: got %+v, want denied with RetryAfter 1s", out[0])
 				}
-				if err := s.Hit(ctx, now.Add(time.Second), h, out); err != nil {
+				if err := hitAt(ctx, s, now.Add(time.Second), h, out); err != nil {
 					t.Fatal(err)
 				}
 				if !out[0].Allowed || out[0].Remaining != 0 {
