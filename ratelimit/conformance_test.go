@@ -166,6 +166,75 @@ func TestStoreConformance(t *testing.T) {
 					t.Fatalf("after 1s: got %+v, want allowed, 0 remaining", out[0])
 				}
 			})
+			// The weighted two-window counter on the store's clock (pinned
+			// here): limit 4 per 10 s, 5 s into a window.
+			t.Run("SlidingWindow", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx := context.Background()
+				start := time.UnixMilli(1_764_580_000_000) // a multiple of 10 s
+				key := ks.RateLimit("sw", "192.0.2.8")
+				h := []Hit{{Key: key, Algorithm: SlidingWindow, Limit: 4, Period: 10 * time.Second}}
+				out := make([]Count, 1)
+				at := start.Add(5 * time.Second)
+				for want := int64(3); want >= 0; want-- {
+					if err := hitAt(ctx, s, at, h, out); err != nil {
+						t.Fatal(err)
+					}
+					if !out[0].Allowed || out[0].Remaining != want || out[0].ResetAfter != 15*time.Second {
+						t.Fatalf("remaining %d: got %+v (ResetAfter: to the end of the next window, 15s)", want, out[0])
+					}
+				}
+				// full: the next window, where the 4 weigh 4 × (1 − y/10 s),
+				// lets one more pass at y = 2.5 s: 5 s + 2.5 s from now
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].Allowed || out[0].RetryAfter != 7500*time.Millisecond || out[0].ResetAfter != 15*time.Second {
+					t.Fatalf("5th: got %+v, want refused, RetryAfter 7.5s, ResetAfter 15s", out[0])
+				}
+				at = at.Add(7500 * time.Millisecond)
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if !out[0].Allowed || out[0].Remaining != 0 {
+					t.Fatalf("after 7.5s: got %+v, want allowed, 0 remaining", out[0])
+				}
+				// rate 4 × 0.75 + 1 = 4: the previous window's weight must
+				// fall to 2, at 5 s into this window: 2.5 s from now
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].Allowed || out[0].RetryAfter != 2500*time.Millisecond {
+					t.Fatalf("then: got %+v, want refused, RetryAfter 2.5s", out[0])
+				}
+				// two windows of silence: the rate is back to 0
+				at = at.Add(20 * time.Second)
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if !out[0].Allowed || out[0].Remaining != 3 {
+					t.Fatalf("after 20s: got %+v, want allowed, 3 remaining", out[0])
+				}
+			})
+			// sliding_window ↔ fixed_window ↔ gcra under one name on a
+			// reload: no store error, the new algorithm starts afresh.
+			t.Run("SlidingWindowAlgorithmChangeDoesNotFail", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx := context.Background()
+				key := ks.RateLimit("switch", "203.0.113.22")
+				out := make([]Count, 1)
+				sliding := []Hit{{Key: key, Algorithm: SlidingWindow, Limit: 5, Period: 5 * time.Second}}
+				fixed := []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}
+				gcra := []Hit{{Key: key, Algorithm: GCRA, Limit: 5, Period: 5 * time.Second}}
+				for i, h := range [][]Hit{sliding, fixed, sliding, gcra, sliding} {
+					if err := storeHit(ctx, s, h, out); err != nil {
+						t.Fatalf("step %d (%v): %v", i, h[0].Algorithm, err)
+					}
+					if h[0].Algorithm != FixedWindow && !out[0].Allowed {
+						t.Fatalf("step %d (%v): refused a first hit: %+v", i, h[0].Algorithm, out[0])
+					}
+				}
+			})
 			t.Run("Relax", func(t *testing.T) {
 				s, ks := mk(t)
 				ctx := context.Background()
