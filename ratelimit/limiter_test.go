@@ -346,3 +346,21 @@ func TestNew_SharesMetricsAcrossLimitersOnOneRegistry(t *testing.T) {
 		}
 	}
 }
+
+// sliding_window counts only the hits it lets pass, so it has one limit:
+// observe_limit is refused naming the field, and an unknown algorithm
+// names the three.
+func TestNew_RefusesSlidingWindowWithObserveLimit(t *testing.T) {
+	t.Parallel()
+	r := burstRule(10, time.Second)
+	r.Algorithm, r.ObserveLimit = "sliding_window", 5
+	_, err := New(rulesConfig(r), testRoutes, testKS, NewMemoryStore(0), prometheus.NewRegistry(), nil)
+	if err == nil || !strings.Contains(err.Error(), "rate_limits.rules[0].observe_limit") {
+		t.Fatalf("sliding_window with observe_limit: err = %v", err)
+	}
+	r.Algorithm, r.ObserveLimit = "sliding", 0
+	_, err = New(rulesConfig(r), testRoutes, testKS, NewMemoryStore(0), prometheus.NewRegistry(), nil)
+	if err == nil || !strings.Contains(err.Error(), "fixed_window, gcra, sliding_window") {
+		t.Fatalf("algorithm sliding: err = %v", err)
+	}
+}
