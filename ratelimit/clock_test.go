@@ -205,3 +205,30 @@ func TestSkewedReplica_AlignedKeyNamedAfterTheStoresMinute(t *testing.T) {
 		t.Fatalf("ResetAfter = %v, want 50s (to the store's next minute)", last.ResetAfter)
 	}
 }
+
+// zeroTimeStore answers without saying its time, as a Store written
+// before Hit returned one might.
+type zeroTimeStore struct{ Store }
+
+func (s zeroTimeStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Time, error) {
+	_, err := s.Store.Hit(ctx, hits, out)
+	return time.Time{}, err
+}
+
+// A store that returns the zero Time must not turn the skew estimate into
+// "now minus 2026 years" (clock-aligned keys named for year 1).
+func TestDecide_StoreWithoutATimeKeepsTheClockEstimate(t *testing.T) {
+	t.Parallel()
+	cfg := rulesConfig(configs.Rule{Name: "api", Scope: "user", Limit: 600, Window: configs.Duration(time.Minute), Routes: []string{"*"}})
+	l, _ := newTestLimiter(t, cfg, testKS, zeroTimeStore{NewMemoryStore(0)})
+	s := Subject{Route: "portal", User: "u-1"}
+	for range 2 {
+		d := l.Decide(context.Background(), s).Decisions[0]
+		if d.Outcome != OutcomeAllow || d.ResetAfter <= 0 || d.ResetAfter > time.Minute {
+			t.Fatalf("%+v", d)
+		}
+	}
+	if skew := time.Duration(l.skew.Load()); skew != 0 {
+		t.Fatalf("skew = %v after replies without a time", skew)
+	}
+}

@@ -220,8 +220,11 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		} else {
 			// The store's clock decided; a clock-aligned window's reset was
 			// computed on the estimate of it: correct both by what it said.
-			l.skew.Store(int64(at.Sub(now)))
-			corr := storeNow.Sub(at)
+			corr := time.Duration(0)
+			if !at.IsZero() { // a Store that does not say its time keeps the estimate
+				l.skew.Store(int64(at.Sub(now)))
+				corr = storeNow.Sub(at)
+			}
 			for j, i := range pending {
 				if rules[i].aligned {
 					ds[i].ResetAfter = max(ds[i].ResetAfter+corr, time.Millisecond)
