@@ -75,6 +75,8 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"bad_listen":                     "listen:",
 		"bad_client_ip_header":           "client_ip_header:",
 		"bad_headers_with_underscores":   "headers_with_underscores:",
+		"sliding_observe_limit":          "rate_limits.rules[0].observe_limit:",
+		"bad_rule_algorithm":             "rate_limits.rules[0].algorithm:",
 	}
 	files, _ := filepath.Glob("testdata/invalid/*.yaml")
 	if len(files) != len(want) {

@@ -41,7 +41,10 @@ type Rule struct {
 	// or route.
 	Scope string `yaml:"scope"`
 	// Algorithm is fixed_window (default; INCR with the TTL set on the first
-	// increment) or gcra.
+	// increment; up to 2 × limit pass across a window edge), gcra (a
+	// leaky bucket, burst = limit) or sliding_window (the weighted
+	// two-window counter: any interval of d passes at most
+	// limit × (1 + d/window), see docs/rate-limiting.md).
 	Algorithm string `yaml:"algorithm"`
 	// Limit is the number of requests allowed per Window (> 0).
 	Limit int64 `yaml:"limit"`
@@ -64,7 +67,7 @@ type Rule struct {
 // Rate-limit vocabularies.
 var (
 	RuleScopes     = []string{"ip", "user", "escola", "route"}
-	RuleAlgorithms = []string{"fixed_window", "gcra"}
+	RuleAlgorithms = []string{"fixed_window", "gcra", "sliding_window"}
 	RuleModes      = []string{"enforce", "observe", "off"}
 )
 
@@ -125,8 +128,8 @@ func (c *Config) validateRateLimits(p *problems) {
 		if r.ObserveLimit < 0 || (r.ObserveLimit > 0 && r.ObserveLimit >= r.Limit) {
 			p.addf(f+".observe_limit", "must be below limit (%d)", r.Limit)
 		}
-		if r.ObserveLimit > 0 && r.Algorithm == "gcra" {
-			p.addf(f+".observe_limit", "is supported with fixed_window only (a GCRA bucket has one rate)")
+		if r.ObserveLimit > 0 && (r.Algorithm == "gcra" || r.Algorithm == "sliding_window") {
+			p.addf(f+".observe_limit", "is supported with fixed_window only (a %s rule counts only the hits it lets pass, so it has one limit)", r.Algorithm)
 		}
 		if r.Window.D().Seconds() < 1 || r.Window.D()%1e9 != 0 {
 			p.addf(f+".window", "%s: must be whole seconds, at least 1s", r.Window)

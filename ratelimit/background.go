@@ -66,9 +66,9 @@ func (l *Limiter) probe(ctx context.Context) {
 	if l.memory || l.breaker.State() != gobreaker.StateHalfOpen {
 		return
 	}
-	_, _ = l.breaker.Execute(func() (struct{}, error) {
+	_, _ = l.breaker.Execute(func() (time.Time, error) {
 		pctx, cancel := context.WithTimeout(ctx, max(l.timeout, 100*time.Millisecond))
 		defer cancel()
-		return struct{}{}, l.store.Ping(pctx)
+		return time.Time{}, l.store.Ping(pctx)
 	})
 }

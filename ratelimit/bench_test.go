@@ -50,6 +50,17 @@ func BenchmarkDecide_Memory_ThreeRules(b *testing.B) {
 	}
 }
 
+func BenchmarkDecide_Memory_SlidingWindow(b *testing.B) {
+	r := burstRule(1<<40, time.Hour)
+	r.Algorithm = "sliding_window"
+	l, _ := newTestLimiter(b, rulesConfig(r), testKS, NewMemoryStore(0))
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	b.ReportAllocs()
+	for b.Loop() {
+		l.Decide(context.Background(), s)
+	}
+}
+
 func BenchmarkDecide_Redis_ThreeRules(b *testing.B) {
 	prefix := servicetest.KeyPrefix(b)
 	rdb := testRedis(b, prefix)

@@ -53,7 +53,7 @@ func TestStoreConformance(t *testing.T) {
 				h := []Hit{{Key: ks.RateLimit("burst", "203.0.113.9"), Algorithm: FixedWindow, TTL: 5 * time.Second}}
 				out := make([]Count, 1)
 				for want := int64(1); want <= 3; want++ {
-					if err := s.Hit(ctx, now, h, out); err != nil {
+					if err := hitAt(ctx, s, now, h, out); err != nil {
 						t.Fatal(err)
 					}
 					if out[0].N != want {
@@ -75,16 +75,16 @@ func TestStoreConformance(t *testing.T) {
 				out := make([]Count, 1)
 				gcra := []Hit{{Key: key, Algorithm: GCRA, Limit: 5, Period: 5 * time.Second}}
 				fixed := []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}
-				if err := s.Hit(ctx, now, gcra, out); err != nil || !out[0].Allowed {
+				if err := hitAt(ctx, s, now, gcra, out); err != nil || !out[0].Allowed {
 					t.Fatalf("gcra hit: %v %+v", err, out[0])
 				}
-				if err := s.Hit(ctx, now, fixed, out); err != nil {
+				if err := hitAt(ctx, s, now, fixed, out); err != nil {
 					t.Fatalf("fixed_window hit on a gcra key: %v", err)
 				}
 				if out[0].N < 1 || out[0].TTL <= 0 || out[0].TTL > 5*time.Second {
 					t.Fatalf("fixed_window after gcra: %+v", out[0])
 				}
-				if err := s.Hit(ctx, now, gcra, out); err != nil || !out[0].Allowed {
+				if err := hitAt(ctx, s, now, gcra, out); err != nil || !out[0].Allowed {
 					t.Fatalf("gcra hit on a fixed_window key: %v %+v", err, out[0])
 				}
 			})
@@ -95,7 +95,7 @@ func TestStoreConformance(t *testing.T) {
 				s, ks := mk(t)
 				out := make([]Count, 1)
 				h := []Hit{{Key: ks.RateLimit("huge", "203.0.113.21"), Algorithm: GCRA, Limit: 1e9, Period: time.Second}}
-				if err := s.Hit(context.Background(), time.Now(), h, out); err != nil || !out[0].Allowed {
+				if err := storeHit(context.Background(), s, h, out); err != nil || !out[0].Allowed {
 					t.Fatalf("gcra 1e9/s: %v %+v", err, out[0])
 				}
 			})
@@ -104,10 +104,10 @@ func TestStoreConformance(t *testing.T) {
 				ctx := context.Background()
 				h := []Hit{{Key: ks.RateLimit("burst", "198.51.100.1"), Algorithm: FixedWindow, TTL: 100 * time.Millisecond}}
 				out := make([]Count, 1)
-				_ = s.Hit(ctx, time.Now(), h, out)
-				_ = s.Hit(ctx, time.Now(), h, out)
+				_ = storeHit(ctx, s, h, out)
+				_ = storeHit(ctx, s, h, out)
 				time.Sleep(150 * time.Millisecond)
-				if err := s.Hit(ctx, time.Now(), h, out); err != nil {
+				if err := storeHit(ctx, s, h, out); err != nil {
 					t.Fatal(err)
 				}
 				if out[0].N != 1 {
@@ -123,8 +123,8 @@ func TestStoreConformance(t *testing.T) {
 					{Key: ks.RateLimit("g", "192.0.2.1"), Algorithm: GCRA, Limit: 10, Period: time.Second},
 				}
 				out := make([]Count, 3)
-				_ = s.Hit(ctx, now, hits[:1], out[:1])
-				if err := s.Hit(ctx, now, hits, out); err != nil {
+				_ = hitAt(ctx, s, now, hits[:1], out[:1])
+				if err := hitAt(ctx, s, now, hits, out); err != nil {
 					t.Fatal(err)
 				}
 				if out[0].N != 2 || out[1].N != 1 {
@@ -143,7 +143,7 @@ func TestStoreConformance(t *testing.T) {
 				h := []Hit{{Key: ks.RateLimit("g", "192.0.2.7"), Algorithm: GCRA, Limit: 3, Period: 3 * time.Second}}
 				out := make([]Count, 1)
 				for want := int64(2); want >= 0; want-- {
-					if err := s.Hit(ctx, now, h, out); err != nil {
+					if err := hitAt(ctx, s, now, h, out); err != nil {
 						t.Fatal(err)
 					}
 					if !out[0].Allowed || out[0].Remaining != want || out[0].RetryAfter != 0 {
@@ -153,17 +153,86 @@ func TestStoreConformance(t *testing.T) {
 						t.Fatalf("ResetAfter = %v, want in (0, 3s]", out[0].ResetAfter)
 					}
 				}
-				if err := s.Hit(ctx, now, h, out); err != nil {
+				if err := hitAt(ctx, s, now, h, out); err != nil {
 					t.Fatal(err)
 				}
 				if out[0].Allowed || out[0].RetryAfter != time.Second {
 					t.Fatalf("4th: got %+v, want denied with RetryAfter 1s", out[0])
 				}
-				if err := s.Hit(ctx, now.Add(time.Second), h, out); err != nil {
+				if err := hitAt(ctx, s, now.Add(time.Second), h, out); err != nil {
 					t.Fatal(err)
 				}
 				if !out[0].Allowed || out[0].Remaining != 0 {
 					t.Fatalf("after 1s: got %+v, want allowed, 0 remaining", out[0])
+				}
+			})
+			// The weighted two-window counter on the store's clock (pinned
+			// here): limit 4 per 10 s, 5 s into a window.
+			t.Run("SlidingWindow", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx := context.Background()
+				start := time.UnixMilli(1_764_580_000_000) // a multiple of 10 s
+				key := ks.RateLimit("sw", "192.0.2.8")
+				h := []Hit{{Key: key, Algorithm: SlidingWindow, Limit: 4, Period: 10 * time.Second}}
+				out := make([]Count, 1)
+				at := start.Add(5 * time.Second)
+				for want := int64(3); want >= 0; want-- {
+					if err := hitAt(ctx, s, at, h, out); err != nil {
+						t.Fatal(err)
+					}
+					if !out[0].Allowed || out[0].Remaining != want || out[0].ResetAfter != 15*time.Second {
+						t.Fatalf("remaining %d: got %+v (ResetAfter: to the end of the next window, 15s)", want, out[0])
+					}
+				}
+				// full: the next window, where the 4 weigh 4 × (1 − y/10 s),
+				// lets one more pass at y = 2.5 s: 5 s + 2.5 s from now
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].Allowed || out[0].RetryAfter != 7500*time.Millisecond || out[0].ResetAfter != 15*time.Second {
+					t.Fatalf("5th: got %+v, want refused, RetryAfter 7.5s, ResetAfter 15s", out[0])
+				}
+				at = at.Add(7500 * time.Millisecond)
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if !out[0].Allowed || out[0].Remaining != 0 {
+					t.Fatalf("after 7.5s: got %+v, want allowed, 0 remaining", out[0])
+				}
+				// rate 4 × 0.75 + 1 = 4: the previous window's weight must
+				// fall to 2, at 5 s into this window: 2.5 s from now
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if out[0].Allowed || out[0].RetryAfter != 2500*time.Millisecond {
+					t.Fatalf("then: got %+v, want refused, RetryAfter 2.5s", out[0])
+				}
+				// two windows of silence: the rate is back to 0
+				at = at.Add(20 * time.Second)
+				if err := hitAt(ctx, s, at, h, out); err != nil {
+					t.Fatal(err)
+				}
+				if !out[0].Allowed || out[0].Remaining != 3 {
+					t.Fatalf("after 20s: got %+v, want allowed, 3 remaining", out[0])
+				}
+			})
+			// sliding_window ↔ fixed_window ↔ gcra under one name on a
+			// reload: no store error, the new algorithm starts afresh.
+			t.Run("SlidingWindowAlgorithmChangeDoesNotFail", func(t *testing.T) {
+				s, ks := mk(t)
+				ctx := context.Background()
+				key := ks.RateLimit("switch", "203.0.113.22")
+				out := make([]Count, 1)
+				sliding := []Hit{{Key: key, Algorithm: SlidingWindow, Limit: 5, Period: 5 * time.Second}}
+				fixed := []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}
+				gcra := []Hit{{Key: key, Algorithm: GCRA, Limit: 5, Period: 5 * time.Second}}
+				for i, h := range [][]Hit{sliding, fixed, sliding, gcra, sliding} {
+					if err := storeHit(ctx, s, h, out); err != nil {
+						t.Fatalf("step %d (%v): %v", i, h[0].Algorithm, err)
+					}
+					if h[0].Algorithm != FixedWindow && !out[0].Allowed {
+						t.Fatalf("step %d (%v): refused a first hit: %+v", i, h[0].Algorithm, out[0])
+					}
 				}
 			})
 			t.Run("Relax", func(t *testing.T) {

@@ -92,12 +92,42 @@ type countingStore struct {
 
 var errInjected = fmt.Errorf("injected store failure")
 
-func (s *countingStore) Hit(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+func (s *countingStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Time, error) {
 	s.hits.Add(1)
 	if s.fail.Load() {
-		return errInjected
+		return time.Time{}, errInjected
 	}
-	return s.Store.Hit(ctx, now, hits, out)
+	return s.Store.Hit(ctx, hits, out)
+}
+
+// storeHit is s.Hit on the store's own clock, the error only.
+func storeHit(ctx context.Context, s Store, hits []Hit, out []Count) error {
+	_, err := s.Hit(ctx, hits, out)
+	return err
+}
+
+// pinStoreClock makes the store decide at now from here on (the Redis and
+// REST stores pass it to the script instead of TIME; the MemoryStore's
+// clock is set), so a test can step the store's time deterministically.
+func pinStoreClock(s Store, now time.Time) {
+	switch x := s.(type) {
+	case *MemoryStore:
+		x.SetClock(func() time.Time { return now })
+	case *RedisStore:
+		x.pinnedMS.Store(now.UnixMilli())
+	case *RESTStore:
+		x.pinnedMS.Store(now.UnixMilli())
+	case *countingStore:
+		pinStoreClock(x.Store, now)
+	default:
+		panic(fmt.Sprintf("pinStoreClock: %T has no clock to pin", s))
+	}
+}
+
+// hitAt is s.Hit with the store's clock pinned at now.
+func hitAt(ctx context.Context, s Store, now time.Time, hits []Hit, out []Count) error {
+	pinStoreClock(s, now)
+	return storeHit(ctx, s, hits, out)
 }
 
 func (s *countingStore) Ping(ctx context.Context) error {

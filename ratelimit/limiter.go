@@ -39,7 +39,7 @@ type Limiter struct {
 	local     *MemoryStore // on_store_error: local fallback for ip rules
 	timeout   time.Duration
 	relaxPoll time.Duration
-	breaker   *gobreaker.CircuitBreaker[struct{}]
+	breaker   *gobreaker.CircuitBreaker[time.Time]
 	rules     atomic.Pointer[ruleset]
 	relax     atomic.Pointer[relaxState]
 	deny      *denyCache
@@ -47,6 +47,10 @@ type Limiter struct {
 	errs      [3]prometheus.Counter // store errors: timeout, error, breaker_open
 	log       *slog.Logger
 	now       func() time.Time
+	// skew is the store's clock minus ours (ns), as the last store reply
+	// showed: it names clock-aligned keys and their reset on the store's
+	// time, so a replica whose clock is off counts into the same minute.
+	skew atomic.Int64
 
 	probing atomic.Bool  // Start runs the breaker probe off the request path
 	lastLog atomic.Int64 // unix ns of the last store-error log line
@@ -66,12 +70,30 @@ const (
 // open (the store is not called).
 var errBreakerOpenState = errors.New("ratelimit: store breaker open")
 
+// Option configures a Limiter in New.
+type Option func(*Limiter)
+
+// WithClock replaces the Limiter's clock (default time.Now). The Limiter's
+// clock times only what is local to the instance: the deny cache, relax
+// expiry and the on_store_error: local fallback. Counting happens on the
+// store's clock (Redis TIME in the script, the MemoryStore's own clock),
+// and clock-aligned key names follow the store's clock as the last reply
+// showed it, so a replica whose clock is off by seconds or minutes neither
+// resets nor splits anybody's count.
+func WithClock(now func() time.Time) Option {
+	return func(l *Limiter) {
+		if now != nil {
+			l.now = now
+		}
+	}
+}
+
 // New returns a Limiter for cfg's rules over routes, keys built by ks,
 // counting in store, metrics registered on reg (collectors already
 // registered there are reused). cfg is validated as configs does
 // (errors: a *configs.ValidationError naming each bad field). Call Start
 // for the relax poller and the breaker probe, and Stop at shutdown.
-func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, store Store, reg prometheus.Registerer, logger *slog.Logger) (*Limiter, error) {
+func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, store Store, reg prometheus.Registerer, logger *slog.Logger, opts ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, errors.New("creating the rate limiter: store is nil")
 	}
@@ -102,13 +124,17 @@ func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, s
 		log:       logger.With("component", "ratelimit"),
 		now:       time.Now,
 	}
+	for _, o := range opts {
+		o(l)
+	}
+	l.local.SetClock(l.now)
 	l.errs = [3]prometheus.Counter{
 		m.storeErrors.WithLabelValues("timeout"),
 		m.storeErrors.WithLabelValues("error"),
 		m.storeErrors.WithLabelValues("breaker_open"),
 	}
 	failures := uint32(max(cfg.Breaker.Failures, 1))
-	l.breaker = gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
+	l.breaker = gobreaker.NewCircuitBreaker[time.Time](gobreaker.Settings{
 		Name:        "ratelimit-store",
 		MaxRequests: 1,
 		Timeout:     max(cfg.Breaker.OpenFor.D(), time.Millisecond),
@@ -151,6 +177,7 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		return Verdict{}
 	}
 	now := l.now()
+	storeNow := now.Add(time.Duration(l.skew.Load()))
 	relax := l.relax.Load()
 	ds := make([]Decision, len(rules))
 	hits := make([]Hit, 0, len(rules))
@@ -165,7 +192,7 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 			d.Outcome = OutcomeSkip
 			continue
 		}
-		h, reset := r.hit(l.ks, subject, d.Limit, now)
+		h, reset := r.hit(l.ks, subject, d.Limit, storeNow)
 		if !r.observe {
 			if until, ok := l.deny.get(h.Key, now); ok {
 				d.Outcome, d.RetryAfter, d.ResetAfter = OutcomeBlock, until.Sub(now), until.Sub(now)
@@ -188,10 +215,20 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		ds = kept
 	case len(hits) > 0:
 		counts := make([]Count, len(hits))
-		if err := l.hitStore(ctx, now, hits, counts); err != nil {
-			l.fallback(rs, rules, ds, hits, pending, now)
+		if at, err := l.hitStore(ctx, hits, counts); err != nil {
+			l.fallback(rs, rules, ds, hits, pending)
 		} else {
+			// The store's clock decided; a clock-aligned window's reset was
+			// computed on the estimate of it: correct both by what it said.
+			corr := time.Duration(0)
+			if !at.IsZero() { // a Store that does not say its time keeps the estimate
+				l.skew.Store(int64(at.Sub(now)))
+				corr = storeNow.Sub(at)
+			}
 			for j, i := range pending {
+				if rules[i].aligned {
+					ds[i].ResetAfter = max(ds[i].ResetAfter+corr, time.Millisecond)
+				}
 				rules[i].evaluate(&ds[i], counts[j], relax.apply(rules[i].name, rules[i].observeLimit, now))
 			}
 		}
@@ -217,7 +254,7 @@ func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
 	if r.observe {
 		over = OutcomeWouldBlock
 	}
-	if r.algorithm == GCRA {
+	if r.algorithm == GCRA || r.algorithm == SlidingWindow {
 		d.Remaining, d.ResetAfter = c.Remaining, c.ResetAfter
 		d.Outcome = OutcomeAllow
 		if !c.Allowed {
@@ -240,8 +277,9 @@ func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
 }
 
 // fallback decides the pending rules after a store failure: ip rules in
-// process when on_store_error is local, every other rule fails open.
-func (l *Limiter) fallback(rs *ruleset, rules []*rule, ds []Decision, hits []Hit, pending []int, now time.Time) {
+// process when on_store_error is local (on the Limiter's clock), every
+// other rule fails open.
+func (l *Limiter) fallback(rs *ruleset, rules []*rule, ds []Decision, hits []Hit, pending []int) {
 	for j, i := range pending {
 		r := rules[i]
 		if !rs.local || r.scope != "ip" {
@@ -249,30 +287,31 @@ func (l *Limiter) fallback(rs *ruleset, rules []*rule, ds []Decision, hits []Hit
 			continue
 		}
 		var c [1]Count
-		_ = l.local.Hit(context.Background(), now, hits[j:j+1], c[:]) // the embedded store does not fail
+		_, _ = l.local.Hit(context.Background(), hits[j:j+1], c[:]) // the embedded store does not fail
 		r.evaluate(&ds[i], c[0], 0)
 	}
 }
 
-// hitStore runs one store round trip under the breaker and the deadline.
-func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+// hitStore runs one store round trip under the breaker and the deadline,
+// and returns the store's clock at the decision.
+func (l *Limiter) hitStore(ctx context.Context, hits []Hit, out []Count) (time.Time, error) {
 	if l.memory {
-		return l.store.Hit(ctx, now, hits, out)
+		return l.store.Hit(ctx, hits, out)
 	}
 	if l.probing.Load() && l.breaker.State() != gobreaker.StateClosed {
 		l.errs[errBreakerOpen].Inc()
-		return errBreakerOpenState
+		return time.Time{}, errBreakerOpenState
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	start := time.Now()
-	_, err := l.breaker.Execute(func() (struct{}, error) {
-		return struct{}{}, l.hitWithin(cctx, now, hits, out)
+	at, err := l.breaker.Execute(func() (time.Time, error) {
+		return l.hitWithin(cctx, hits, out)
 	})
 	timedOut := cctx.Err() != nil || isTimeout(err)
 	cancel()
 	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
 		l.errs[errBreakerOpen].Inc()
-		return err
+		return time.Time{}, err
 	}
 	l.m.storeDuration.Observe(time.Since(start).Seconds())
 	l.m.rlCommands.Inc()
@@ -284,7 +323,7 @@ func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out [
 		}
 		l.logStoreError(err)
 	}
-	return err
+	return at, err
 }
 
 // hitWithin runs the store call but returns by ctx's deadline whatever the
@@ -292,18 +331,25 @@ func (l *Limiter) hitStore(ctx context.Context, now time.Time, hits []Hit, out [
 // handshake, a pool wait) cannot hold the request. The call then finishes
 // in the background, bounded by the client's own timeouts, writing into its
 // own buffer; hits is never modified after Decide builds it.
-func (l *Limiter) hitWithin(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
-	done := make(chan error, 1)
+func (l *Limiter) hitWithin(ctx context.Context, hits []Hit, out []Count) (time.Time, error) {
+	type result struct {
+		at  time.Time
+		err error
+	}
+	done := make(chan result, 1)
 	buf := make([]Count, len(out))
-	go func() { done <- l.store.Hit(ctx, now, hits, buf) }()
+	go func() {
+		at, err := l.store.Hit(ctx, hits, buf)
+		done <- result{at, err}
+	}()
 	select {
-	case err := <-done:
-		if err == nil {
+	case r := <-done:
+		if r.err == nil {
 			copy(out, buf)
 		}
-		return err
+		return r.at, r.err
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for the rate-limit store: %w", ctx.Err())
+		return time.Time{}, fmt.Errorf("waiting for the rate-limit store: %w", ctx.Err())
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,8 +275,17 @@ func TestBreaker_OpensStopsCallingAndRecoversOffRequestPath(t *testing.T) {
 
 func TestRelax_RaisesLimitAndExpires(t *testing.T) {
 	t.Parallel()
+	// one driven clock for the store and the limiter: the relax expires
+	// without sleeping
+	var mu sync.Mutex
+	virt := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return virt }
 	store := NewMemoryStore(0)
-	l, _ := newTestLimiter(t, rulesConfig(burstRule(2, 5*time.Second)), testKS, store)
+	store.SetClock(clock)
+	l, err := New(rulesConfig(burstRule(2, 5*time.Second)), testRoutes, testKS, store, prometheus.NewRegistry(), testLogger(t), WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	if err := Relax(ctx, store, testKS, "burst", 2, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -294,7 +304,9 @@ func TestRelax_RaisesLimitAndExpires(t *testing.T) {
 	if !l.Decide(ctx, s).Blocked() {
 		t.Fatal("5th request passed a relaxed limit of 4")
 	}
-	time.Sleep(350 * time.Millisecond)
+	mu.Lock()
+	virt = virt.Add(300 * time.Millisecond)
+	mu.Unlock()
 	if v := l.Decide(ctx, Subject{Route: "portal", IP: "192.0.2.50"}); v.Decisions[0].Limit != 2 {
 		t.Fatalf("after expiry limit = %d, want 2", v.Decisions[0].Limit)
 	}
@@ -344,5 +356,23 @@ func TestNew_SharesMetricsAcrossLimitersOnOneRegistry(t *testing.T) {
 		if _, err := New(rulesConfig(burstRule(1, time.Second)), testRoutes, testKS, NewMemoryStore(0), reg, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// sliding_window counts only the hits it lets pass, so it has one limit:
+// observe_limit is refused naming the field, and an unknown algorithm
+// names the three.
+func TestNew_RefusesSlidingWindowWithObserveLimit(t *testing.T) {
+	t.Parallel()
+	r := burstRule(10, time.Second)
+	r.Algorithm, r.ObserveLimit = "sliding_window", 5
+	_, err := New(rulesConfig(r), testRoutes, testKS, NewMemoryStore(0), prometheus.NewRegistry(), nil)
+	if err == nil || !strings.Contains(err.Error(), "rate_limits.rules[0].observe_limit") {
+		t.Fatalf("sliding_window with observe_limit: err = %v", err)
+	}
+	r.Algorithm, r.ObserveLimit = "sliding", 0
+	_, err = New(rulesConfig(r), testRoutes, testKS, NewMemoryStore(0), prometheus.NewRegistry(), nil)
+	if err == nil || !strings.Contains(err.Error(), "fixed_window, gcra, sliding_window") {
+		t.Fatalf("algorithm sliding: err = %v", err)
 	}
 }

@@ -32,7 +32,7 @@ func TestRedisStore_ClusterPathPerKeyPipeline(t *testing.T) {
 	}
 	out := make([]Count, 2)
 	for i := 1; i <= 3; i++ {
-		if err := s.Hit(context.Background(), now, hits, out); err != nil {
+		if err := hitAt(context.Background(), s, now, hits, out); err != nil {
 			t.Fatalf("hit %d: %v", i, err)
 		}
 		if out[0].N != int64(i) {
@@ -53,7 +53,7 @@ func TestMemoryStore_MemoryIsBounded(t *testing.T) {
 	s := NewMemoryStore(64)
 	out := make([]Count, 1)
 	for i := range 10_000 {
-		_ = s.Hit(context.Background(), time.Now(), []Hit{{Key: "k" + strconv.Itoa(i), Algorithm: FixedWindow, TTL: time.Hour}}, out)
+		_ = storeHit(context.Background(), s, []Hit{{Key: "k" + strconv.Itoa(i), Algorithm: FixedWindow, TTL: time.Hour}}, out)
 	}
 	if n := s.Len(); n > 64 {
 		t.Fatalf("store holds %d keys, bound 64", n)
@@ -194,7 +194,7 @@ func TestRedisStore_ClusterKeysOnDifferentNodes(t *testing.T) {
 	s := NewRedisStore(rdb)
 	out := make([]Count, len(hits))
 	for want := int64(1); want <= 2; want++ {
-		if err := s.Hit(ctx, time.Now(), hits, out); err != nil {
+		if err := storeHit(ctx, s, hits, out); err != nil {
 			t.Fatal(err)
 		}
 		for i, c := range out[:len(out)-1] {
@@ -246,7 +246,7 @@ func TestRedisStore_ClusterNoScriptOnOneNodeDoesNotCountTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := make([]Count, 2)
-	if err := NewRedisStore(rdb).Hit(ctx, time.Now(), hits, out); err != nil {
+	if err := storeHit(ctx, NewRedisStore(rdb), hits, out); err != nil {
 		t.Fatal(err)
 	}
 	if out[0].N != 1 || out[1].N != 1 {

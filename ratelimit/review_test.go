@@ -53,10 +53,10 @@ func TestStoreConformance_FixedWindowTTLNeverExceedsWindow(t *testing.T) {
 			ctx, now := context.Background(), time.Now()
 			key := ks.RateLimit("burst", "203.0.113.8")
 			out := make([]Count, 1)
-			if err := s.Hit(ctx, now, []Hit{{Key: key, Algorithm: FixedWindow, TTL: time.Minute}}, out); err != nil {
+			if err := hitAt(ctx, s, now, []Hit{{Key: key, Algorithm: FixedWindow, TTL: time.Minute}}, out); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Hit(ctx, now, []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}, out); err != nil {
+			if err := hitAt(ctx, s, now, []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}, out); err != nil {
 				t.Fatal(err)
 			}
 			if out[0].TTL <= 0 || out[0].TTL > 5*time.Second {
@@ -102,12 +102,12 @@ func TestStoreConformance_GCRANeverRefusesLongerThanPeriod(t *testing.T) {
 			out := make([]Count, 1)
 			long := []Hit{{Key: key, Algorithm: GCRA, Limit: 3, Period: time.Hour}}
 			for range 3 {
-				if err := s.Hit(ctx, now, long, out); err != nil {
+				if err := hitAt(ctx, s, now, long, out); err != nil {
 					t.Fatal(err)
 				}
 			}
 			short := []Hit{{Key: key, Algorithm: GCRA, Limit: 1, Period: time.Second}}
-			if err := s.Hit(ctx, now, short, out); err != nil {
+			if err := hitAt(ctx, s, now, short, out); err != nil {
 				t.Fatal(err)
 			}
 			if !out[0].Allowed && (out[0].RetryAfter <= 0 || out[0].RetryAfter > time.Second) {
@@ -134,9 +134,9 @@ type hangingStore struct {
 	d time.Duration
 }
 
-func (s *hangingStore) Hit(context.Context, time.Time, []Hit, []Count) error {
+func (s *hangingStore) Hit(context.Context, []Hit, []Count) (time.Time, error) {
 	time.Sleep(s.d)
-	return nil
+	return time.Now(), nil
 }
 
 // A store that overruns its context must not hold the request past

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
@@ -28,7 +30,16 @@ func TestDecide_ThreeRulesOneRedisCommand(t *testing.T) {
 	counter := &commandCounter{}
 	rdb.AddHook(counter)
 	ks := keyspace.MustNew(prefix)
-	l, reg := newTestLimiter(t, seedRules(), ks, NewRedisStore(rdb))
+	// the store's clock pinned at 10:20:58: key names cannot race a
+	// minute boundary (the test used to skip at second 59)
+	store := NewRedisStore(rdb)
+	now := time.Date(2026, 12, 1, 10, 20, 58, 0, time.UTC)
+	pinStoreClock(store, now)
+	reg := prometheus.NewRegistry()
+	l, err := New(seedRules(), testRoutes, ks, store, reg, testLogger(t), WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := Subject{Route: "portal", IP: "203.0.113.9", User: "u-42", Escola: "e-7"}
 	ctx := context.Background()
 	l.Decide(ctx, s) // loads the script on a server that has not cached it
@@ -45,11 +56,7 @@ func TestDecide_ThreeRulesOneRedisCommand(t *testing.T) {
 	if got := counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "ratelimit"}); got != n+1 {
 		t.Fatalf("borda_redis_commands_total{purpose=ratelimit} = %v, want %d", got, n+1)
 	}
-	now := time.Now().UTC()
 	minute := now.Truncate(time.Minute).Format("200601021504")
-	if now.Second() == 59 {
-		t.Skip("minute boundary; key names would race the clock")
-	}
 	for key, maxTTL := range map[string]time.Duration{
 		prefix + "rl:burst:203.0.113.9":    5 * time.Second,
 		prefix + "rl:api:u-42:" + minute:   2 * time.Minute,

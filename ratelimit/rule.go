@@ -78,8 +78,11 @@ func compile(cfg configs.RateLimits, routes []configs.Route, m *metrics) (*rules
 			message:      c.Message,
 			routes:       c.Routes,
 		}
-		if c.Algorithm == "gcra" {
+		switch c.Algorithm {
+		case "gcra":
 			r.algorithm = GCRA
+		case "sliding_window":
+			r.algorithm = SlidingWindow
 		}
 		r.aligned = r.algorithm == FixedWindow && (r.scope == "user" || r.scope == "escola") &&
 			r.window%time.Minute == 0
@@ -120,13 +123,16 @@ func (r *rule) subject(s Subject) string {
 	}
 }
 
-// hit returns the store request of r for subject at now, and the time until
-// its window resets when the window is clock-aligned (0 otherwise: the
-// store's TTL says).
-func (r *rule) hit(ks keyspace.Keyspace, subject string, limit int64, now time.Time) (Hit, time.Duration) {
-	if r.algorithm == GCRA {
-		return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: GCRA, Limit: limit, Period: r.window}, 0
+// hit returns the store request of r for subject, and the time until its
+// window resets when the window is clock-aligned (0 otherwise: the store
+// says). storeNow is the Limiter's estimate of the store's clock (its own
+// clock plus the offset the last reply showed): only clock-aligned key
+// names need a time on this side.
+func (r *rule) hit(ks keyspace.Keyspace, subject string, limit int64, storeNow time.Time) (Hit, time.Duration) {
+	if r.algorithm == GCRA || r.algorithm == SlidingWindow {
+		return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: r.algorithm, Limit: limit, Period: r.window}, 0
 	}
+	now := storeNow
 	if r.aligned {
 		start := now.Truncate(r.window)
 		return Hit{

@@ -9,20 +9,21 @@ import (
 	"time"
 )
 
-// hitScriptSource decides every rule of one request in one EVAL. It uses
-// only INCR, PTTL, PEXPIRE, GET and SET: no TIME (the caller passes its
-// clock) and no redis.replicate_commands(), so it runs unchanged on Redis
-// 5+, Redis Cluster (one key per call) and Upstash.
+// hitScriptSource decides every rule of one request in one EVAL, on the
+// store's clock: it reads TIME once, so replica clocks do not matter
+// (docs/rate-limiting.md, "One clock"). Redis ≥ 5 replicates scripts by
+// their effects, so TIME before a write is allowed; Upstash runs it too.
 //
 //	KEYS[i]                 one key per rule
-//	ARGV[1]                 now, unix milliseconds
+//	ARGV[1]                 0 (use TIME), or a pinned now in unix ms (tests only)
 //	ARGV[2+3(i-1) .. +2]    "f", ttl_ms, 0          fixed window
 //	                        "g", limit, period_ms   GCRA (burst = limit)
+//	                        "s", limit, window_ms   sliding window
 //
-// It returns 4 integers per key:
+// It returns 4 integers per key, then the script's now (unix ms):
 //
-//	fixed window: count after INCR, PTTL after INCR, 0, 0
-//	GCRA:         allowed (0|1), remaining, retry_after_ms, reset_after_ms
+//	fixed window:   count after INCR, PTTL after INCR, 0, 0
+//	GCRA, sliding:  allowed (0|1), remaining, retry_after_ms, reset_after_ms
 //
 // A fixed-window key gets its TTL in the same script as its first INCR,
 // and a key found without a TTL (written by an older, non-atomic limiter:
@@ -30,8 +31,20 @@ import (
 // shortened by a reload) gets the window's, so every key has
 // 0 < TTL ≤ window. The GCRA math is
 // redis_rate v10's (itself from rwz/redis-gcra), in milliseconds.
+//
+// The sliding window is the weighted two-window counter (Cloudflare's,
+// Kong's): windows aligned to the store's clock (index floor(now/window)),
+// rate = previous × (window − elapsed)/window + current, a hit passes when
+// rate + 1 ≤ limit and only passed hits are counted. Both counters live in
+// ONE key, "s{window_ms}:{index}:{current}:{previous}", written with
+// PX = time until the current window stops weighing (≤ 2 windows), so the
+// key name needs no clock and the rule has one key as the others do.
 const hitScriptSource = `
 local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local out = {}
 for i, key in ipairs(KEYS) do
   local j = 2 + (i - 1) * 3
@@ -40,9 +53,9 @@ for i, key in ipairs(KEYS) do
   if ARGV[j] == 'f' then
     local n = redis.pcall('INCR', key)
     if type(n) == 'table' and n.err then
-      -- the key holds a GCRA arrival time (the rule's algorithm changed
-      -- on a reload): start a fresh window instead of failing every
-      -- request of every rule in this call
+      -- the key holds a GCRA arrival time or a sliding window (the
+      -- rule's algorithm changed on a reload): start a fresh window
+      -- instead of failing every request of every rule in this call
       redis.call('DEL', key)
       n = redis.call('INCR', key)
     end
@@ -55,6 +68,55 @@ for i, key in ipairs(KEYS) do
     out[#out + 1] = ttl
     out[#out + 1] = 0
     out[#out + 1] = 0
+  elseif ARGV[j] == 's' then
+    local idx = math.floor(now / b)
+    local cur, prev = 0, 0
+    local v = redis.call('GET', key)
+    if v then
+      local sw, si, sc, sp = string.match(v, '^s(%d+):(%d+):(%d+):(%d+)$')
+      if sw and tonumber(sw) == b then
+        si = tonumber(si)
+        if si >= idx then
+          -- the current window (or, should the store's clock step back,
+          -- a later one: keep counting in it rather than forget it)
+          idx, cur, prev = si, tonumber(sc), tonumber(sp)
+        elseif si == idx - 1 then
+          prev = tonumber(sc)
+        end
+      end
+    end
+    local elapsed = math.max(0, now - idx * b)
+    local rate = prev * (b - elapsed) / b + cur
+    if rate + 1 <= a then
+      cur = cur + 1
+      local ttl = math.max(1, (idx + 2) * b - now)
+      redis.call('SET', key, string.format('s%d:%d:%d:%d', b, idx, cur, prev), 'PX', ttl)
+      out[#out + 1] = 1
+      out[#out + 1] = math.floor(a - rate - 1)
+      out[#out + 1] = 0
+      out[#out + 1] = ttl
+    else
+      local retry
+      if cur + 1 <= a then
+        -- the previous window's weight has to fall: within this window
+        retry = b * (1 - (a - 1 - cur) / prev) - elapsed
+      else
+        -- this window is full: the next one, where it weighs as previous
+        local y = 0
+        if cur > a - 1 then y = b * (1 - (a - 1) / cur) end
+        retry = (b - elapsed) + y
+      end
+      local reset = 0
+      if cur > 0 then
+        reset = (idx + 2) * b - now
+      elseif prev > 0 then
+        reset = (idx + 1) * b - now
+      end
+      out[#out + 1] = 0
+      out[#out + 1] = 0
+      out[#out + 1] = math.max(1, math.ceil(retry))
+      out[#out + 1] = math.max(0, math.ceil(reset))
+    end
   else
     local interval = b / a
     local tat = tonumber(redis.call('GET', key) or '')
@@ -85,6 +147,7 @@ for i, key in ipairs(KEYS) do
     end
   end
 end
+out[#out + 1] = now
 return out
 `
 
@@ -104,30 +167,35 @@ func sha1Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// hitArgs returns the script's KEYS and ARGV for hits at now.
-func hitArgs(now time.Time, hits []Hit) ([]string, []any) {
+// hitArgs returns the script's KEYS and ARGV for hits; pinnedMS is 0 (the
+// script reads TIME) except in tests that pin the store's clock.
+func hitArgs(pinnedMS int64, hits []Hit) ([]string, []any) {
 	keys := make([]string, len(hits))
 	args := make([]any, 1, 1+3*len(hits))
-	args[0] = now.UnixMilli()
+	args[0] = pinnedMS
 	for i, h := range hits {
 		keys[i] = h.Key
-		if h.Algorithm == GCRA {
+		switch h.Algorithm {
+		case GCRA:
 			args = append(args, "g", h.Limit, h.Period.Milliseconds())
-		} else {
+		case SlidingWindow:
+			args = append(args, "s", h.Limit, h.Period.Milliseconds())
+		default:
 			args = append(args, "f", max(h.TTL.Milliseconds(), 1), 0)
 		}
 	}
 	return keys, args
 }
 
-// decodeHits fills out from the script's reply (4 integers per hit).
-func decodeHits(hits []Hit, reply []int64, out []Count) error {
-	if len(reply) != 4*len(hits) || len(out) != len(hits) {
-		return fmt.Errorf("%w: %d integers for %d keys", ErrBadReply, len(reply), len(hits))
+// decodeHits fills out from the script's reply (4 integers per hit, then
+// the script's now in unix ms) and returns that now.
+func decodeHits(hits []Hit, reply []int64, out []Count) (time.Time, error) {
+	if len(reply) != 4*len(hits)+1 || len(out) != len(hits) {
+		return time.Time{}, fmt.Errorf("%w: %d integers for %d keys", ErrBadReply, len(reply), len(hits))
 	}
 	for i, h := range hits {
 		r := reply[4*i : 4*i+4]
-		if h.Algorithm == GCRA {
+		if h.Algorithm == GCRA || h.Algorithm == SlidingWindow {
 			out[i] = Count{
 				Allowed:    r[0] == 1,
 				Remaining:  r[1],
@@ -138,7 +206,7 @@ func decodeHits(hits []Hit, reply []int64, out []Count) error {
 			out[i] = Count{N: r[0], TTL: time.Duration(r[1]) * time.Millisecond}
 		}
 	}
-	return nil
+	return time.UnixMilli(reply[len(reply)-1]), nil
 }
 
 // decodeRelax parses the relax script's reply: value and PTTL per key.

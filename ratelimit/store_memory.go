@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -22,9 +23,12 @@ const memoryShards = 32
 // arithmetic identical to the script's, relax values with a TTL. Memory is
 // bounded: each of 32 shards is an LRU, and an expired entry is replaced
 // on its next use. Evicting a live key under pressure forgets its count
-// (fails open for that key), the least-recently-seen key first.
+// (fails open for that key), the least-recently-seen key first. Its clock
+// is the process's (time.Now) unless SetClock replaces it: one process,
+// one clock.
 type MemoryStore struct {
 	seed   maphash.Seed
+	clock  atomic.Pointer[func() time.Time]
 	shards [memoryShards]memoryShard
 }
 
@@ -37,7 +41,13 @@ type memoryEntry struct {
 	n       int64   // fixed window count
 	tat     float64 // GCRA theoretical arrival time, unix ms
 	relax   float64 // relax factor
+	sliding slidingState
 	expires time.Time
+}
+
+// slidingState is the script's "s{window}:{index}:{current}:{previous}".
+type slidingState struct {
+	window, index, cur, prev float64
 }
 
 // NewMemoryStore returns an empty store holding at most maxKeys keys
@@ -52,6 +62,24 @@ func NewMemoryStore(maxKeys int) *MemoryStore {
 		s.shards[i].keys, _ = simplelru.NewLRU[string, *memoryEntry](per, nil) // only errors on size ≤ 0
 	}
 	return s
+}
+
+// SetClock makes now the store's clock (nil: time.Now). The Limiter's
+// on_store_error: local fallback uses it to share the Limiter's clock;
+// tests use it to drive time.
+func (s *MemoryStore) SetClock(now func() time.Time) {
+	if now == nil {
+		s.clock.Store(nil)
+		return
+	}
+	s.clock.Store(&now)
+}
+
+func (s *MemoryStore) now() time.Time {
+	if f := s.clock.Load(); f != nil {
+		return (*f)()
+	}
+	return time.Now()
 }
 
 func (s *MemoryStore) shard(key string) *memoryShard {
@@ -69,14 +97,21 @@ func (sh *memoryShard) entry(key string, now time.Time, ttl time.Duration) (*mem
 	return e, false
 }
 
-// Hit implements Store.
-func (s *MemoryStore) Hit(_ context.Context, now time.Time, hits []Hit, out []Count) error {
+// Hit implements Store, on the store's clock.
+func (s *MemoryStore) Hit(_ context.Context, hits []Hit, out []Count) (time.Time, error) {
+	if len(hits) == 0 {
+		return time.Time{}, nil
+	}
+	now := s.now()
 	for i, h := range hits {
 		sh := s.shard(h.Key)
 		sh.mu.Lock()
-		if h.Algorithm == GCRA {
+		switch h.Algorithm {
+		case GCRA:
 			out[i] = sh.gcra(h, now)
-		} else {
+		case SlidingWindow:
+			out[i] = sh.slidingWindow(h, now)
+		default:
 			ttl := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
 			e, _ := sh.entry(h.Key, now, ttl)
 			if limit := now.Add(ttl); e.expires.After(limit) {
@@ -87,7 +122,55 @@ func (s *MemoryStore) Hit(_ context.Context, now time.Time, hits []Hit, out []Co
 		}
 		sh.mu.Unlock()
 	}
-	return nil
+	return now, nil
+}
+
+// slidingWindow is the script's sliding-window branch, in unix
+// milliseconds, with the same float64 arithmetic in the same order.
+func (sh *memoryShard) slidingWindow(h Hit, now time.Time) Count {
+	nowMS := float64(now.UnixMilli())
+	w := float64(h.Period.Milliseconds())
+	limit := float64(h.Limit)
+	idx := math.Floor(nowMS / w)
+	var cur, prev float64
+	if e, ok := sh.keys.Get(h.Key); ok && now.Before(e.expires) && e.sliding.window == w {
+		switch st := e.sliding; {
+		case st.index >= idx:
+			idx, cur, prev = st.index, st.cur, st.prev
+		case st.index == idx-1:
+			prev = st.cur
+		}
+	}
+	elapsed := max(0, nowMS-idx*w)
+	rate := prev*(w-elapsed)/w + cur
+	if rate+1 <= limit {
+		cur++
+		ttl := max(1, (idx+2)*w-nowMS)
+		e, _ := sh.entry(h.Key, now, 0)
+		e.sliding = slidingState{window: w, index: idx, cur: cur, prev: prev}
+		e.expires = now.Add(time.Duration(ttl) * time.Millisecond)
+		return Count{Allowed: true, Remaining: int64(math.Floor(limit - rate - 1)), ResetAfter: time.Duration(ttl) * time.Millisecond}
+	}
+	var retry float64
+	if cur+1 <= limit {
+		retry = w*(1-(limit-1-cur)/prev) - elapsed
+	} else {
+		y := 0.0
+		if cur > limit-1 {
+			y = w * (1 - (limit-1)/cur)
+		}
+		retry = (w - elapsed) + y
+	}
+	reset := 0.0
+	if cur > 0 {
+		reset = (idx+2)*w - nowMS
+	} else if prev > 0 {
+		reset = (idx+1)*w - nowMS
+	}
+	return Count{
+		RetryAfter: time.Duration(max(1, math.Ceil(retry))) * time.Millisecond,
+		ResetAfter: time.Duration(max(0, math.Ceil(reset))) * time.Millisecond,
+	}
 }
 
 // gcra is the script's GCRA branch, in unix milliseconds.
@@ -119,7 +202,7 @@ func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
 
 // ReadRelax implements Store.
 func (s *MemoryStore) ReadRelax(_ context.Context, keys []string) ([]RelaxValue, error) {
-	now := time.Now()
+	now := s.now()
 	out := make([]RelaxValue, len(keys))
 	for i, k := range keys {
 		sh := s.shard(k)
@@ -136,7 +219,7 @@ func (s *MemoryStore) ReadRelax(_ context.Context, keys []string) ([]RelaxValue,
 func (s *MemoryStore) WriteRelax(_ context.Context, key string, factor float64, ttl time.Duration) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	sh.keys.Add(key, &memoryEntry{relax: factor, expires: time.Now().Add(ttl)})
+	sh.keys.Add(key, &memoryEntry{relax: factor, expires: s.now().Add(ttl)})
 	sh.mu.Unlock()
 	return nil
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,9 @@ var (
 type RedisStore struct {
 	c       redisClient
 	cluster bool
+	// pinnedMS, when not 0, replaces the script's TIME (unix ms): set only
+	// by this package's tests, which need a deterministic store clock.
+	pinnedMS atomic.Int64
 }
 
 // NewRedisStore returns a store on c, as built by redisconn.New (which sets
@@ -44,17 +48,18 @@ func NewRedisStore(c redis.UniversalClient) *RedisStore {
 }
 
 // Hit implements Store.
-func (s *RedisStore) Hit(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Time, error) {
 	if len(hits) == 0 {
-		return nil
+		return time.Time{}, nil
 	}
+	pinned := s.pinnedMS.Load()
 	if s.cluster && len(hits) > 1 {
-		return s.hitPerKey(ctx, now, hits, out)
+		return s.hitPerKey(ctx, pinned, hits, out)
 	}
-	keys, args := hitArgs(now, hits)
+	keys, args := hitArgs(pinned, hits)
 	reply, err := hitScript.Run(ctx, s.c, keys, args...).Int64Slice()
 	if err != nil {
-		return fmt.Errorf("running the rate-limit script: %w", err)
+		return time.Time{}, fmt.Errorf("running the rate-limit script: %w", err)
 	}
 	return decodeHits(hits, reply, out)
 }
@@ -63,12 +68,12 @@ func (s *RedisStore) Hit(ctx context.Context, now time.Time, hits []Hit, out []C
 // Each node caches scripts on its own, so a pipeline can meet NOSCRIPT on
 // one node after the script already ran (and counted) on another: only
 // the keys that got NOSCRIPT are sent again, as EVAL, so no hit is counted
-// twice.
-func (s *RedisStore) hitPerKey(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+// twice. Each node answers with its own clock; the latest is returned.
+func (s *RedisStore) hitPerKey(ctx context.Context, pinned int64, hits []Hit, out []Count) (time.Time, error) {
 	cmds := make([]*redis.Cmd, len(hits))
 	p := s.c.Pipeline()
 	for i := range hits {
-		keys, args := hitArgs(now, hits[i:i+1])
+		keys, args := hitArgs(pinned, hits[i:i+1])
 		cmds[i] = p.EvalSha(ctx, hitScript.Hash(), keys, args...)
 	}
 	_, _ = p.Exec(ctx) // errors are read per command below
@@ -81,21 +86,26 @@ func (s *RedisStore) hitPerKey(ctx context.Context, now time.Time, hits []Hit, o
 	if len(missing) > 0 {
 		p := s.c.Pipeline()
 		for _, i := range missing {
-			keys, args := hitArgs(now, hits[i:i+1])
+			keys, args := hitArgs(pinned, hits[i:i+1])
 			cmds[i] = p.Eval(ctx, hitScriptSource, keys, args...)
 		}
 		_, _ = p.Exec(ctx)
 	}
+	var now time.Time
 	for i, c := range cmds {
 		reply, err := c.Int64Slice()
 		if err != nil {
-			return fmt.Errorf("running the rate-limit script per key: %w", err)
+			return time.Time{}, fmt.Errorf("running the rate-limit script per key: %w", err)
 		}
-		if err := decodeHits(hits[i:i+1], reply, out[i:i+1]); err != nil {
-			return err
+		t, err := decodeHits(hits[i:i+1], reply, out[i:i+1])
+		if err != nil {
+			return time.Time{}, err
+		}
+		if t.After(now) {
+			now = t
 		}
 	}
-	return nil
+	return now, nil
 }
 
 // ReadRelax implements Store (one EVALSHA; one per key on a cluster).

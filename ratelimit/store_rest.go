@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/olp-edu/borda/configs"
@@ -26,6 +27,9 @@ type RESTStore struct {
 	base   string
 	auth   string
 	client *http.Client
+	// pinnedMS, when not 0, replaces the script's TIME (unix ms): set only
+	// by this package's tests, which need a deterministic store clock.
+	pinnedMS atomic.Int64
 }
 
 // RESTError is an {"error": "…"} reply (HTTP 400) from the REST API.
@@ -141,20 +145,20 @@ var (
 	relaxScriptSHA = sha1Hex(relaxScriptSource)
 )
 
-// Hit implements Store: one POST.
-func (s *RESTStore) Hit(ctx context.Context, now time.Time, hits []Hit, out []Count) error {
+// Hit implements Store: one POST; the script reads Upstash's TIME.
+func (s *RESTStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Time, error) {
 	if len(hits) == 0 {
-		return nil
+		return time.Time{}, nil
 	}
-	keys, args := hitArgs(now, hits)
+	keys, args := hitArgs(s.pinnedMS.Load(), hits)
 	arr, err := s.evalSHA(ctx, hitScriptSource, hitScriptSHA, keys, args)
 	if err != nil {
-		return fmt.Errorf("running the rate-limit script: %w", err)
+		return time.Time{}, fmt.Errorf("running the rate-limit script: %w", err)
 	}
 	reply := make([]int64, len(arr))
 	for i, v := range arr {
 		if reply[i], err = jsonInt(v); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
 	return decodeHits(hits, reply, out)

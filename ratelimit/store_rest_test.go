@@ -36,7 +36,7 @@ func TestRESTStore_NOSCRIPTFallsBackToEVALOnce(t *testing.T) {
 	out := make([]Count, 1)
 	for i, want := range []int64{2, 1, 1} {
 		posts.Store(0)
-		if err := s.Hit(context.Background(), time.Now(), hits, out); err != nil {
+		if err := storeHit(context.Background(), s, hits, out); err != nil {
 			t.Fatal(err)
 		}
 		if posts.Load() != want {
