@@ -1,6 +1,9 @@
 package configs
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // ReservedRouteNames cannot name a route: a telemetry counter key
 // "{prefix}m:{route}:{path}:{minute}" of such a route would read as the
@@ -28,6 +31,16 @@ type Telemetry struct {
 	// MaxEndpointsPerRoute caps distinct endpoint templates per route per
 	// minute (default 200); the overflow counts as "{route}:other".
 	MaxEndpointsPerRoute int `yaml:"max_endpoints_per_route"`
+	// RetentionDays is how many days of gateway_metrics rows are kept
+	// (default 90, at least 1): each aggregation, in `borda serve` and
+	// `borda aggregate`, deletes this environment's rows whose minute is
+	// older, so attacker-chosen paths cannot grow the table for ever.
+	RetentionDays int `yaml:"retention_days"`
+}
+
+// Retention is RetentionDays as a duration.
+func (t Telemetry) Retention() time.Duration {
+	return time.Duration(t.RetentionDays) * 24 * time.Hour
 }
 
 func defaultTelemetry() Telemetry {
@@ -37,6 +50,7 @@ func defaultTelemetry() Telemetry {
 		QueueSize:            65536,
 		FlushEvery:           Duration(1e9),
 		MaxEndpointsPerRoute: 200,
+		RetentionDays:        90,
 	}
 }
 
@@ -50,6 +64,9 @@ func (c *Config) validateTelemetry(p *problems) {
 	}
 	if t.FlushEvery <= 0 {
 		p.addf("telemetry.flush_every", "must be positive")
+	}
+	if t.RetentionDays < 1 || t.RetentionDays > 36500 {
+		p.addf("telemetry.retention_days", "must be between 1 and 36500 days")
 	}
 	if t.MaxEndpointsPerRoute < 1 {
 		p.addf("telemetry.max_endpoints_per_route", "must be at least 1")

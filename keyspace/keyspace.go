@@ -103,6 +103,12 @@ func (k Keyspace) MetricDimension(key string) (dimension string, minute time.Tim
 // {prefix}lock:aggregate.
 func (k Keyspace) AggregateLock() string { return k.prefix + "lock:aggregate" }
 
+// AggregateInterval marks an aggregation interval of `borda serve` as done:
+// {prefix}lock:aggregate:interval, set after a successful run for 9/10 of
+// telemetry.aggregate_every. Replicas skip their turn while it exists; a
+// one-shot `borda aggregate` ignores it (docs/telemetry.md).
+func (k Keyspace) AggregateInterval() string { return k.prefix + "lock:aggregate:interval" }
+
 // Forward is the forwarder's idempotency key of an event:
 // {prefix}wh:fwd:{event_id}.
 func (k Keyspace) Forward(eventID string) string { return k.prefix + "wh:fwd:" + eventID }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,12 +35,36 @@ ON CONFLICT (environment, kind, dimension, minute)
 DO UPDATE SET count = GREATEST(g.count, EXCLUDED.count), updated_at = now()
 WHERE g.count < EXCLUDED.count`
 
+// DefaultRetention is how long gateway_metrics rows are kept when the
+// Aggregator is given no retention (telemetry.retention_days, default 90):
+// a school term of baselines, and a bound on what attacker-chosen paths
+// can make the table hold.
+const DefaultRetention = 90 * 24 * time.Hour
+
+// expireBatch bounds the rows one DELETE removes, so expiring a large
+// backlog never holds long row locks or one huge transaction.
+const expireBatch = 10000
+
+// expireSQL deletes up to expireBatch rows of an environment older than
+// $2. The kind list (every kind the CHECK allows) lets the delete walk
+// gateway_metrics_kind_minute_idx (environment, kind, minute) instead of
+// the whole table.
+var expireSQL = `
+DELETE FROM gateway_metrics WHERE ctid = ANY (ARRAY(
+	SELECT ctid FROM gateway_metrics
+	WHERE environment = $1
+	  AND kind = ANY ('{endpoint,escola,blocked,would_block,status}'::text[])
+	  AND minute < $2
+	LIMIT ` + strconv.Itoa(expireBatch) + `))`
+
 // AggregateStore is the part of a go-redis client the Aggregator uses
 // (*redis.Client, *redis.ClusterClient and redis.UniversalClient fit; on a
 // cluster every master is scanned).
 type AggregateStore interface {
 	redis.Scripter
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	Exists(ctx context.Context, keys ...string) *redis.IntCmd
 	Scan(ctx context.Context, cursor uint64, match string, count int64) *redis.ScanCmd
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 }
@@ -61,6 +86,14 @@ type Report struct {
 	// Skipped counts keys under {prefix}m: that are not a counter a
 	// Recorder writes (bad dimension or value); they are logged and left.
 	Skipped int
+	// Invalid counts counters whose dimension is not ValidText or longer
+	// than 512 bytes (written by an older Borda or by something else),
+	// plus rows PostgreSQL refused as bad data (SQLSTATE class 22 or 23);
+	// they are logged, left to expire and never abort the run.
+	Invalid int
+	// Expired is the number of gateway_metrics rows of this environment
+	// deleted for being older than the retention (telemetry.retention_days).
+	Expired int64
 	// Rows is the number of gateway_metrics rows upserted (one per
 	// counter); Changed is how many of them were new or grew.
 	Rows    int
@@ -76,7 +109,8 @@ type Report struct {
 // LogValue implements slog.LogValuer.
 func (r Report) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.Int("keys", r.Keys), slog.Int("skipped", r.Skipped), slog.Int("rows", r.Rows),
+		slog.Int("keys", r.Keys), slog.Int("skipped", r.Skipped), slog.Int("invalid", r.Invalid),
+		slog.Int("rows", r.Rows), slog.Int64("expired", r.Expired),
 		slog.Int64("changed", r.Changed), slog.Int("minutes", r.Minutes),
 		slog.Time("first", r.First), slog.Time("last", r.Last), slog.Duration("duration", r.Duration))
 }
@@ -92,6 +126,7 @@ type Aggregator struct {
 	lastSuccess prometheus.Gauge
 	now         func() time.Time
 	backoffBase time.Duration // first retry delay of Run
+	retention   time.Duration
 }
 
 // NewAggregator returns an Aggregator reading rdb's counters under ks and
@@ -109,22 +144,41 @@ func NewAggregator(rdb AggregateStore, db Execer, ks keyspace.Keyspace, environm
 	return &Aggregator{
 		rdb: rdb, db: db, ks: ks, environment: environment, logger: logger,
 		lastSuccess: g, now: time.Now, backoffBase: 15 * time.Second,
+		retention: DefaultRetention,
 	}, nil
+}
+
+// SetRetention sets how long rows are kept (default DefaultRetention):
+// each successful run then deletes this environment's rows whose minute
+// is older than d, 10 000 per statement. It must be called before
+// Aggregate or Run; d below one day is refused, since the counters being
+// aggregated are up to 2 h old.
+func (a *Aggregator) SetRetention(d time.Duration) error {
+	if d < 24*time.Hour {
+		return fmt.Errorf("telemetry retention %s: must be at least 24h", d)
+	}
+	a.retention = d
+	return nil
 }
 
 // Aggregate runs one aggregation under the lock {prefix}lock:aggregate
 // and releases it: SCAN MATCH {prefix}m:* COUNT 1000 (never KEYS), MGET
-// each page, upsert the page into gateway_metrics. It returns ErrLocked,
-// without touching anything, when another process holds the lock. A
-// failed run may have written some pages; the next run sets the same
-// rows.
+// each page, upsert the page into gateway_metrics, then delete rows older
+// than the retention. It returns ErrLocked, without touching anything,
+// only when another run is in progress right now; an interval a `borda
+// serve` replica already aggregated does not stop it (re-runs set the same
+// rows). A failed run may have written some pages; the next run sets the
+// same rows.
 func (a *Aggregator) Aggregate(ctx context.Context) (Report, error) {
 	return a.aggregate(ctx, 0)
 }
 
-// aggregate is Aggregate keeping the lock for hold after a success (0:
-// release it). A failed run always releases it so another replica retries.
-func (a *Aggregator) aggregate(ctx context.Context, hold time.Duration) (rep Report, err error) {
+// aggregate is one run. With interval > 0 it is Run's turn: it is skipped
+// (errIntervalDone) when {prefix}lock:aggregate:interval exists, and a
+// success sets that marker for interval, before the run lock is
+// released, so a replica that takes the lock afterwards sees it. The run
+// lock itself is always released at the end.
+func (a *Aggregator) aggregate(ctx context.Context, interval time.Duration) (rep Report, err error) {
 	start := time.Now()
 	l, err := acquireLock(ctx, a.rdb, a.ks.AggregateLock(), lockTTL)
 	if err != nil {
@@ -135,16 +189,26 @@ func (a *Aggregator) aggregate(ctx context.Context, hold time.Duration) (rep Rep
 		// every replica until lockTTL.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		var lerr error
-		if err == nil && hold > 0 {
-			lerr = l.hold(uctx, hold)
-		} else {
-			lerr = l.release(uctx)
+		if err == nil && interval > 0 {
+			if merr := a.rdb.Set(uctx, a.ks.AggregateInterval(), l.token, interval).Err(); merr != nil {
+				// Other replicas then aggregate this interval again:
+				// harmless, re-runs set the same rows.
+				a.logger.Warn("aggregation interval not marked done", "error", merr)
+			}
 		}
-		if lerr != nil {
+		if lerr := l.release(uctx); lerr != nil {
 			a.logger.Warn("aggregation lock left to expire", "error", lerr)
 		}
 	}()
+	if interval > 0 {
+		n, xerr := a.rdb.Exists(ctx, a.ks.AggregateInterval()).Result()
+		if xerr != nil {
+			return rep, fmt.Errorf("reading the aggregation interval marker: %w", xerr)
+		}
+		if n > 0 {
+			return rep, errIntervalDone
+		}
+	}
 	// A run never outlives its lock: past lockTTL another replica may
 	// start, and a hung PostgreSQL must not stall Run's retries.
 	ctx, cancel := context.WithTimeout(ctx, lockTTL)
@@ -164,12 +228,32 @@ func (a *Aggregator) aggregate(ctx context.Context, hold time.Duration) (rep Rep
 		err = a.scan(ctx, a.rdb, false, page)
 	}
 	rep.Minutes = len(minutes)
+	if err == nil {
+		rep.Expired, err = a.expire(ctx)
+	}
 	rep.Duration = time.Since(start)
 	if err != nil {
 		return rep, err
 	}
 	a.lastSuccess.Set(float64(a.now().UnixNano()) / 1e9)
 	return rep, nil
+}
+
+// expire deletes this environment's rows older than the retention, in
+// batches of expireBatch, and returns how many it deleted.
+func (a *Aggregator) expire(ctx context.Context) (int64, error) {
+	cutoff := a.now().Add(-a.retention).UTC()
+	var total int64
+	for {
+		tag, err := a.db.Exec(ctx, expireSQL, a.environment, cutoff)
+		if err != nil {
+			return total, fmt.Errorf("deleting gateway_metrics rows older than %s: %w", cutoff.Format(time.RFC3339), err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < expireBatch {
+			return total, nil
+		}
+	}
 }
 
 // scanner is what one node's scan needs.
@@ -234,12 +318,12 @@ func readValues(ctx context.Context, c scanner, keys []string, cluster bool) ([]
 }
 
 // upsert parses one page and writes its rows. Keys that expired between
-// SCAN and MGET (nil values) are ignored.
+// SCAN and MGET (nil values) are ignored; keys that are not counters are
+// skipped and counters whose dimension is not ValidText are counted
+// invalid, never sent. When PostgreSQL refuses the page as bad data, it
+// is written row by row and the refused rows are counted invalid, so one
+// poisoned counter never stops the others from landing.
 func (a *Aggregator) upsert(ctx context.Context, keys []string, values []any, rep *Report, minutes map[int64]struct{}) error {
-	type rowKey struct {
-		kind, dim string
-		minute    int64
-	}
 	rows := make(map[rowKey]int64, len(keys))
 	for i, key := range keys {
 		if values[i] == nil {
@@ -252,7 +336,12 @@ func (a *Aggregator) upsert(ctx context.Context, keys []string, values []any, re
 		n, err := strconv.ParseInt(s, 10, 64)
 		if !ok || !ok2 || err != nil || n < 0 {
 			rep.Skipped++
-			a.logger.Warn("telemetry key skipped: not a counter", "key", key)
+			a.logger.Warn("telemetry key skipped: not a counter", "key", quoteKey(key))
+			continue
+		}
+		if len(value) > maxDimensionLen || !ValidText(value) {
+			rep.Invalid++
+			a.logger.Warn("telemetry counter skipped: its dimension is not valid text (invalid UTF-8, a control character, or too long)", "key", quoteKey(key))
 			continue
 		}
 		rows[rowKey{string(kind), value, minute.Unix()}] = n
@@ -260,16 +349,35 @@ func (a *Aggregator) upsert(ctx context.Context, keys []string, values []any, re
 	if len(rows) == 0 {
 		return nil
 	}
-	kinds := make([]string, 0, len(rows))
-	dims := make([]string, 0, len(rows))
-	mins := make([]time.Time, 0, len(rows))
-	counts := make([]int64, 0, len(rows))
-	for k, n := range rows {
-		kinds = append(kinds, k.kind)
-		dims = append(dims, k.dim)
+	changed, err := a.write(ctx, rows)
+	if isDataError(err) && len(rows) > 1 {
+		a.logger.Warn("gateway_metrics refused a page as bad data; writing it row by row", "rows", len(rows), "error", err)
+		changed, err = 0, nil
+		for k, n := range rows {
+			c, rerr := a.write(ctx, map[rowKey]int64{k: n})
+			if isDataError(rerr) {
+				rep.Invalid++
+				delete(rows, k)
+				a.logger.Warn("gateway_metrics refused a row", "kind", k.kind, "dimension", quoteKey(k.dim), "error", rerr)
+				continue
+			}
+			if rerr != nil {
+				err = rerr
+				break
+			}
+			changed += c
+		}
+	} else if isDataError(err) {
+		rep.Invalid++
+		a.logger.Warn("gateway_metrics refused a row", "error", err)
+		clear(rows)
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	for k := range rows {
 		t := time.Unix(k.minute, 0).UTC()
-		mins = append(mins, t)
-		counts = append(counts, n)
 		minutes[k.minute] = struct{}{}
 		if rep.First.IsZero() || t.Before(rep.First) {
 			rep.First = t
@@ -278,11 +386,55 @@ func (a *Aggregator) upsert(ctx context.Context, keys []string, values []any, re
 			rep.Last = t
 		}
 	}
+	rep.Rows += len(rows)
+	rep.Changed += changed
+	return nil
+}
+
+// rowKey is one gateway_metrics row's identity within an environment.
+type rowKey struct {
+	kind, dim string
+	minute    int64 // Unix seconds
+}
+
+// write upserts rows in one statement and returns how many were new or
+// grew.
+func (a *Aggregator) write(ctx context.Context, rows map[rowKey]int64) (int64, error) {
+	kinds := make([]string, 0, len(rows))
+	dims := make([]string, 0, len(rows))
+	mins := make([]time.Time, 0, len(rows))
+	counts := make([]int64, 0, len(rows))
+	for k, n := range rows {
+		kinds = append(kinds, k.kind)
+		dims = append(dims, k.dim)
+		mins = append(mins, time.Unix(k.minute, 0).UTC())
+		counts = append(counts, n)
+	}
 	tag, err := a.db.Exec(ctx, upsertSQL, a.environment, kinds, dims, mins, counts)
 	if err != nil {
-		return fmt.Errorf("upserting %d rows into gateway_metrics: %w", len(rows), err)
+		return 0, fmt.Errorf("upserting %d rows into gateway_metrics: %w", len(rows), err)
 	}
-	rep.Rows += len(rows)
-	rep.Changed += tag.RowsAffected()
-	return nil
+	return tag.RowsAffected(), nil
+}
+
+// isDataError reports whether PostgreSQL refused a statement for its data:
+// SQLSTATE class 22 (data exception: invalid byte sequence, NUL in text,
+// value too long) or 23 (integrity constraint violation: a CHECK). Any
+// other failure (connection, missing table, permission) stops the run.
+func isDataError(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || len(pe.Code) != 5 {
+		return false
+	}
+	return strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23")
+}
+
+// quoteKey renders a key or value for a log line: Go-quoted ASCII (so no
+// raw control byte or invalid UTF-8 reaches the log) and cut at 200 bytes.
+func quoteKey(s string) string {
+	const max = 200
+	if len(s) > max {
+		return strconv.QuoteToASCII(s[:max]) + "…"
+	}
+	return strconv.QuoteToASCII(s)
 }

@@ -21,7 +21,11 @@ type eventKey struct {
 type batch struct {
 	keys   map[eventKey]int64
 	events int // events folded since the last reset
-	cap    *endpointCap
+	// invalidEscola counts events whose escola_id was not counted per
+	// school (not ValidText or longer than maxEscolaLen), since the last
+	// takeInvalid.
+	invalidEscola int
+	cap           *endpointCap
 
 	counts map[counter]int64 // reused by increments
 	incs   []Increment       // reused by increments
@@ -55,7 +59,12 @@ func (b *batch) add(e Event, now func() time.Time) {
 	if status < 100 || status > 999 {
 		status = 0 // not counted under status
 	}
-	b.keys[eventKey{route: route, tmpl: tmpl, escola: e.Escola, status: status, minute: minute, blocked: e.Blocked, wouldBlock: e.WouldBlock}]++
+	escola := e.Escola
+	if escola != "" && (len(escola) > maxEscolaLen || !ValidText(escola)) {
+		escola = "" // still counted under its endpoint and status
+		b.invalidEscola++
+	}
+	b.keys[eventKey{route: route, tmpl: tmpl, escola: escola, status: status, minute: minute, blocked: e.Blocked, wouldBlock: e.WouldBlock}]++
 	b.events++
 }
 
@@ -84,6 +93,14 @@ func (b *batch) increments(ks keyspace.Keyspace) []Increment {
 		b.incs = append(b.incs, Increment{Key: ks.Metric(c.dimension(), time.Unix(c.minute*60, 0)), Delta: n})
 	}
 	return b.incs
+}
+
+// takeInvalid returns and zeroes the counts of values replaced since the
+// last call: endpoint templates counted as other, escola_ids not counted.
+func (b *batch) takeInvalid() (endpoint, escola int) {
+	endpoint, escola = b.cap.invalid, b.invalidEscola
+	b.cap.invalid, b.invalidEscola = 0, 0
+	return endpoint, escola
 }
 
 func (b *batch) reset() {

@@ -101,6 +101,7 @@ type endpointCap struct {
 	max     int
 	minutes map[int64]map[string]map[string]struct{} // minute → route → templates
 	newest  int64
+	invalid int // templates counted as other for being too long or not ValidText
 }
 
 func newEndpointCap(max int) *endpointCap {
@@ -109,14 +110,19 @@ func newEndpointCap(max int) *endpointCap {
 
 // endpoint returns the route and template to count a request under: the
 // event's route (or "unrouted") and its path template, or "other" once the
-// route already has max templates in that minute. Minutes more than two
+// route already has max templates in that minute, or when the template is
+// longer than maxTemplateLen or not ValidText (counted in invalid). Minutes more than two
 // behind the newest seen are forgotten.
 func (c *endpointCap) endpoint(route, path string, minute int64) (string, string) {
 	if route == "" {
 		return unroutedRoute, otherTemplate
 	}
 	tmpl := Template(path)
-	if len(tmpl) > maxTemplateLen {
+	if len(tmpl) > maxTemplateLen || !ValidText(tmpl) {
+		// A 4 KB path, "%ff", "%00" or a control character: PostgreSQL
+		// would refuse the row, and a key is no place for it
+		// (docs/telemetry.md, "Keys").
+		c.invalid++
 		return route, otherTemplate
 	}
 	if minute > c.newest {

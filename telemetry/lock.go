@@ -12,9 +12,14 @@ import (
 )
 
 // ErrLocked is returned by Aggregate when another process holds the
-// aggregation lock (it is aggregating, or aggregated within the hold of
-// the runner): this run is skipped, which is not a failure.
-var ErrLocked = errors.New("telemetry: another aggregation holds the lock")
+// aggregation lock {prefix}lock:aggregate: a run is in progress right now
+// (or one crashed less than 10 min ago). This run is skipped, which is not
+// a failure. The lock is held only while a run lasts.
+var ErrLocked = errors.New("telemetry: another aggregation is running now")
+
+// errIntervalDone is how Run's turn ends when another replica already
+// aggregated this interval ({prefix}lock:aggregate:interval exists).
+var errIntervalDone = errors.New("telemetry: this interval was aggregated already")
 
 // releaseScript deletes the lock only when it still holds our token
 // (compare-and-delete), so a run that outlived its TTL never frees a lock
@@ -22,15 +27,6 @@ var ErrLocked = errors.New("telemetry: another aggregation holds the lock")
 var releaseScript = redis.NewScript(`
 if redis.call("GET", KEYS[1]) == ARGV[1] then
 	return redis.call("DEL", KEYS[1])
-end
-return 0`)
-
-// holdScript sets the lock's TTL to ARGV[2] ms when it still holds our
-// token (compare-and-pexpire): the runner keeps the lock after a
-// successful run so replicas on other phases skip the rest of the period.
-var holdScript = redis.NewScript(`
-if redis.call("GET", KEYS[1]) == ARGV[1] then
-	return redis.call("PEXPIRE", KEYS[1], ARGV[2])
 end
 return 0`)
 
@@ -67,14 +63,6 @@ func acquireLock(ctx context.Context, c lockStore, key string, ttl time.Duration
 func (l *lock) release(ctx context.Context) error {
 	if err := releaseScript.Run(ctx, l.c, []string{l.key}, l.token).Err(); err != nil {
 		return fmt.Errorf("releasing the aggregation lock: %w", err)
-	}
-	return nil
-}
-
-// hold keeps the lock for d from now if it is still ours.
-func (l *lock) hold(ctx context.Context, d time.Duration) error {
-	if err := holdScript.Run(ctx, l.c, []string{l.key}, l.token, d.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("holding the aggregation lock: %w", err)
 	}
 	return nil
 }

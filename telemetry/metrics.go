@@ -21,6 +21,10 @@ type recorderMetrics struct {
 	storeError    prometheus.Counter
 	stopped       prometheus.Counter
 	flushDuration prometheus.Histogram
+	// invalidEndpoint and invalidEscola are
+	// borda_telemetry_invalid_values_total{dimension}.
+	invalidEndpoint prometheus.Counter
+	invalidEscola   prometheus.Counter
 }
 
 func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
@@ -39,12 +43,21 @@ func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	invalid, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "borda_telemetry_invalid_values_total",
+		Help: "Request values kept out of telemetry keys for being invalid UTF-8, holding control characters or being too long, by dimension (endpoint: counted as {route}:other; escola: not counted per school).",
+	}, []string{"dimension"}))
+	if err != nil {
+		return nil, err
+	}
 	return &recorderMetrics{
-		dropped:       dropped,
-		queueFull:     dropped.WithLabelValues(dropQueueFull),
-		storeError:    dropped.WithLabelValues(dropStoreError),
-		stopped:       dropped.WithLabelValues(dropStopped),
-		flushDuration: flush,
+		invalidEndpoint: invalid.WithLabelValues("endpoint"),
+		invalidEscola:   invalid.WithLabelValues("escola"),
+		dropped:         dropped,
+		queueFull:       dropped.WithLabelValues(dropQueueFull),
+		storeError:      dropped.WithLabelValues(dropStoreError),
+		stopped:         dropped.WithLabelValues(dropStopped),
+		flushDuration:   flush,
 	}, nil
 }
 

@@ -179,6 +179,10 @@ func (r *Recorder) fold(ctx context.Context, b *batch) {
 			r.flush(ctx, b)
 		}
 	}
+	if endpoint, escola := b.takeInvalid(); endpoint+escola > 0 {
+		r.metrics.invalidEndpoint.Add(float64(endpoint))
+		r.metrics.invalidEscola.Add(float64(escola))
+	}
 }
 
 // drain folds what is queued now and flushes it.

@@ -11,9 +11,12 @@ import (
 // `borda serve` (telemetry.aggregate_every, default 1h). It returns only
 // when ctx is done.
 //
-// After a success the lock is kept for 9/10 of interval, so N replicas
-// whose timers have different phases still aggregate once per interval; a
-// replica that finds the lock taken skips its turn. A failure (PostgreSQL
+// After a success {prefix}lock:aggregate:interval is set for 9/10 of
+// interval, so N replicas whose timers have different phases still
+// aggregate once per interval: a replica that finds it, or finds a run in
+// progress ({prefix}lock:aggregate), skips its turn. The run lock is held
+// only while a run lasts, so a one-shot `borda aggregate` is never turned
+// away by a run that already ended. A failure (PostgreSQL
 // down, gateway_metrics not migrated yet, Redis unreachable) is logged
 // and retried after 15 s, doubling up to interval, with ±20 % jitter. The
 // 2 h TTL of the counters bounds what a long outage loses.
@@ -31,7 +34,11 @@ func (a *Aggregator) Run(ctx context.Context, interval time.Duration) {
 		case errors.Is(err, ErrLocked):
 			failures = 0
 			wait = interval
-			a.logger.Debug("telemetry aggregation skipped: another replica holds the lock")
+			a.logger.Debug("telemetry aggregation skipped: another process is aggregating now")
+		case errors.Is(err, errIntervalDone):
+			failures = 0
+			wait = interval
+			a.logger.Debug("telemetry aggregation skipped: another replica aggregated this interval")
 		case ctx.Err() != nil:
 			return
 		default:

@@ -17,8 +17,9 @@ import (
 // runAggregate is `borda aggregate --config FILE`: one aggregation of the
 // Redis telemetry counters into PostgreSQL gateway_metrics, for cron. It
 // needs redis.url (REDIS_URL) and database.url (DATABASE_URL). Exit 0 when
-// it aggregated or another process held the lock, 1 on failure, 2 on
-// usage or config errors.
+// it aggregated or another run was in progress right now, 1 on failure, 2
+// on usage or config errors. An interval a `borda serve` already
+// aggregated does not stop it (docs/telemetry.md).
 func runAggregate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, path := newFlags("aggregate", stderr)
 	if code, ok := parseFlags(fs, args); !ok {
@@ -59,21 +60,25 @@ func runAggregate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 1
 	}
+	if err := agg.SetRetention(cfg.Telemetry.Retention()); err != nil {
+		fmt.Fprintf(stderr, "borda: %v\n", err)
+		return 2
+	}
 	rep, err := agg.Aggregate(ctx)
 	switch {
 	case errors.Is(err, telemetry.ErrLocked):
-		fmt.Fprintf(stdout, "skipped: another process holds %s (it aggregated recently or is aggregating now)\n", ks.AggregateLock())
+		fmt.Fprintf(stdout, "skipped: another aggregation is running now (it holds %s; a crashed run's lock expires within 10 minutes)\n", ks.AggregateLock())
 		return 0
 	case err != nil:
 		logger.Error("aggregation failed", "error", err, "report", rep)
 		fmt.Fprintf(stderr, "borda: aggregate: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "aggregated %d counters into %d rows (%d new or changed, %d skipped), %d minutes",
-		rep.Keys, rep.Rows, rep.Changed, rep.Skipped, rep.Minutes)
+	fmt.Fprintf(stdout, "aggregated %d counters into %d rows (%d new or changed, %d skipped, %d invalid), %d minutes",
+		rep.Keys, rep.Rows, rep.Changed, rep.Skipped, rep.Invalid, rep.Minutes)
 	if rep.Minutes > 0 {
 		fmt.Fprintf(stdout, " from %s to %s", rep.First.Format("2006-01-02T15:04Z"), rep.Last.Format("2006-01-02T15:04Z"))
 	}
-	fmt.Fprintf(stdout, ", in %s\n", rep.Duration.Round(1e6))
+	fmt.Fprintf(stdout, "; %d rows older than %d days deleted, in %s\n", rep.Expired, cfg.Telemetry.RetentionDays, rep.Duration.Round(1e6))
 	return 0
 }

@@ -152,6 +152,10 @@ func (a *app) aggregate(ctx context.Context, cfg configs.Config, ks keyspace.Key
 		a.log.Error("aggregation off", "err", err)
 		return
 	}
+	if err := agg.SetRetention(cfg.Telemetry.Retention()); err != nil {
+		a.log.Error("aggregation off", "err", err)
+		return
+	}
 	agg.Run(ctx, cfg.Telemetry.AggregateEvery.D())
 }
 

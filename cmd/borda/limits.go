@@ -26,6 +26,10 @@ const limitsTimeout = 5 * time.Second
 //	borda limits relax --rule NAME --factor F --for DURATION
 //	borda limits show
 //
+// show prints the configured rules and each one's live relax; when the
+// store does not answer it still prints the rules, with RELAX "?" and a
+// note saying the live values are unavailable (exit 0).
+//
 // relax writes {prefix}cfg:relax:{rule} = F with TTL DURATION; every
 // running instance multiplies that rule's limit by F within
 // rate_limits.relax_poll and drops it when the key expires. F ≥ 1.
@@ -109,6 +113,7 @@ func runLimitsShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	relax := make([]ratelimit.RelaxValue, len(names))
 	note := ""
+	unknown := false // the store did not answer: relaxes unknown
 	if store, ks, closeStore, err := sharedStore(cfg); err != nil {
 		note = "relax: " + err.Error()
 	} else {
@@ -116,15 +121,19 @@ func runLimitsShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cctx, cancel := context.WithTimeout(ctx, limitsTimeout)
 		defer cancel()
 		if relax, err = ratelimit.ReadRelaxes(cctx, store, ks, names); err != nil {
-			fmt.Fprintf(stderr, "borda limits show: %v\n", err)
-			return 1
+			// The configured rules are still worth seeing in an
+			// incident, which is when the store is most likely down.
+			relax, unknown = make([]ratelimit.RelaxValue, len(names)), true
+			note = fmt.Sprintf("relax: unavailable, the %s store did not answer (%v); RELAX ? = live relaxes unknown, the rules above are the configured ones", cfg.StoreKind(), err)
 		}
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RULE\tSCOPE\tALGORITHM\tLIMIT\tWINDOW\tMODE\tROUTES\tRELAX")
 	for i, r := range cfg.RateLimits.Rules {
 		rx := "-"
-		if relax[i].Factor >= 1 {
+		if unknown {
+			rx = "?"
+		} else if relax[i].Factor >= 1 {
 			rx = fmt.Sprintf("×%s for %v", fmt.Sprint(relax[i].Factor), relax[i].TTL.Round(time.Second))
 		}
 		limit := fmt.Sprint(r.Limit)

@@ -75,3 +75,21 @@ func TestLimits_RelaxRefusesFactorBelowOneAndUnknownRule(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// Issue 16 §4: in an incident Redis is the likeliest thing down, and
+// `borda limits show` failed instead of listing the configured rules.
+func TestLimitsShowListsTheRulesWhenRedisIsUnreachable(t *testing.T) {
+	t.Setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+	path := writeLimitsConfig(t, servicetest.KeyPrefix(t))
+	var out, errb bytes.Buffer
+	if code := runLimits(context.Background(), []string{"show", "--config", path}, &out, &errb); code != 0 {
+		t.Fatalf("show exit %d with Redis down: %s", code, errb.String())
+	}
+	got := out.String()
+	t.Logf("output:\n%s", got)
+	for _, want := range []string{"burst", "ip", "50", "portal", "?", "relax: unavailable", "live relaxes unknown"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("show output lacks %q", want)
+		}
+	}
+}

@@ -105,11 +105,3 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nEvery command but healthcheck and version takes --config FILE (default configs/local.yaml, or $BORDA_CONFIG).")
 }
-
-func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if code, ok := parseFlags(newBareFlags("version", stderr), args); !ok {
-		return code
-	}
-	fmt.Fprintf(stdout, "borda %s\n", version)
-	return 0
-}

@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// telemetryRig is one test's Redis key prefix, PostgreSQL schema (with
+// gateway_metrics migrated by the real `borda migrate`) and the config
+// file both `borda serve` and `borda aggregate` read.
+type telemetryRig struct {
+	rdb    redis.UniversalClient
+	ks     keyspace.Keyspace
+	db     *pgxpool.Pool
+	config string // serve config, {LISTEN}/{ADMIN} not yet replaced
+	file   string // the same config written for the one-shot commands
+}
+
+func newTelemetryRig(t *testing.T, upstream string) *telemetryRig {
+	t.Helper()
+	redisURL := servicetest.RedisURL(t)
+	db, dbURL := servicetest.IsolatedDatabase(t)
+	r := &telemetryRig{
+		rdb: servicetest.RedisClient(t, redisURL, false),
+		ks:  keyspace.MustNew(servicetest.KeyPrefix(t)),
+		db:  db,
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		iter := r.rdb.Scan(ctx, 0, r.ks.Prefix()+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			r.rdb.Del(ctx, iter.Val())
+		}
+	})
+	r.config = fmt.Sprintf(`environment: development
+listen: "{LISTEN}"
+admin_listen: "{ADMIN}"
+redis:
+  url: %q
+  key_prefix: %q
+database:
+  url: %q
+amqp:
+  url: "amqp://guest:guest@127.0.0.1:1/"
+telemetry:
+  enabled: true
+  flush_every: 100ms
+  aggregate_every: 1h
+routes:
+  - name: app
+    path_prefix: /
+    upstream: %q
+`, redisURL, r.ks.Prefix(), dbURL, upstream)
+	r.file = filepath.Join(t.TempDir(), "oneshot.yaml")
+	oneshot := strings.NewReplacer("{LISTEN}", freePort(t), "{ADMIN}", freePort(t)).Replace(r.config)
+	if err := os.WriteFile(r.file, []byte(oneshot), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := r.run(t, "migrate"); code != 0 {
+		t.Fatalf("borda migrate exited %d:\n%s", code, out)
+	}
+	return r
+}
+
+// serveWithoutDatabase is the serve config with database.url removed, so
+// the serve does not aggregate by itself.
+func (r *telemetryRig) serveWithoutDatabase() string {
+	i := strings.Index(r.config, "database:\n")
+	j := strings.Index(r.config, "amqp:\n")
+	return r.config[:i] + r.config[j:]
+}
+
+// run runs a one-shot borda command with the rig's config and returns its
+// combined output and exit code.
+func (r *telemetryRig) run(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, borda(t), append(args, "--config", r.file)...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil && cmd.ProcessState == nil {
+		t.Fatalf("running borda %v: %v", args, err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// waitForCounter waits (bounded) until a counter key matching pattern
+// exists under the rig's prefix.
+func (r *telemetryRig) waitForCounter(t *testing.T, pattern string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		keys, _, err := r.rdb.Scan(t.Context(), 0, r.ks.Prefix()+pattern, 1000).Result()
+		if err == nil && len(keys) > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no counter %s%s within 10 s", r.ks.Prefix(), pattern)
+}
+
+// rows returns the rig's gateway_metrics rows as "kind dimension count".
+func (r *telemetryRig) rows(t *testing.T) []string {
+	t.Helper()
+	rows, err := r.db.Query(t.Context(), `SELECT kind, dimension, sum(count) FROM gateway_metrics
+		WHERE environment = 'development' GROUP BY kind, dimension ORDER BY kind, dimension`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var kind, dim string
+		var n int64
+		if err := rows.Scan(&kind, &dim, &n); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s %s %d", kind, dim, n))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Issue 13 item 5: one request with "%ff" or "%00" in its path became a
+// telemetry key whose row PostgreSQL refused, and every `borda aggregate`
+// failed for the key's 2 h. Every member of the class (invalid UTF-8 raw
+// or percent-encoded, overlong forms, NUL, C0, DEL, C1) is sent through
+// the real binary; the one-shot aggregation succeeds, the good rows land,
+// the hostile paths count as app:other, and a poisoned key an older Borda
+// left in Redis is skipped and counted.
+func TestHostilePathsDoNotPoisonTheAggregation(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	// serve without the database: only the one-shot aggregates here.
+	p := startServe(t, rig.serveWithoutDatabase())
+	hostile := []string{
+		"/a/%ff", "/a/%FF%FE", "/a/%00", "/a/x%00y", "/a/%c0%af", "/a/%c0%80", "/a/%ed%a0%80",
+		"/a/%e2%82", "/a/%1b%5b31m", "/a/%0d%0aforged", "/a/%09", "/a/%7f", "/a/%c2%85", "/a/%c2%9b",
+		"/a/\xff", "/a/\xc3\xa7\xfe",
+		"/" + strings.Repeat("z", 400),
+	}
+	good := []string{"/api/alunos/42", "/api/alunos/43", "/a%C3%A7%C3%A3o"}
+	for _, path := range append(hostile, good...) {
+		resp, _, err := rawExchange(t, p.public, "GET "+path+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
+		if err != nil {
+			t.Fatalf("GET %q: %v", path, err)
+		}
+		t.Logf("GET %q → %d", path, resp.StatusCode)
+	}
+	rig.waitForCounter(t, "m:app:/ação:*")
+	// What a Borda without the fix wrote for "/a/%ff" and "/a/%00".
+	minute := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
+	for _, dim := range []string{"app:/a/\xff", "app:/a/\x00", "escola:e\x00"} {
+		if err := rig.rdb.Set(t.Context(), rig.ks.Metric(dim, minute), 1, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	out, code := rig.run(t, "aggregate")
+	t.Logf("borda aggregate:\n%s", out)
+	if code != 0 {
+		t.Fatalf("borda aggregate exited %d, want 0", code)
+	}
+	if !strings.Contains(out, "3 invalid") {
+		t.Errorf("the report does not count the 3 poisoned keys as invalid: %s", out)
+	}
+	rows := rig.rows(t)
+	t.Logf("rows: %q", rows)
+	has := func(prefix string) bool {
+		for _, r := range rows {
+			if strings.HasPrefix(r, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, want := range []string{"endpoint app:/api/alunos/{id} 2", "endpoint app:/ação 1", "endpoint app:other "} {
+		if !has(want) {
+			t.Errorf("no row %q", want)
+		}
+	}
+	for _, r := range rows {
+		if !utf8.ValidString(r) || strings.ContainsFunc(r, func(c rune) bool { return c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0x9f) }) {
+			t.Errorf("row %q holds invalid text", r)
+		}
+		if strings.HasPrefix(r, "endpoint app:/a/") {
+			t.Errorf("hostile path landed as its own row: %q", r)
+		}
+	}
+	// The other-counted paths show in the metric operators watch.
+	resp := get(t, p.admin+"/metrics", "")
+	defer resp.Body.Close()
+	metrics, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(metrics), `borda_telemetry_invalid_values_total{dimension="endpoint"}`) {
+		t.Errorf("/metrics has no borda_telemetry_invalid_values_total{dimension=\"endpoint\"}")
+	}
+}
+
+// Issue 16 §2.3: a `borda serve` with a database aggregates at start and
+// then kept the lock for 54 minutes, so an operator's `borda aggregate`
+// printed "skipped" for most of every hour. Now it runs.
+func TestOneShotAggregateRunsRightAfterServeAggregated(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	p := startServe(t, rig.config)
+	// serve's first turn, at start.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if strings.Contains(p.logs.String(), `"msg":"telemetry aggregated"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not aggregate within 15 s:\n%s", p.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, _, err := rawExchange(t, p.public, "GET /api/alunos/7 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET: %v %v", resp, err)
+	}
+	rig.waitForCounter(t, "m:app:/api/alunos/{id}:*")
+	if n, _ := rig.rdb.Exists(t.Context(), rig.ks.AggregateInterval()).Result(); n != 1 {
+		t.Errorf("serve's turn did not mark the interval done (%s)", rig.ks.AggregateInterval())
+	}
+	out, code := rig.run(t, "aggregate")
+	if code != 0 || strings.Contains(out, "skipped: ") || !strings.Contains(out, "aggregated 2 counters") {
+		t.Fatalf("borda aggregate right after serve's turn: exit %d\n%s", code, out)
+	}
+	if rows := rig.rows(t); !strings.Contains(strings.Join(rows, "\n"), "endpoint app:/api/alunos/{id} 1") {
+		t.Errorf("rows = %q, want the request counted", rows)
+	}
+}

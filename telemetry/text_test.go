@@ -1,0 +1,111 @@
+package telemetry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// hostileTexts are values PostgreSQL refuses in a UTF8 text column, or
+// that no log line or key should carry: each member of the class
+// "invalid UTF-8 or control character" (issue 13 item 5). A request path
+// "%ff" decodes to the raw byte 0xff, "%00" to NUL.
+var hostileTexts = map[string]string{
+	"raw 0xff (from %ff)":       "/a/\xff",
+	"NUL (from %00)":            "/a/\x00b",
+	"lone continuation byte":    "/\x80",
+	"truncated sequence":        "/euro\xe2\x82",
+	"overlong slash":            "/\xc0\xaf",
+	"overlong NUL":              "/\xc0\x80",
+	"UTF-16 surrogate":          "/\xed\xa0\x80",
+	"beyond U+10FFFF":           "/\xf4\x90\x80\x80",
+	"ESC (C0)":                  "/x\x1b[31m",
+	"newline (C0)":              "/x\nforged: line",
+	"tab (C0)":                  "/x\ty",
+	"DEL":                       "/x\x7f",
+	"NEL U+0085 (C1)":           "/x\u0085",
+	"CSI U+009B (C1)":           "/x\u009b",
+	"invalid after valid runes": "/ação/\xfe",
+}
+
+func TestValidTextRefusesInvalidUTF8AndControls(t *testing.T) {
+	t.Parallel()
+	for name, s := range hostileTexts {
+		if ValidText(s) {
+			t.Errorf("%s: ValidText(%q) = true", name, s)
+		}
+	}
+	for _, s := range []string{"", "/", "/api/alunos/{id}", "/ação/matrícula", "/日本語", "/emoji/\U0001F600", "/x y", "/~!$&'()*+,;=:@", "\u00a0"} {
+		if !ValidText(s) {
+			t.Errorf("ValidText(%q) = false, want true", s)
+		}
+	}
+}
+
+func invalidValues(t *testing.T, r *Recorder, dimension string) float64 {
+	t.Helper()
+	c := r.metrics.invalidEndpoint
+	if dimension == "escola" {
+		c = r.metrics.invalidEscola
+	}
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// A path that is not valid text never becomes a key: it counts as
+// "{route}:other" and in borda_telemetry_invalid_values_total, and so does
+// a template over 256 bytes. A bad escola_id is not counted per school.
+func TestHostilePathsAndEscolaIDsNeverBecomeKeys(t *testing.T) {
+	t.Parallel()
+	ks := keyspace.MustNew("olp-dev:t:")
+	sink := &memSink{}
+	r, _ := newTestRecorder(t, testConfig(100), ks, sink)
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC)
+	for _, p := range hostileTexts {
+		r.Record(Event{Time: at, Route: "portal", Path: p, Status: 200})
+	}
+	r.Record(Event{Time: at, Route: "portal", Path: "/" + strings.Repeat("z", 300), Status: 200})
+	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "e\xff"})
+	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "e\u0085"})
+	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: strings.Repeat("9", 300)})
+	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "3141"})
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(hostileTexts) + 1)
+	want := map[string]int64{
+		"olp-dev:t:m:portal:other:202603040506": n,
+		"olp-dev:t:m:portal:/ação:202603040506": 4,
+		"olp-dev:t:m:escola:3141:202603040506":  1,
+		"olp-dev:t:m:status:200:202603040506":   n + 4,
+	}
+	for k, c := range want {
+		if got := sink.get(k); got != c {
+			t.Errorf("%s = %d, want %d", k, got, c)
+		}
+	}
+	if len(sink.counts) != len(want) {
+		t.Errorf("sink has %d keys, want %d: %v", len(sink.counts), len(want), sink.counts)
+	}
+	for k := range sink.counts {
+		if !ValidText(k) {
+			t.Errorf("key %q is not valid text", k)
+		}
+	}
+	if got := invalidValues(t, r, "endpoint"); got != float64(n) {
+		t.Errorf("invalid endpoint values = %v, want %d", got, n)
+	}
+	if got := invalidValues(t, r, "escola"); got != 3 {
+		t.Errorf("invalid escola values = %v, want 3", got)
+	}
+}
