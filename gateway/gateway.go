@@ -96,6 +96,12 @@ type Server struct {
 	// keepUnderscores is headers_with_underscores: allow (else such
 	// request headers are dropped before the upstream).
 	keepUnderscores bool
+	// bodyTimeout and bodyMinRate are server.body_timeout and
+	// server.body_min_rate (bytes/s) for bodies on proxied routes.
+	bodyTimeout time.Duration
+	bodyMinRate int64
+	// maxConns is server.max_connections (Listener).
+	maxConns int
 
 	public http.Handler
 	admin  http.Handler
@@ -144,6 +150,10 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		s.ip.v6Bits = 64
 	}
 	s.keepUnderscores = cfg.HeadersWithUnderscores == "allow"
+	s.bodyTimeout, s.bodyMinRate, s.maxConns = cfg.Server.BodyTimeout.D(), cfg.Server.BodyMinRate, cfg.Server.MaxConnections
+	if s.bodyTimeout <= 0 { // a Config not from Load or Default
+		s.bodyTimeout, s.bodyMinRate = 60*time.Second, 500
+	}
 	if s.webhook != nil {
 		for _, p := range s.webhook.Paths() {
 			if p != "" {

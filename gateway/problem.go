@@ -6,8 +6,8 @@ import (
 	"strconv"
 )
 
-// problem is an RFC 9457 problem detail the gateway answers itself (404,
-// 500, 502, 504), in PT-BR like every user-facing message of Borda.
+// problem is an RFC 9457 problem detail the gateway answers itself (400,
+// 404, 408, 500, 502, 504, 505), in PT-BR like every user-facing message of Borda.
 type problem struct {
 	Type      string `json:"type"`
 	Title     string `json:"title"`
@@ -24,6 +24,14 @@ var (
 		Detail: "Não foi possível contatar o serviço de destino. Tente novamente em instantes."}
 	problemGatewayTimeout = problem{Title: "Tempo de resposta esgotado", Status: http.StatusGatewayTimeout,
 		Detail: "O serviço de destino demorou demais para responder. Tente novamente em instantes."}
+	problemBadTarget = problem{Title: "Requisição inválida", Status: http.StatusBadRequest,
+		Detail: "O alvo da requisição não é um caminho (use /caminho)."}
+	problemVersionNotSupported = problem{Title: "Versão do HTTP não suportada", Status: http.StatusHTTPVersionNotSupported,
+		Detail: "Este endereço atende HTTP/1.1; o prefácio do HTTP/2 sem TLS não é aceito."}
+	problemMalformedBody = problem{Title: "Corpo da requisição malformado", Status: http.StatusBadRequest,
+		Detail: "O corpo da requisição não segue o enquadramento HTTP (codificação chunked inválida)."}
+	problemRequestTimeout = problem{Title: "Tempo de envio esgotado", Status: http.StatusRequestTimeout,
+		Detail: "O corpo da requisição não chegou a tempo. Envie a requisição novamente."}
 	problemInternal = problem{Title: "Erro interno", Status: http.StatusInternalServerError,
 		Detail: "Ocorreu um erro inesperado no gateway. Tente novamente em instantes."}
 )
