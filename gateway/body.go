@@ -55,7 +55,9 @@ type requestBody struct {
 	reading bool          // a read is blocked on the client now
 	eof     bool
 	cut     bool
-	kind    string // "", clientBodyTimeout, clientMalformedBody, or "gone"
+	cutWait bool      // a read was blocked on the client when stop cut it
+	due     time.Time // the armed read's own deadline
+	kind    string    // "", clientBodyTimeout, clientMalformedBody, or "gone"
 }
 
 // bodyGone is the failure kind of a client that went away mid-body.
@@ -64,7 +66,7 @@ const bodyGone = "gone"
 func (b *requestBody) reset(inner io.ReadCloser, rw http.ResponseWriter) {
 	b.inner, b.rw, b.rc = inner, rw, nil
 	b.armed, b.idle, b.minRate, b.n, b.waited = false, 0, 0, 0, 0
-	b.reading, b.eof, b.cut, b.kind = false, false, false, ""
+	b.reading, b.eof, b.cut, b.cutWait, b.kind = false, false, false, false, ""
 }
 
 // arm turns on the read deadlines of a proxied route.
@@ -110,7 +112,8 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			return 0, os.ErrDeadlineExceeded
 		}
 		start = time.Now()
-		_ = b.controller().SetReadDeadline(start.Add(a)) // ErrNotSupported (tests' recorders): no deadline
+		b.due = start.Add(a)
+		_ = b.controller().SetReadDeadline(b.due) // ErrNotSupported (tests' recorders): no deadline
 	}
 	b.reading = true
 	b.mu.Unlock()
@@ -133,9 +136,19 @@ func (b *requestBody) Read(p []byte) (int, error) {
 			// notice a client that goes away; no deadline may cut that.
 			_ = b.controller().SetReadDeadline(time.Time{})
 		}
-	case b.cut:
-		err = errBodyCut
-	case b.kind == "":
+	case b.kind != "":
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// Ours when the read's own deadline passed; else stop's cut
+		// (which may also win the race after net/http cancelled the
+		// request on this very error).
+		if b.armed && !time.Now().Before(b.due) {
+			b.kind = clientBodyTimeout
+		} else if b.cut {
+			err = errBodyCut
+		} else {
+			b.kind = clientBodyTimeout
+		}
+	default:
 		b.kind = classifyBodyError(err)
 	}
 	return n, err
@@ -174,6 +187,7 @@ func (b *requestBody) stop() {
 		return
 	}
 	b.cut = true
+	b.cutWait = b.reading
 	_ = b.controller().SetReadDeadline(time.Now())
 }
 
@@ -185,9 +199,9 @@ func (b *requestBody) unfinished() bool {
 }
 
 // failure returns the body's failure kind ("" for none) and whether a
-// read is blocked on the client right now.
+// read is blocked on the client right now (or was when stop cut it).
 func (b *requestBody) failure() (kind string, waiting bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.kind, b.reading
+	return b.kind, b.reading || b.cutWait
 }

@@ -284,7 +284,13 @@ func (s *Server) Close() error {
 
 func (s *Server) publicMux(chain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch p := r.URL.Path; {
+		p := r.URL.Path
+		if r.Body != http.NoBody && (p == "/healthz" || strings.HasPrefix(p, "/readyz")) {
+			// Probes read no body: never wait for one (body.go).
+			w.Header()["Connection"] = []string{"close"}
+			defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Now()) }()
+		}
+		switch {
 		case p == "/healthz":
 			s.healthz(w, r)
 		case p == "/readyz":

@@ -70,6 +70,12 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	ex.timer = time.AfterFunc(p.rt.timeout, func() { cancel(errUpstreamTimeout) })
+	if ex.w.body != nil {
+		// The transport does not return before its body read does: when
+		// the exchange ends (route timeout, client gone, shutdown), stop
+		// waiting for the client's body.
+		defer context.AfterFunc(ctx, ex.body.stop)()
+	}
 	defer func() {
 		ex.timer.Stop()
 		cancel(nil)
