@@ -137,8 +137,8 @@ type Server struct {
 	// MaxConnections caps the client connections the public listener
 	// holds open at once, idle keep-alive ones included (default 4096).
 	// At the cap new connections wait in the kernel's accept queue until
-	// one closes. Each open connection costs about 40 KiB
-	// (docs/performance.md).
+	// one closes. A connection waiting on a request body costs about
+	// 60 KB (docs/performance.md, "Slow clients").
 	MaxConnections int `yaml:"max_connections"`
 }
 
