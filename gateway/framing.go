@@ -14,8 +14,9 @@ import (
 //     run;
 //   - a request target that is not a path: asterisk-form for any method
 //     but OPTIONS (net/http answers "OPTIONS *" itself) and CONNECT's
-//     authority-form ("CONNECT host:443"): 400, since a reverse proxy
-//     tunnels nothing.
+//     authority-form ("CONNECT host:443", and CONNECT of any target):
+//     400, since a reverse proxy tunnels nothing. Absolute-form targets
+//     ("GET http://host/x") are left to routing.
 //
 // Both are client errors (borda_client_errors_total{kind="bad_request"}),
 // answered with Connection: close. It reports whether it answered.
@@ -24,6 +25,10 @@ func (s *Server) rejectTarget(w http.ResponseWriter, r *http.Request, ex *exchan
 	switch {
 	case r.ProtoMajor == 2 && r.Method == "PRI":
 		p = problemVersionNotSupported
+	case r.Method == http.MethodConnect:
+		p = problemBadTarget
+	case r.URL.Scheme != "": // absolute-form ("GET http://host HTTP/1.1"), routed as before
+		return false
 	case !strings.HasPrefix(r.URL.Path, "/") && !(r.Method == http.MethodOptions && r.RequestURI == "*"):
 		p = problemBadTarget
 	default:
