@@ -92,6 +92,7 @@ type Config struct {
 	Telemetry  Telemetry  `yaml:"telemetry"`
 	Webhook    Webhook    `yaml:"webhook"`
 	Forward    Forward    `yaml:"forward"`
+	Server     Server     `yaml:"server"`
 	Shutdown   Shutdown   `yaml:"shutdown"`
 
 	// TrustedPrefixes is TrustedProxies parsed by Load.
@@ -142,15 +143,47 @@ type Database struct {
 	URL Secret `yaml:"url"`
 }
 
-// Shutdown configures graceful shutdown.
+// Server configures the public listener's client connections
+// (docs/edge.md, "Client connections and request bodies").
+type Server struct {
+	// BodyTimeout bounds the wait for a request body on a proxied route:
+	// a client that sends nothing for this long (nginx's
+	// client_body_timeout, whose default this is: 60s) is answered 408 and
+	// its connection closed. Only time spent waiting on the client counts,
+	// not time the upstream takes to read. The webhook ingress has its own
+	// webhook.body_timeout.
+	BodyTimeout Duration `yaml:"body_timeout"`
+	// BodyMinRate is the lowest average rate, in bytes per second, a
+	// request body on a proxied route may arrive at once body_timeout has
+	// passed (default 500, Apache mod_reqtimeout's MinRate): a body
+	// trickled a byte at a time is answered 408 at about body_timeout.
+	// 0 turns the rate check off (body_timeout still applies).
+	BodyMinRate int64 `yaml:"body_min_rate"`
+	// MaxConnections caps the client connections the public listener
+	// holds open at once, idle keep-alive ones included (default 4096).
+	// At the cap new connections wait in the kernel's accept queue until
+	// one closes. A connection waiting on a request body costs about
+	// 60 KB (docs/performance.md, "Slow clients").
+	MaxConnections int `yaml:"max_connections"`
+}
+
+// Shutdown configures graceful shutdown. From SIGTERM to exit `borda
+// serve` takes at most readiness_grace + drain + confirm_drain (plus up to
+// 5 s more only when stderr is stalled); docs/edge.md, "Shutdown", gives
+// the arithmetic for terminationGracePeriodSeconds.
 type Shutdown struct {
 	// Drain bounds how long in-flight HTTP requests may finish after
-	// SIGTERM (default 5s).
+	// SIGTERM (default 5s); request bodies still arriving then are cut
+	// off.
 	Drain Duration `yaml:"drain"`
 	// ReadinessGrace is how long /readyz answers 503 before the listener
 	// stops accepting, so load balancers take the instance out first
 	// (default 0: stop at once).
 	ReadinessGrace Duration `yaml:"readiness_grace"`
+	// ConfirmDrain bounds what follows the HTTP drain: waiting for the
+	// broker's outstanding publish confirms and flushing the last
+	// telemetry batch (default 5s).
+	ConfirmDrain Duration `yaml:"confirm_drain"`
 }
 
 // Default returns the configuration every loaded file starts from.
@@ -174,7 +207,8 @@ func Default() Config {
 		Telemetry:  defaultTelemetry(),
 		Webhook:    defaultWebhook(),
 		Forward:    defaultForward(),
-		Shutdown:   Shutdown{Drain: Duration(5e9)},
+		Server:     Server{BodyTimeout: Duration(60e9), BodyMinRate: 500, MaxConnections: 4096},
+		Shutdown:   Shutdown{Drain: Duration(5e9), ConfirmDrain: Duration(5e9)},
 	}
 }
 

@@ -103,6 +103,21 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	if c.Shutdown.Drain < 0 {
 		p.addf("shutdown.drain", "must not be negative")
 	}
+	if c.Shutdown.ReadinessGrace < 0 {
+		p.addf("shutdown.readiness_grace", "must not be negative")
+	}
+	if c.Shutdown.ConfirmDrain <= 0 {
+		p.addf("shutdown.confirm_drain", "must be positive (outstanding confirms need time to arrive)")
+	}
+	if c.Server.BodyTimeout <= 0 {
+		p.addf("server.body_timeout", "must be positive")
+	}
+	if c.Server.BodyMinRate < 0 {
+		p.addf("server.body_min_rate", "must not be negative (bytes per second; 0 turns the rate check off)")
+	}
+	if c.Server.MaxConnections < 1 {
+		p.addf("server.max_connections", "must be at least 1, got %d", c.Server.MaxConnections)
+	}
 	c.validateGateway(&p)
 	c.validateRateLimits(&p)
 	c.validateTelemetry(&p)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -542,6 +543,75 @@ func TestPodDisruptionBudgetsAllowAnEvictionInEveryOverlay(t *testing.T) {
 				}
 				if v, ok := o.Spec["maxUnavailable"].(int); ok && v < 1 {
 					t.Errorf("PodDisruptionBudget/%s maxUnavailable %d: no pod can ever be evicted", o.Metadata.Name, v)
+				}
+			}
+		})
+	}
+}
+
+// shutdownSlack is what SIGTERM → exit may take beyond readiness_grace +
+// drain + confirm_drain: gateway.Shutdown's 1 s unwind bound.
+const shutdownSlack = time.Second
+
+// shutdownMargin is the least time left between the shutdown budget and
+// the SIGKILL (log flush, a loaded node).
+const shutdownMargin = 3 * time.Second
+
+// The production overlay's phases (preStop 5 s + drain 20 s + 10 s for
+// confirms) added up past the 30 s terminationGracePeriodSeconds, so a
+// slow drain ended in SIGKILL with webhooks unanswered. Every Deployment
+// running `borda serve` must fit preStop + readiness_grace + drain +
+// confirm_drain + unwind, with a margin, in its grace period, and keep
+// accepting for at least 5 s after termination starts (readiness_grace
+// or a preStop sleep) so no connection is refused while the endpoint is
+// still routed.
+func TestShutdownBudgetFitsTerminationGracePeriod(t *testing.T) {
+	base := loadManifests(t, filepath.Join(repoRoot, "deploy/kubernetes/base"))
+	for _, env := range []string{"staging", "production"} {
+		t.Run(env, func(t *testing.T) {
+			cfg := parseConfig(t, filepath.Join(repoRoot, "deploy/kubernetes/overlays", env, "borda.yaml"), map[string]string{"WEBHOOK_TOKENS": "x"})
+			sd := cfg.Shutdown
+			for _, o := range base {
+				if o.Kind != "Deployment" {
+					continue
+				}
+				cs := podContainers(t, o)
+				if len(cs) == 0 || len(cs[0].Args) == 0 || cs[0].Args[0] != "serve" {
+					continue
+				}
+				var pod struct {
+					Template struct {
+						Spec struct {
+							Grace      *int `yaml:"terminationGracePeriodSeconds"`
+							Containers []struct {
+								Lifecycle struct {
+									PreStop struct {
+										Sleep struct {
+											Seconds int `yaml:"seconds"`
+										} `yaml:"sleep"`
+									} `yaml:"preStop"`
+								} `yaml:"lifecycle"`
+							} `yaml:"containers"`
+						} `yaml:"spec"`
+					} `yaml:"template"`
+				}
+				b, _ := yaml.Marshal(o.Spec)
+				if err := yaml.Unmarshal(b, &pod); err != nil {
+					t.Fatal(err)
+				}
+				grace := 30 * time.Second // Kubernetes' default
+				if g := pod.Template.Spec.Grace; g != nil {
+					grace = time.Duration(*g) * time.Second
+				}
+				preStop := time.Duration(pod.Template.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds) * time.Second
+				total := preStop + sd.ReadinessGrace.D() + sd.Drain.D() + sd.ConfirmDrain.D() + shutdownSlack
+				if total+shutdownMargin > grace {
+					t.Errorf("Deployment/%s: preStop %v + readiness_grace %v + drain %v + confirm_drain %v + unwind %v = %v, leaving less than %v of terminationGracePeriodSeconds %v",
+						o.Metadata.Name, preStop, sd.ReadinessGrace, sd.Drain, sd.ConfirmDrain, shutdownSlack, total, shutdownMargin, grace)
+				}
+				if preStop+sd.ReadinessGrace.D() < 5*time.Second {
+					t.Errorf("Deployment/%s: accepts for only %v after termination starts (preStop + readiness_grace); endpoints and the ingress need about 5 s to drop the pod",
+						o.Metadata.Name, preStop+sd.ReadinessGrace.D())
 				}
 			}
 		})

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
@@ -170,5 +172,82 @@ func waitInFlight(t *testing.T, admin string, n int) {
 			t.Fatalf("borda never had %d webhooks in flight (%s) within 10 s", n, want)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSIGTERMWithSlowUploadersExitsWithinBudget: two clients uploading a
+// body a byte every 200 ms (legitimately: no body timeout applies yet)
+// when SIGTERM arrives, one to a proxied route and one to the webhook
+// ingress. The old gateway took drain + 5 s and more (with shutdown.drain
+// 5s, 11.4 s): the ingress's body read ignores cancellation, so shutdown
+// waited its full 5 s unwind on the handler, then up to 10 s more for
+// confirms. Now the drain deadline closes every connection and the
+// confirms get shutdown.confirm_drain, so SIGTERM → exit stays within
+// readiness_grace + drain + confirm_drain plus the 1 s unwind bound.
+func TestSIGTERMWithSlowUploadersExitsWithinBudget(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer up.Close()
+	const drain, confirm = time.Second, time.Second
+	p := startServe(t, minimalServe(up.URL, "    timeout: 60s\n",
+		"server:\n  body_timeout: 60s\n  body_min_rate: 0\nshutdown:\n  drain: 1s\n  confirm_drain: 1s\n"+
+			"webhook:\n  path: /webhooks/whatsapp\n  body_timeout: 60s\n"), "WEBHOOK_TOKENS=e2e-token")
+
+	stop := make(chan struct{})
+	defer close(stop)
+	upload := func(head string) {
+		conn, err := net.DialTimeout("tcp", hostPort(p.public), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(conn, head+"Content-Length: 100000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for range 150 { // 30 s at most
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	upload("POST /upload HTTP/1.1\r\nHost: a\r\n")
+	upload("POST /webhooks/whatsapp HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer e2e-token\r\nContent-Type: application/json\r\n")
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the upload never reached the upstream")
+	}
+	waitInFlight(t, p.admin, 1)
+	signalled := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	budget := drain + confirm + time.Second // + Shutdown's unwind bound
+	select {
+	case err := <-p.done:
+		took := time.Since(signalled)
+		t.Logf("SIGTERM → exit in %v with two slow uploads in flight (budget %v + 1 s slack)", took.Round(time.Millisecond), budget)
+		if err != nil {
+			t.Errorf("borda serve exited with %v, want 0", err)
+		}
+		if took > budget+time.Second {
+			t.Errorf("SIGTERM → exit took %v, over drain + confirm_drain + unwind (%v) + 1 s", took, budget)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("borda serve still running 20 s after SIGTERM")
 	}
 }

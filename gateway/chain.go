@@ -54,8 +54,20 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if ex.client.Is6() {
 			ex.subjectIP = s.ip.subject(ex.client)
 		}
+		if r.Body != nil && r.Body != http.NoBody {
+			ex.body.reset(r.Body, w)
+			r.Body = &ex.body
+			ex.w.body = &ex.body
+		}
 		r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 		defer s.finish(ex, r)
+		if ex.w.body != nil {
+			// Runs before net/http's own drain of an unread body.
+			defer ex.body.stop()
+		}
+		if s.rejectTarget(&ex.w, r, ex) {
+			return
+		}
 		next.ServeHTTP(&ex.w, r)
 	})
 }

@@ -18,6 +18,7 @@ import (
 // holds the response writer wrapper.
 type exchange struct {
 	w         responseWriter
+	body      requestBody // used when the request has a body (w.body points here)
 	start     time.Time
 	id        string     // X-Request-Id
 	client    netip.Addr // client IP (design.md §3)

@@ -101,6 +101,12 @@ type Server struct {
 	escapedSlashes slashAction
 	// pprof gates /debug/pprof/ on the admin listener (admin_pprof).
 	pprof pprofGate
+	// bodyTimeout and bodyMinRate are server.body_timeout and
+	// server.body_min_rate (bytes/s) for bodies on proxied routes.
+	bodyTimeout time.Duration
+	bodyMinRate int64
+	// maxConns is server.max_connections (Listener).
+	maxConns int
 
 	public http.Handler
 	admin  http.Handler
@@ -151,6 +157,10 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 	s.keepUnderscores = cfg.HeadersWithUnderscores == "allow"
 	s.escapedSlashes = parseSlashAction(cfg.EscapedSlashes)
 	s.pprof = newPprofGate(cfg)
+	s.bodyTimeout, s.bodyMinRate, s.maxConns = cfg.Server.BodyTimeout.D(), cfg.Server.BodyMinRate, cfg.Server.MaxConnections
+	if s.bodyTimeout <= 0 { // a Config not from Load or Default
+		s.bodyTimeout, s.bodyMinRate = 60*time.Second, 500
+	}
 	if s.webhook != nil {
 		for _, p := range s.webhook.Paths() {
 			if p != "" {
@@ -292,7 +302,13 @@ func (s *Server) Close() error {
 
 func (s *Server) publicMux(chain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch p := r.URL.Path; {
+		p := r.URL.Path
+		if r.Body != http.NoBody && (p == "/healthz" || strings.HasPrefix(p, "/readyz")) {
+			// Probes read no body: never wait for one (body.go).
+			w.Header()["Connection"] = []string{"close"}
+			defer func() { _ = http.NewResponseController(w).SetReadDeadline(time.Now()) }()
+		}
+		switch {
 		case p == "/healthz":
 			s.healthz(w, r)
 		case p == "/readyz":

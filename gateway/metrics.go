@@ -13,6 +13,8 @@ type metrics struct {
 	requests *prometheus.CounterVec   // borda_http_requests_total{route,code,method}
 	duration *prometheus.HistogramVec // borda_http_request_duration_seconds{route}
 	upstream *prometheus.CounterVec   // borda_upstream_errors_total{route,kind}
+	client   *prometheus.CounterVec   // borda_client_errors_total{route,kind}
+	conns    prometheus.Gauge         // borda_http_connections_open
 }
 
 // Upstream error kinds (borda_upstream_errors_total{kind}).
@@ -43,8 +45,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "borda_upstream_errors_total",
 			Help: "Upstream exchanges that failed before a response, by route and kind (timeout, unreachable, protocol).",
 		}, []string{"route", "kind"}),
+		client: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_client_errors_total",
+			Help: "Requests refused for the client's fault, by route and kind (body_timeout: 408, malformed_body: 400, bad_request: HTTP/2 preface 505 or a target that is not a path 400).",
+		}, []string{"route", "kind"}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_http_connections_open",
+			Help: "Client connections the public listener holds open (server.max_connections caps it).",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.client, m.conns} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

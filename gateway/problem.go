@@ -7,7 +7,7 @@ import (
 )
 
 // problem is an RFC 9457 problem detail the gateway answers itself (400,
-// 404, 500, 502, 504), in PT-BR like every user-facing message of Borda.
+// 404, 408, 431, 500, 502, 504, 505), in PT-BR like every user-facing message of Borda.
 type problem struct {
 	Type      string `json:"type"`
 	Title     string `json:"title"`
@@ -34,6 +34,14 @@ var (
 		Detail: "O caminho contém um segmento \".\" ou \"..\" disfarçado (com ;parâmetros ou barras codificadas)."}
 	problemDuplicateAuthorization = problem{Title: "Credenciais ambíguas", Status: http.StatusBadRequest,
 		Detail: "A requisição tem mais de um cabeçalho Authorization; envie apenas um."}
+	problemBadTarget = problem{Title: "Requisição inválida", Status: http.StatusBadRequest,
+		Detail: "O alvo da requisição não é um caminho (use /caminho)."}
+	problemVersionNotSupported = problem{Title: "Versão do HTTP não suportada", Status: http.StatusHTTPVersionNotSupported,
+		Detail: "Este endereço atende HTTP/1.1; o prefácio do HTTP/2 sem TLS não é aceito."}
+	problemMalformedBody = problem{Title: "Corpo da requisição malformado", Status: http.StatusBadRequest,
+		Detail: "O corpo da requisição não segue o enquadramento HTTP (codificação chunked inválida)."}
+	problemRequestTimeout = problem{Title: "Tempo de envio esgotado", Status: http.StatusRequestTimeout,
+		Detail: "O corpo da requisição não chegou a tempo. Envie a requisição novamente."}
 	problemInternal = problem{Title: "Erro interno", Status: http.StatusInternalServerError,
 		Detail: "Ocorreu um erro inesperado no gateway. Tente novamente em instantes."}
 )

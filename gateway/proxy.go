@@ -61,11 +61,21 @@ func (s *Server) newRouteProxy(rt *Route, transport http.RoundTripper, pool http
 }
 
 // ServeHTTP proxies one request, bounding the wait for the upstream's
-// response headers by the route timeout (504 when it passes).
+// response headers by the route timeout (504 when it passes) and the wait
+// for the client's body by server.body_timeout and body_min_rate (408).
 func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeFrom(r.Context())
+	if ex.w.body != nil {
+		ex.body.arm(p.s.bodyTimeout, p.s.bodyMinRate)
+	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	ex.timer = time.AfterFunc(p.rt.timeout, func() { cancel(errUpstreamTimeout) })
+	if ex.w.body != nil {
+		// The transport does not return before its body read does: when
+		// the exchange ends (route timeout, client gone, shutdown), stop
+		// waiting for the client's body.
+		defer context.AfterFunc(ctx, ex.body.stop)()
+	}
 	defer func() {
 		ex.timer.Stop()
 		cancel(nil)
@@ -337,16 +347,49 @@ var corsResponseHeaders = []string{
 	"Access-Control-Allow-Headers", "Access-Control-Max-Age",
 }
 
-// errorHandler maps a failed upstream exchange to the client's answer:
-// the route timeout or a network timeout → 504, a client that went away →
-// nothing sent, logged and counted as 499 (not an upstream error), any
-// other failure → 502. Bodies are PT-BR problem details.
+// errorHandler maps a failed exchange to the client's answer. The
+// client's own faults come first and are never the upstream's
+// (borda_client_errors_total, logged at info): a request body that broke
+// its framing → 400, one that stalled or trickled → 408 (also when the
+// route timeout passes while the transport is waiting on the client's
+// body), a client that went away → nothing sent, 499. Then the upstream's
+// (borda_upstream_errors_total, logged at warn): the route timeout or a
+// network timeout → 504, any other failure → 502. Bodies are PT-BR
+// problem details; with an unfinished body the connection is closed.
 func (p *routeProxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	ex := exchangeFrom(ctx)
+	routeTimeout := errors.Is(context.Cause(ctx), errUpstreamTimeout) || errors.Is(err, errUpstreamTimeout)
+	var bodyKind string
+	if ex.w.body != nil {
+		var waiting bool
+		bodyKind, waiting = ex.body.failure()
+		if bodyKind == "" && routeTimeout && waiting {
+			bodyKind = clientBodyTimeout // the upstream was waiting for the client's body
+		}
+	}
+	switch bodyKind {
+	case bodyGone:
+		ex.clientGone = true
+		p.s.log.DebugContext(ctx, "client went away while sending its body", "route", p.rt.Name, "request_id", ex.id)
+		return
+	case clientBodyTimeout, clientMalformedBody:
+		p.s.metrics.client.WithLabelValues(p.rt.Name, bodyKind).Inc()
+		p.s.log.InfoContext(ctx, "request body refused", "route", p.rt.Name, "kind", bodyKind,
+			"request_id", ex.id, "error", err.Error())
+		if ex.w.wroteHeader {
+			return
+		}
+		if bodyKind == clientBodyTimeout {
+			writeProblem(w, problemRequestTimeout, ex.id)
+		} else {
+			writeProblem(w, problemMalformedBody, ex.id)
+		}
+		return
+	}
 	var kind string
 	switch {
-	case errors.Is(context.Cause(ctx), errUpstreamTimeout) || errors.Is(err, errUpstreamTimeout):
+	case routeTimeout:
 		kind = kindTimeout
 	case ctx.Err() != nil:
 		ex.clientGone = true

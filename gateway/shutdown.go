@@ -50,17 +50,25 @@ func (s *Server) HTTPServer(addr string, h http.Handler) *http.Server {
 	return srv
 }
 
+// unwindWait bounds the wait, after the drain deadline cut everything,
+// for cancelled handlers to return.
+const unwindWait = time.Second
+
 // Shutdown drains the HTTP side in the order of design.md §3: readiness
 // answers 503 at once (SetDraining); after grace the servers stop
 // accepting and close idle connections while in-flight requests finish
-// (http.Server.Shutdown); requests still running when ctx ends — typically
-// WebSockets and streams — are cancelled; finally Close. It returns
-// ctx.Err() when the drain did not finish in time, after cancelling.
+// (http.Server.Shutdown); when ctx ends, whatever still runs is cut: every
+// connection is closed (http.Server.Close: a request body still
+// uploading, on a route or on the webhook ingress, ends there) and
+// request contexts are cancelled (WebSockets and streams, which
+// http.Server does not track); cancelled handlers get at most 1 s more to
+// return; finally Close. It returns ctx.Err() when the drain did not
+// finish in time.
 //
 // ctx bounds the whole call, grace included: for shutdown.readiness_grace
-// G and shutdown.drain D, pass a context with timeout G + D. The caller
-// then drains what is not HTTP (AMQP confirms, telemetry) and closes
-// pools.
+// G and shutdown.drain D, pass a context with timeout G + D; the call then
+// returns within G + D + 1 s. The caller then drains what is not HTTP
+// (AMQP confirms, telemetry: shutdown.confirm_drain) and closes pools.
 func (s *Server) Shutdown(ctx context.Context, grace time.Duration, servers ...*http.Server) error {
 	s.SetDraining()
 	if grace > 0 {
@@ -82,10 +90,12 @@ func (s *Server) Shutdown(ctx context.Context, grace time.Duration, servers ...*
 		err = werr
 	}
 	if err != nil {
-		s.log.Warn("HTTP drain did not finish in time; cancelling the rest", "in_flight", s.inFlight.Load(), "error", err)
+		s.log.Warn("HTTP drain did not finish in time; cutting the rest", "in_flight", s.inFlight.Load(), "error", err)
 		s.cancelBase()
-		// Cancelled handlers unwind at once; bound the wait anyway.
-		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, srv := range servers {
+			_ = srv.Close() // active connections too: a blocked body read returns now
+		}
+		stop, cancel := context.WithTimeout(context.Background(), unwindWait)
 		_ = s.waitIdle(stop)
 		cancel()
 	}

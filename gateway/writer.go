@@ -22,6 +22,9 @@ type responseWriter struct {
 	wroteHeader bool
 	hijacked    bool
 	varyOrigin  bool
+	// body is the request's body when it has one: an answer written
+	// while it is unfinished closes the connection (body.go).
+	body *requestBody
 }
 
 func (w *responseWriter) reset(rw http.ResponseWriter) {
@@ -48,6 +51,11 @@ func (w *responseWriter) WriteHeader(code int) {
 	}
 	w.wroteHeader = true
 	w.status = code
+	if w.body != nil && code != http.StatusSwitchingProtocols && w.body.unfinished() {
+		// Without it net/http drains the unread body before sending
+		// this answer, waiting on a client that may never send it.
+		w.Header()["Connection"] = []string{"close"}
+	}
 	if w.varyOrigin {
 		mergeVary(w.Header(), "Origin")
 	}

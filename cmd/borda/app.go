@@ -159,11 +159,9 @@ func (a *app) aggregate(ctx context.Context, cfg configs.Config, ks keyspace.Key
 	agg.Run(ctx, cfg.Telemetry.AggregateEvery.D())
 }
 
-// shutdown runs the steps after HTTP has drained: outstanding confirms,
-// telemetry flush, background work, connections.
-func (a *app) shutdown(logger *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// shutdown runs the steps after HTTP has drained, within ctx
+// (shutdown.confirm_drain): outstanding confirms, telemetry flush.
+func (a *app) shutdown(ctx context.Context, logger *slog.Logger) {
 	if a.publisher != nil {
 		if err := a.publisher.Close(ctx); err != nil {
 			logger.Warn("closing webhook publisher", "err", err)
@@ -186,7 +184,9 @@ func (a *app) close() {
 		<-a.bgDone
 		a.stopBg = nil
 	}
-	a.shutdown(a.log)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	a.shutdown(ctx, a.log) // a no-op after runServe's own shutdown
+	cancel()
 	if a.limiter != nil {
 		a.limiter.Stop()
 	}

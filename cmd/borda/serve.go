@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/olp-edu/borda/configs"
 )
@@ -50,6 +51,9 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 			logger.Error("listening", "addr", srv.Addr, "err", err)
 			return 1
 		}
+		if len(listeners) == 0 {
+			ln = app.gateway.Listener(ln) // server.max_connections; the admin listener stays uncapped
+		}
 		listeners = append(listeners, ln)
 	}
 	serveErr := make(chan error, len(servers))
@@ -81,14 +85,21 @@ loop:
 		}
 	}
 
-	logger.Info("shutting down", "readiness_grace", cfg.Shutdown.ReadinessGrace.String(), "drain", cfg.Shutdown.Drain.String())
-	grace := cfg.Shutdown.ReadinessGrace.D()
-	drainCtx, cancel := context.WithTimeout(context.Background(), grace+cfg.Shutdown.Drain.D())
+	// The budget from SIGTERM to exit (docs/edge.md, "Shutdown"):
+	// readiness_grace + drain for HTTP, then what is left of
+	// confirm_drain for the broker's confirms and telemetry.
+	grace, drain := cfg.Shutdown.ReadinessGrace.D(), cfg.Shutdown.Drain.D()
+	stopBy := time.Now().Add(grace + drain + cfg.Shutdown.ConfirmDrain.D())
+	logger.Info("shutting down", "readiness_grace", cfg.Shutdown.ReadinessGrace.String(), "drain", cfg.Shutdown.Drain.String(),
+		"confirm_drain", cfg.Shutdown.ConfirmDrain.String())
+	drainCtx, cancel := context.WithTimeout(context.Background(), grace+drain)
 	defer cancel()
 	if err := app.gateway.Shutdown(drainCtx, grace, servers...); err != nil {
 		logger.Warn("requests still running at the drain deadline were cancelled", "err", err)
 	}
-	app.shutdown(logger)
+	confirmCtx, cancelConfirm := context.WithDeadline(context.Background(), stopBy)
+	defer cancelConfirm()
+	app.shutdown(confirmCtx, logger)
 	logger.Info("stopped")
 	return exit
 }
