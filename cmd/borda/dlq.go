@@ -161,10 +161,3 @@ func printable(s string) string {
 	}
 	return s
 }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
