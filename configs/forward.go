@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -42,6 +43,24 @@ type Forward struct {
 	// EventsQueue is the queue `borda consume-events` reads (default
 	// yzex-connect-whatsapp-events-queue).
 	EventsQueue string `yaml:"events_queue"`
+	// EventsBinding is the topic pattern that binds EventsQueue to
+	// webhook.exchange. Empty (default): derived from webhook.routing_key,
+	// its last dot-separated word replaced by "#"
+	// (yzex.events.connect.whatsapp.legacy_forward gives
+	// yzex.events.connect.whatsapp.#), so a private instance with its own
+	// routing key gets its own events. At most 255 bytes, no spaces.
+	EventsBinding string `yaml:"events_binding"`
+}
+
+// EventsBindingFor is the events queue's binding for routing key rk when
+// forward.events_binding is empty: rk with its last dot-separated word
+// replaced by "#" ("#" alone when rk has no dot).
+func EventsBindingFor(rk string) string {
+	i := strings.LastIndexByte(rk, '.')
+	if i < 0 {
+		return "#"
+	}
+	return rk[:i] + ".#"
 }
 
 func defaultForward() Forward {
@@ -98,6 +117,9 @@ func (c *Config) validateForward(p *problems) {
 	}
 	if f.Breaker.OpenFor <= 0 {
 		p.addf("forward.breaker.open_for", "must be positive")
+	}
+	if b := f.EventsBinding; b != "" && (len(b) > 255 || strings.ContainsAny(b, " \t\r\n")) {
+		p.addf("forward.events_binding", "%q: want a topic pattern of at most 255 bytes without spaces", b)
 	}
 	if f.URL != "" {
 		if u, err := url.Parse(f.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

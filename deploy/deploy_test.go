@@ -341,6 +341,10 @@ func TestKubernetesManifests(t *testing.T) {
 	probes := map[string][2]string{ // liveness, readiness
 		"borda-proxy":   {"/healthz", "/readyz/proxy"},
 		"borda-webhook": {"/healthz", "/readyz/webhook"},
+		// The workers: liveness never depends on Redis, the database or the
+		// endpoint (they pause and resume by themselves).
+		"borda-forward":        {"/healthz", "/readyz"},
+		"borda-consume-events": {"/healthz", "/readyz"},
 	}
 	args := map[string]string{
 		"Deployment/borda-proxy": "serve", "Deployment/borda-webhook": "serve",

@@ -17,7 +17,7 @@ import (
 // database.url (DATABASE_URL) and `borda migrate`.
 func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs, path := newFlags("consume-events", stderr)
-	admin := fs.String("admin", "127.0.0.1:9093", `admin listener for /metrics and /healthz ("off" disables)`)
+	admin := fs.String("admin", "127.0.0.1:9093", `admin listener for /metrics, /healthz and /readyz ("off" disables)`)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -49,7 +49,7 @@ func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) i
 		log.Error("declaring topology", "err", err)
 		return 1
 	}
-	stopAdmin, err := serveAdmin(*admin, reg, log)
+	stopAdmin, err := serveAdmin(*admin, reg, log, c.Readiness)
 	if err != nil {
 		log.Error("starting admin listener", "err", err)
 		return 1

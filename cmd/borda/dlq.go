@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -50,7 +53,7 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	defer conn.Close()
 	letters, err := deadletter.List(ctx, conn, cfg.Forward.DLQ, *limit)
 	if err != nil {
-		fmt.Fprintf(stderr, "borda: listing %s: %v\n", cfg.Forward.DLQ, err)
+		fmt.Fprintf(stderr, "borda: listing %s: %s\n", cfg.Forward.DLQ, printable(err.Error()))
 		return 1
 	}
 	now := time.Now()
@@ -61,8 +64,8 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if !l.DeadLetteredAt.IsZero() {
 			dl = l.DeadLetteredAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\n", l.ID, orDash(l.Source), l.Attempts,
-			l.Age(now).Round(time.Second), dl, orDash(l.FirstReason), l.Status)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\n", printable(l.ID), printable(l.Source), l.Attempts,
+			l.Age(now).Round(time.Second), dl, printable(l.FirstReason), l.Status)
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "%d dead letter(s) in %s\n", len(letters), cfg.Forward.DLQ)
@@ -121,13 +124,13 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for _, o := range out {
 		msg := ""
 		if o.Err != nil {
-			msg = ": " + o.Err.Error()
+			msg = ": " + printable(o.Err.Error())
 			failed++
 		}
-		fmt.Fprintf(stdout, "%s %s (audit #%d)%s\n", o.Letter.ID, o.Outcome, o.AuditID, msg)
+		fmt.Fprintf(stdout, "%s %s (audit #%d)%s\n", printable(o.Letter.ID), o.Outcome, o.AuditID, msg)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "borda: replaying: %v\n", err)
+		fmt.Fprintf(stderr, "borda: replaying: %s\n", printable(err.Error()))
 		return 1
 	}
 	fmt.Fprintf(stdout, "%d replayed, %d failed\n", len(out)-failed, failed)
@@ -143,9 +146,18 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return 0
 }
 
-func orDash(s string) string {
+// printable is s for a terminal: "-" when empty; as is when it is valid
+// UTF-8 with every rune printable (unicode.IsPrint: no control characters,
+// no tab, no escape) and no leading or trailing space; else Go-quoted
+// (strconv.Quote: "\r", "\x1b", "\u202e"), so message data (an event id
+// from a provider's body, an endpoint's reply) can neither move the cursor,
+// recolour, hide text nor break the table's columns.
+func printable(s string) string {
 	if s == "" {
 		return "-"
+	}
+	if !utf8.ValidString(s) || strings.TrimSpace(s) != s || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
 	}
 	return s
 }

@@ -16,7 +16,7 @@ import (
 // the deliveries in flight. Exit 2 on config errors, 1 on runtime failure.
 func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs, path := newFlags("forward", stderr)
-	admin := fs.String("admin", "127.0.0.1:9092", `admin listener for /metrics and /healthz ("off" disables)`)
+	admin := fs.String("admin", "127.0.0.1:9092", `admin listener for /metrics, /healthz and /readyz ("off" disables)`)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -50,7 +50,7 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		log.Error("declaring topology", "err", err)
 		return 1
 	}
-	stopAdmin, err := serveAdmin(*admin, reg, log)
+	stopAdmin, err := serveAdmin(*admin, reg, log, f.Readiness)
 	if err != nil {
 		log.Error("starting admin listener", "err", err)
 		return 1

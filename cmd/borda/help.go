@@ -68,10 +68,11 @@ var helps = map[string]commandHelp{
 		about: []string{
 			"Re-delivers the webhooks of forward.queue to the legacy endpoint, HMAC-signed, with a retry",
 			"ladder (forward.retry_delays), a dead-letter queue and a circuit breaker. Needs redis.url",
-			"for its idempotency keys.",
+			"for its idempotency keys; --admin serves /metrics, /healthz and /readyz (503 naming what it",
+			"waits for: amqp, redis, breaker, publish, consumer).",
 		},
 		signals: []string{
-			stopSignals + "  stop consuming, requeue buffered deliveries, finish the ones in flight, exit 0",
+			stopSignals + "  stop consuming, give buffered deliveries back, finish the ones in flight, exit 0",
 		},
 		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "AMQP_URL",
 			"LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET"},
@@ -106,7 +107,8 @@ var helps = map[string]commandHelp{
 	},
 	"dlq list": {
 		usage: "borda dlq list [--config FILE] [--limit N]",
-		about: []string{"Prints the dead-lettered webhooks of forward.dlq and leaves them in the queue."},
+		about: []string{"Prints the dead-lettered webhooks of forward.dlq (non-printable data quoted) and leaves them in",
+			"the queue without spending a delivery (safe under RabbitMQ 4's delivery limit)."},
 		env:   []string{"BORDA_CONFIG", "AMQP_URL"},
 	},
 	"dlq replay": {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -51,9 +52,12 @@ func declareTopology(ctx context.Context, url string, top topology.Topology) err
 	return top.Declare(ch)
 }
 
-// serveAdmin serves /metrics and /healthz on addr ("off": nothing) and
-// returns the function that stops it.
-func serveAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+// serveAdmin serves /metrics, /healthz and /readyz on addr ("off":
+// nothing) and returns the function that stops it. /healthz is liveness
+// (200 while the process serves HTTP); /readyz is 200 {"status":"ok"} when
+// ready() names nothing, else 503 {"status":"not_ready","waiting_for":[…]}
+// with one entry per condition (docs/forwarder.md, "Health and readiness").
+func serveAdmin(addr string, reg *prometheus.Registry, log *slog.Logger, ready func() []string) (stop func(), err error) {
 	if addr == "off" || addr == "" {
 		return func() {}, nil
 	}
@@ -66,6 +70,20 @@ func serveAdmin(addr string, reg *prometheus.Registry, log *slog.Logger) (stop f
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		waiting := ready()
+		if len(waiting) == 0 {
+			io.WriteString(w, `{"status":"ok"}`+"\n")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_ = json.NewEncoder(w).Encode(struct {
+			Status     string   `json:"status"`
+			WaitingFor []string `json:"waiting_for"`
+		}{"not_ready", waiting})
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {

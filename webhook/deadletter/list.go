@@ -5,14 +5,24 @@
 //
 // Both read the DLQ in one bounded pass of basic.get (until the queue has
 // no ready message, at most Limit), holding what they read unacked on
-// their own channel: list then returns every message with basic.nack
-// (requeue); replay acks only the messages it republished with a confirm.
-// If the process dies mid-pass the broker requeues everything unacked.
+// their own channel. Nothing read is ever returned with basic.nack
+// (requeue): on a quorum queue every return counts towards the delivery
+// limit (RabbitMQ 4 sets 20 by default; the DLQ has no dead-letter target,
+// so the message would be dropped), and listing must be repeatable. A
+// message kept in the DLQ is instead put back as a copy: republished to
+// the DLQ through the default exchange with a confirm (same body, message
+// id and headers, the broker's x-delivery-count dropped), then the
+// original acked (putBack). Replay acks the messages it republished to
+// the forward queue with a confirm and puts back the others. If the
+// process dies mid-pass the broker requeues everything unacked (one
+// delivery each); if it dies between a copy's confirm and the original's
+// ack, that one letter is in the DLQ twice (docs/forwarder.md).
 package deadletter
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -116,13 +126,37 @@ func pass(ctx context.Context, ch *amqp.Channel, queue string, limit int) ([]amq
 	return out, nil
 }
 
+// putBackTimeout bounds each put-back copy's confirm.
+const putBackTimeout = 5 * time.Second
+
+// putBack keeps d in queue without spending a delivery: it publishes a
+// copy (forward.Republishing) to queue through the default exchange with
+// a confirm, then acks d. When the copy is not confirmed, d is left
+// unacked (the broker returns it when the channel closes, one delivery)
+// and the error says so.
+func putBack(ctx context.Context, pub *forward.Publisher, queue string, d amqp.Delivery) error {
+	if err := pub.Publish(context.WithoutCancel(ctx), "", queue, forward.Republishing(d)); err != nil {
+		return fmt.Errorf("putting %q back into %s: %w", d.MessageId, queue, err)
+	}
+	if err := d.Ack(false); err != nil {
+		return fmt.Errorf("acking the original of %q after putting its copy back (it is in %s twice): %w", d.MessageId, queue, err)
+	}
+	return nil
+}
+
 // List returns up to limit dead letters of queue (0: DefaultLimit),
-// oldest first by DeadLetteredAt, and returns every one of them to the
-// queue. The sort matters: a quorum queue puts the messages a pass returns
-// behind the others, so after a pass that stopped at limit the queue is
-// rotated and its head is no longer the oldest (nothing is lost; with more
-// than limit letters, which ones a pass sees depends on that rotation).
+// oldest first by DeadLetteredAt, and keeps every one of them in the queue
+// (putBack, in the order read, so a full pass leaves the order as it
+// was). Listing spends no delivery: it can run any number of times on a
+// queue with a delivery limit. With more than limit letters a pass sees
+// the first limit ones and moves them behind the others, so the next pass
+// sees the next ones.
 func List(ctx context.Context, conn *amqp.Connection, queue string, limit int) ([]Letter, error) {
+	pub, err := forward.NewPublisher(conn, putBackTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer pub.Close()
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("opening channel: %w", err)
@@ -130,15 +164,16 @@ func List(ctx context.Context, conn *amqp.Connection, queue string, limit int) (
 	defer ch.Close()
 	got, err := pass(ctx, ch, queue, limit)
 	letters := make([]Letter, 0, len(got))
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, d := range got {
 		letters = append(letters, FromDelivery(d))
-	}
-	slices.SortStableFunc(letters, func(a, b Letter) int { return a.DeadLetteredAt.Compare(b.DeadLetteredAt) })
-	if len(got) > 0 {
-		// One nack returns every message of the pass.
-		if nerr := got[len(got)-1].Nack(true, true); nerr != nil && err == nil {
-			err = fmt.Errorf("returning messages to %s: %w", queue, nerr)
+		if perr := putBack(ctx, pub, queue, d); perr != nil {
+			errs = append(errs, perr)
 		}
 	}
-	return letters, err
+	slices.SortStableFunc(letters, func(a, b Letter) int { return a.DeadLetteredAt.Compare(b.DeadLetteredAt) })
+	return letters, errors.Join(errs...)
 }

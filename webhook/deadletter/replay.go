@@ -100,21 +100,27 @@ func Replay(ctx context.Context, conn *amqp.Connection, pg db, opts ReplayOption
 	defer ch.Close()
 	got, err := pass(ctx, ch, opts.DLQ, opts.Limit)
 	var out []Outcome
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, d := range got {
 		l := FromDelivery(d)
 		if err != nil || !opts.Select.matches(l) {
-			_ = d.Nack(false, true)
+			if perr := putBack(ctx, pub, opts.DLQ, d); perr != nil {
+				errs = append(errs, perr)
+			}
 			continue
 		}
 		o := replayOne(ctx, pub, pg, d, l, opts)
 		out = append(out, o)
 		if o.Outcome == OutcomeRepublished {
 			_ = d.Ack(false)
-		} else {
-			_ = d.Nack(false, true)
+		} else if perr := putBack(ctx, pub, opts.DLQ, d); perr != nil {
+			errs = append(errs, perr)
 		}
 	}
-	return out, err
+	return out, errors.Join(errs...)
 }
 
 func replayOne(ctx context.Context, pub *forward.Publisher, pg db, d amqp.Delivery, l Letter, opts ReplayOptions) Outcome {

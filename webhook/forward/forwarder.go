@@ -78,6 +78,19 @@ type Forwarder struct {
 	// afterMark, when set (tests), runs between marking an event forwarded
 	// and acking its delivery, with the consuming channel.
 	afterMark func(*amqp.Channel)
+
+	// What the worker is waiting for (Readiness): connected and consuming
+	// are set by the session; storeDown while the idempotency store does
+	// not answer (consuming paused until a probe succeeds); publishHeld
+	// counts handlers holding a delivery whose republish the broker does
+	// not confirm.
+	connected   atomic.Bool
+	consuming   atomic.Bool
+	storeDown   atomic.Bool
+	publishHeld atomic.Int32
+	// paused is signalled when a handler finds a dependency down, so the
+	// consumer stops taking deliveries (see pause).
+	paused chan struct{}
 }
 
 // New validates opts and builds a Forwarder. It does not connect.
@@ -138,6 +151,7 @@ func New(opts Options) (*Forwarder, error) {
 		m:       m,
 		log:     log,
 		now:     opts.Now,
+		paused:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -176,6 +190,8 @@ func (f *Forwarder) session(ctx context.Context) error {
 		return fmt.Errorf("dialing amqp: %w", err)
 	}
 	defer conn.Close()
+	f.connected.Store(true)
+	defer f.connected.Store(false)
 	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	pub, err := NewPublisher(conn, f.opts.PublishTimeout)
 	if err != nil {
@@ -207,11 +223,17 @@ func (f *Forwarder) session(ctx context.Context) error {
 	sampler.Go(func() { f.sample(sctx, conn) })
 	defer func() { stopSampler(); sampler.Wait() }()
 
-	w := &worker{f: f, ch: ch, pub: pub}
+	w := &worker{f: f, ch: ch, pub: pub, run: ctx}
 	poll := min(f.opts.Forward.Breaker.OpenFor.D()/10, 250*time.Millisecond)
 	for {
 		if ctx.Err() != nil {
 			return nil
+		}
+		if f.storeDown.Load() {
+			if err := w.awaitStore(ctx, closed); err != nil {
+				return err
+			}
+			continue
 		}
 		switch f.breaker.State() {
 		case gobreaker.StateOpen:
@@ -238,15 +260,23 @@ type worker struct {
 	f   *Forwarder
 	ch  *amqp.Channel
 	pub *Publisher
+	// run ends when the forwarder shuts down (handlers themselves run on
+	// a context without its cancellation, so in-flight deliveries finish).
+	run context.Context
 }
 
 // consume subscribes and dispatches each delivery to its own goroutine
-// (at most prefetch at once) until ctx ends or the breaker opens; it then
-// cancels the consumer, requeues what was buffered and waits for the
-// in-flight handlers.
+// (at most prefetch at once) until ctx ends, the breaker opens or a
+// handler finds a dependency down (pause); it then cancels the consumer,
+// gives back what was buffered (giveBack: no delivery count is spent) and
+// waits for the in-flight handlers.
 func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
 	select { // drop a stale "opened" signal from an earlier probe
 	case <-w.f.breaker.opened:
+	default:
+	}
+	select { // and a stale pause already acted on
+	case <-w.f.paused:
 	default:
 	}
 	tag := "borda-forward-" + newToken()
@@ -255,19 +285,22 @@ func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
 		return fmt.Errorf("consuming %s: %w", w.f.opts.Forward.Queue, err)
 	}
 	hctx := context.WithoutCancel(ctx) // in-flight deliveries finish on shutdown
+	w.f.consuming.Store(true)
+	defer w.f.consuming.Store(false)
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	stop := func(why string) {
+		w.f.consuming.Store(false)
 		if err := w.ch.Cancel(tag, false); err != nil {
 			w.f.log.Warn("cancelling consumer", "err", err)
 			return
 		}
 		n := 0
 		for d := range deliveries {
-			_ = d.Nack(false, true)
+			w.giveBack(hctx, d)
 			n++
 		}
-		w.f.log.Info("consumer stopped", "why", why, "requeued", n)
+		w.f.log.Info("consumer stopped", "why", why, "given_back", n)
 	}
 	for {
 		select {
@@ -276,6 +309,9 @@ func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
 			return nil
 		case <-w.f.breaker.opened:
 			stop("breaker open") // the session loop then waits, or probes
+			return nil
+		case <-w.f.paused:
+			stop("a dependency is down") // the session loop waits for it
 			return nil
 		case e := <-closed:
 			return fmt.Errorf("amqp connection closed: %v", e)
@@ -286,6 +322,99 @@ func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
 			inflight.Go(func() { w.handle(hctx, d) })
 		}
 	}
+}
+
+// giveBack returns a delivery the worker will not handle now to the tail
+// of the forward queue without spending one of its deliveries: a copy
+// (same body, message id and headers) is published through the default
+// exchange with a confirm, then the original is acked. A nack with requeue
+// would count towards the queue's delivery limit (RabbitMQ 4 sets 20 on
+// every quorum queue), so an outage of Redis or the endpoint would
+// dead-letter every waiting event (docs/forwarder.md, "RabbitMQ 4"). A
+// crash between the confirm and the ack leaves two copies; the
+// idempotency key absorbs the second. When the copy cannot be published
+// (the broker refuses it) the delivery is nacked with requeue after all.
+func (w *worker) giveBack(ctx context.Context, d amqp.Delivery) {
+	if err := w.pub.Publish(ctx, "", w.f.top.ForwardQueue, Republishing(d)); err != nil {
+		w.f.log.Warn("giving a delivery back by republish failed; requeueing it (this spends a delivery)",
+			"message_id", d.MessageId, "err", err)
+		_ = d.Nack(false, true)
+		return
+	}
+	if err := d.Ack(false); err != nil {
+		w.f.log.Warn("acking a delivery given back", "message_id", d.MessageId, "err", err)
+	}
+}
+
+// pause signals the consumer to stop taking deliveries.
+func (f *Forwarder) pause() {
+	select {
+	case f.paused <- struct{}{}:
+	default:
+	}
+}
+
+// storeFailed records that the idempotency store did not answer: the
+// consumer pauses until awaitStore's probe succeeds.
+func (f *Forwarder) storeFailed(err error) {
+	if !f.storeDown.Swap(true) {
+		f.log.Error("the idempotency store (Redis) does not answer; consuming paused until it does", "err", err)
+	}
+	f.pause()
+}
+
+// storeProbeEvery is the wait between probes of a store that is down.
+const storeProbeEvery = time.Second
+
+// awaitStore probes the idempotency store every storeProbeEvery until it
+// answers (then consuming resumes), ctx ends or the connection closes.
+// Nothing is consumed meanwhile: the events wait in the forward queue
+// and spend no delivery.
+func (w *worker) awaitStore(ctx context.Context, closed <-chan *amqp.Error) error {
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := w.f.store.Ping(pctx)
+		cancel()
+		if err == nil {
+			w.f.storeDown.Store(false)
+			w.f.log.Info("the idempotency store answers again; consuming resumes")
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-closed:
+			return fmt.Errorf("amqp connection closed: %v", e)
+		case <-time.After(storeProbeEvery):
+		}
+	}
+}
+
+// Readiness names what the worker is waiting for, one entry per condition
+// ("amqp: …", "redis: …", "breaker: …", "publish: …", "consumer: …"); empty
+// when it is consuming and can deliver. `borda forward` serves it on
+// /readyz (docs/forwarder.md).
+func (f *Forwarder) Readiness() []string {
+	var out []string
+	if !f.connected.Load() {
+		out = append(out, "amqp: not connected to the broker")
+	}
+	if f.storeDown.Load() {
+		out = append(out, "redis: the idempotency store does not answer; consuming paused")
+	}
+	switch f.breaker.State() {
+	case gobreaker.StateOpen:
+		out = append(out, "breaker: open, the legacy endpoint keeps failing; consuming paused")
+	case gobreaker.StateHalfOpen:
+		out = append(out, "breaker: half-open, probing the legacy endpoint")
+	}
+	if n := f.publishHeld.Load(); n > 0 {
+		out = append(out, fmt.Sprintf("publish: the broker does not confirm republishes (%d deliveries held)", n))
+	}
+	if len(out) == 0 && !f.consuming.Load() {
+		out = append(out, "consumer: not consuming "+f.opts.Forward.Queue)
+	}
+	return out
 }
 
 // probe fetches one message (basic.get) while the breaker is half-open and

@@ -12,10 +12,13 @@ import (
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
-// storeErrorPause delays the requeue of a delivery whose idempotency key
-// could not be read, or whose republish failed, so a Redis or broker
-// failure does not spin the queue (nor re-POST an event in a loop).
-const storeErrorPause = time.Second
+// storeErrorPause is the first wait before a republish the broker did not
+// confirm is tried again (doubling up to maxHoldPause), so a broker
+// failure does not spin (nor re-POST an event in a loop).
+const (
+	storeErrorPause = time.Second
+	maxHoldPause    = 10 * time.Second
+)
 
 // handle takes one delivery to its outcome and acks, nacks or republishes
 // it. It never returns before the delivery is settled.
@@ -38,16 +41,19 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 	done, err := f.breaker.allow()
 	if err != nil { // open, or half-open with its probe taken
 		f.m.outcomes.WithLabelValues("requeued", "breaker_open").Inc()
-		_ = d.Nack(false, true)
+		w.giveBack(ctx, d)
 		return
 	}
 	claim, lease, held, err := f.store.Acquire(ctx, env.ID, newToken(), forcedReplay(d.Headers))
 	if err != nil {
+		// Without the key a POST could duplicate: do not decide, give the
+		// delivery back without spending a delivery and pause consuming
+		// until the store answers (awaitStore).
 		done(errSkipped)
-		log.Error("reading the idempotency key; requeueing", "err", err)
+		log.Error("reading the idempotency key; giving the delivery back and pausing", "err", err)
 		f.m.outcomes.WithLabelValues("requeued", "store_error").Inc()
-		time.Sleep(storeErrorPause)
-		_ = d.Nack(false, true)
+		f.storeFailed(err)
+		w.giveBack(ctx, d)
 		return
 	}
 	switch claim {
@@ -106,10 +112,9 @@ func (w *worker) retry(ctx context.Context, d amqp.Delivery, env envelope.Envelo
 	msg := Republishing(d)
 	msg.Headers[HeaderAttempt] = int64(failures)
 	markFirstFailure(msg.Headers, f.now(), failureReason(res))
-	if err := w.pub.Publish(ctx, w.f.top.RetryExchange, w.f.top.RetryRoutingKey(rung), msg); err != nil {
+	if err := w.publishHolding(ctx, w.f.top.RetryExchange, w.f.top.RetryRoutingKey(rung), msg, env.ID); err != nil {
 		f.log.Error("republishing for a retry; requeueing", "event_id", env.ID, "err", err)
 		f.m.outcomes.WithLabelValues("requeued", res.Class).Inc()
-		time.Sleep(storeErrorPause) // no attempt is spent: do not re-POST at once
 		_ = d.Nack(false, true)
 		return
 	}
@@ -125,9 +130,8 @@ func (w *worker) retry(ctx context.Context, d amqp.Delivery, env envelope.Envelo
 // attempt: by then the holder has forwarded it or its lease has expired.
 func (w *worker) deferHeld(ctx context.Context, d amqp.Delivery, held time.Duration, log *slog.Logger) {
 	rung := w.f.policy.AtLeast(0, held)
-	if err := w.pub.Publish(ctx, w.f.top.RetryExchange, w.f.top.RetryRoutingKey(rung), Republishing(d)); err != nil {
+	if err := w.publishHolding(ctx, w.f.top.RetryExchange, w.f.top.RetryRoutingKey(rung), Republishing(d), d.MessageId); err != nil {
 		log.Warn("deferring a held event; requeueing", "err", err)
-		time.Sleep(storeErrorPause)
 		_ = d.Nack(false, true)
 		return
 	}
@@ -166,10 +170,9 @@ func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.E
 	if msg.MessageId == "" {
 		msg.MessageId = env.ID
 	}
-	if err := w.pub.Publish(ctx, f.top.DLXExchange, f.top.DLQRoutingKey(), msg); err != nil {
+	if err := w.publishHolding(ctx, f.top.DLXExchange, f.top.DLQRoutingKey(), msg, env.ID); err != nil {
 		f.log.Error("dead-lettering; requeueing", "event_id", env.ID, "err", err)
 		f.m.outcomes.WithLabelValues("requeued", l.class).Inc()
-		time.Sleep(storeErrorPause)
 		_ = d.Nack(false, true)
 		return
 	}
@@ -181,6 +184,41 @@ func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.E
 	f.m.outcomes.WithLabelValues("dead_lettered", l.class).Inc()
 	if l.failures > 0 {
 		f.m.attempts.Observe(float64(l.failures))
+	}
+}
+
+// publishHolding publishes msg with a confirm; while the broker does not
+// confirm it (nack, return, timeout) the delivery in hand is held, unacked,
+// and the publish tried again after storeErrorPause, doubling up to
+// maxHoldPause, with consuming paused: the outcome is decided, and a nack
+// with requeue would spend one of the event's deliveries per try
+// (docs/forwarder.md, "RabbitMQ 4"). It gives up, returning the last
+// error, only when the forwarder shuts down or the publishing channel is
+// closed (the session then reconnects); the caller then requeues.
+func (w *worker) publishHolding(ctx context.Context, exchange, key string, msg amqp.Publishing, id string) error {
+	err := w.pub.Publish(ctx, exchange, key, msg)
+	if err == nil {
+		return nil
+	}
+	w.f.publishHeld.Add(1)
+	defer w.f.publishHeld.Add(-1)
+	w.f.pause()
+	wait := storeErrorPause
+	for tries := 1; ; tries++ {
+		if w.pub.ch.IsClosed() || w.run.Err() != nil {
+			return err
+		}
+		w.f.log.Error("the broker did not confirm a republish; holding the delivery and trying again",
+			"event_id", id, "exchange", exchange, "routing_key", key, "tries", tries, "in", wait, "err", err)
+		select {
+		case <-w.run.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxHoldPause)
+		if err = w.pub.Publish(ctx, exchange, key, msg); err == nil {
+			return nil
+		}
 	}
 }
 

@@ -89,12 +89,20 @@ func BoolHeader(h amqp.Table, name string) bool {
 	return b
 }
 
+// HeaderDeliveryCount is the broker's count of earlier deliveries of a
+// message (quorum queues). It belongs to the message in the queue, not to
+// the event: Republishing drops it, so a copy starts at zero.
+const HeaderDeliveryCount = "x-delivery-count"
+
 // Republishing copies d for a republish: same body, message id, content
-// type, timestamp and headers (cloned, so the caller may edit them),
-// persistent.
+// type, timestamp and headers (cloned, so the caller may edit them; the
+// broker's x-delivery-count dropped), persistent.
 func Republishing(d amqp.Delivery) amqp.Publishing {
 	h := make(amqp.Table, len(d.Headers)+6)
 	for k, v := range d.Headers {
+		if k == HeaderDeliveryCount {
+			continue
+		}
 		h[k] = v
 	}
 	return amqp.Publishing{

@@ -3,6 +3,8 @@ package forward
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -118,7 +120,10 @@ func (p *poster) excerpt(b []byte) string {
 func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
 	h := make(http.Header, 8)
 	for _, name := range forwardedHeaders {
-		if v, ok := env.Headers[name]; ok && v != "" {
+		// A value Go's client refuses (CR, LF, NUL: a message queued before
+		// the ingress sanitized headers) would fail every POST of the event
+		// until it is dead-lettered; it is dropped instead.
+		if v, ok := env.Headers[name]; ok && v != "" && validFieldValue(v) {
 			h.Set(name, v)
 		}
 	}
@@ -130,8 +135,45 @@ func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
 	}
 	h.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 	h.Set(HeaderSignature, Sign(p.secret, now, env.Body))
-	h.Set(HeaderIdempotencyKey, env.ID)
+	h.Set(HeaderIdempotencyKey, IdempotencyKey(env.ID))
 	return h
+}
+
+// maxKeyLen bounds an Idempotency-Key sent as the event id itself.
+const maxKeyLen = 255
+
+// IdempotencyKey is the Idempotency-Key header of the event id: the id
+// itself when it is 1 to 255 bytes of valid UTF-8, every rune printable
+// (unicode.IsPrint: no control characters, CR, LF, tab or escape),
+// without leading or trailing space; else "sha256-" and the lower-case
+// hex SHA-256 of the id's bytes, so a hostile id of a message queued
+// before the ingress sanitized ids never yields an invalid or injected
+// header, and every attempt of that event sends the same key
+// (docs/forwarder.md, "The POST").
+func IdempotencyKey(id string) string {
+	ok := id != "" && len(id) <= maxKeyLen && utf8.ValidString(id) && strings.TrimSpace(id) == id
+	for _, r := range id {
+		if !ok {
+			break
+		}
+		ok = unicode.IsPrint(r)
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256-" + hex.EncodeToString(sum[:])
+}
+
+// validFieldValue reports whether v is a valid HTTP field value (RFC 9110
+// §5.5: no control characters other than horizontal tab).
+func validFieldValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // classify maps a response to its Result (design.md §7).

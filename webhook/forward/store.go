@@ -130,6 +130,19 @@ func (s *Store) MarkForwarded(ctx context.Context, l Lease) (ok bool, err error)
 	return n == 1, nil
 }
 
+// pingScript is the store's health probe: one round trip that touches no
+// key.
+var pingScript = redis.NewScript(`return 1`)
+
+// Ping reports whether Redis answers (the forwarder's probe while
+// consuming is paused for a store outage).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := pingScript.Run(ctx, s.rdb, nil).Err(); err != nil {
+		return fmt.Errorf("probing the idempotency store: %w", err)
+	}
+	return nil
+}
+
 // Release deletes the key if it still holds l (before a retry, and when the
 // delivery is dead-lettered, so a replay can be delivered).
 func (s *Store) Release(ctx context.Context, l Lease) error {

@@ -133,7 +133,7 @@ func TestConsumer_OutOfOrderConnectionUpdatesLeaveTheNewestState(t *testing.T) {
 	} {
 		env := envelope.New(fmt.Sprintf("%s-%d", name, i), "evolution", "application/json", nil, payload(t, f, instance), time.Now())
 		b, _ := env.Encode()
-		err := ch.PublishWithContext(ctx, top.Exchange, "yzex.events.connect.whatsapp.event", false, false, amqp.Publishing{
+		err := ch.PublishWithContext(ctx, top.Exchange, top.RoutingKey, false, false, amqp.Publishing{ // as the ingress does
 			DeliveryMode: amqp.Persistent, MessageId: env.ID, ContentType: envelope.ContentType, Body: b,
 		})
 		if err != nil {

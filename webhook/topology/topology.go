@@ -4,7 +4,9 @@
 //
 //	yzex.events        topic   ← ingress publishes (routing key …legacy_forward)
 //	  ├─ <forward queue>      bound to the forward routing key
-//	  └─ <events queue>       bound to yzex.events.connect.whatsapp.#
+//	  └─ <events queue>       bound to forward.events_binding (default: the
+//	                          routing key's last word replaced by #,
+//	                          yzex.events.connect.whatsapp.#)
 //	yzex.events.retry  topic   ← forwarder republishes a failed delivery
 //	  └─ <forward queue>-retry-<delay>  fixed TTL, dead-letters through the
 //	                                    default exchange straight back to the
@@ -35,16 +37,20 @@ import (
 const (
 	RetryExchange = "yzex.events.retry"
 	DLXExchange   = "yzex.events.dlx"
-	// EventsBinding routes every WhatsApp event to the events queue.
+	// EventsBinding routes every WhatsApp event to the events queue with
+	// the default routing key (Topology.EventsBinding is the one used).
 	EventsBinding = "yzex.events.connect.whatsapp.#"
 )
 
 // Topology names every exchange and queue.
 type Topology struct {
-	Exchange      string // topic, where the ingress publishes
-	RoutingKey    string // the forward queue's binding
-	ForwardQueue  string
-	EventsQueue   string
+	Exchange     string // topic, where the ingress publishes
+	RoutingKey   string // the forward queue's binding
+	ForwardQueue string
+	EventsQueue  string
+	// EventsBinding binds EventsQueue to Exchange (forward.events_binding,
+	// or derived from RoutingKey: configs.EventsBindingFor).
+	EventsBinding string
 	DLQ           string
 	Retry         []configs.Delay
 	QueueType     string // quorum or classic
@@ -54,7 +60,12 @@ type Topology struct {
 
 // FromConfig names the topology of cfg.
 func FromConfig(cfg configs.Config) Topology {
+	binding := cfg.Forward.EventsBinding
+	if binding == "" {
+		binding = configs.EventsBindingFor(cfg.Webhook.RoutingKey)
+	}
 	return Topology{
+		EventsBinding: binding,
 		Exchange:      cfg.Webhook.Exchange,
 		RoutingKey:    cfg.Webhook.RoutingKey,
 		ForwardQueue:  cfg.Forward.Queue,
@@ -123,7 +134,11 @@ func (t Topology) Declare(ch Declarer) error {
 	if err := queue(t.ForwardQueue, t.args(forwardArgs), [2]string{t.Exchange, t.RoutingKey}); err != nil {
 		return err
 	}
-	if err := queue(t.EventsQueue, t.args(nil), [2]string{t.Exchange, EventsBinding}); err != nil {
+	binding := t.EventsBinding
+	if binding == "" {
+		binding = EventsBinding
+	}
+	if err := queue(t.EventsQueue, t.args(nil), [2]string{t.Exchange, binding}); err != nil {
 		return err
 	}
 	if err := queue(t.DLQ, t.args(nil), [2]string{t.DLXExchange, t.DLQRoutingKey()}); err != nil {

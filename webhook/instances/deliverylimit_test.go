@@ -1,0 +1,94 @@
+package instances
+
+import (
+	"context"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/schema"
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent: a database
+// error used to nack-requeue the event after a pause, one delivery per
+// try; the events queue has no dead-letter target, so under RabbitMQ 4's
+// default delivery limit of 20 the event was dropped for good during the
+// outage. Here the pause is 50 ms (the production 2 s only makes the
+// outage that loses events 40 s instead of 1 s) and PostgreSQL is cut for
+// 3 s: afterwards the event is applied.
+func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
+	amqpURL := servicetest.AMQPURL(t)
+	_, dbURL := servicetest.IsolatedDatabase(t)
+	if err := schema.Up(context.Background(), dbURL); err != nil {
+		t.Fatalf("migrating: %v", err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := servicetest.NewOutageProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	pool, err := pgxpool.New(context.Background(), u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	name := servicetest.Name(t)
+	queue, instance := name+"-events", name+"-inst"
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, err := conn.Channel(); err == nil {
+			c.QueueDelete(queue, false, false, false)
+		}
+	})
+	servicetest.DeliveryLimitPolicy(t, name, 20)
+
+	c, err := New(Options{AMQPURL: amqpURL, Queue: queue, DB: pool, Reconnect: 50 * time.Millisecond, MaxHold: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetDown(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	env := envelope.New(name+"-ev", "evolution", "application/json", nil,
+		payload(t, "evolution-v2-connection-update-2-open.json", instance), time.Now())
+	b, _ := env.Encode()
+	if err := ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{
+		DeliveryMode: amqp.Persistent, MessageId: env.ID, ContentType: envelope.ContentType, Body: b,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	proxy.SetDown(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for value(c, "applied") < 1 {
+		if time.Now().After(deadline) {
+			q, _ := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+			t.Fatalf("the event was not applied after the database came back (queue depth %d: it was dropped)", q.Messages)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := readState(t, pool, instance); s.state != "open" {
+		t.Errorf("stored state %q, want open", s.state)
+	}
+}
