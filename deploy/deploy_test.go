@@ -573,7 +573,7 @@ func TestShutdownBudgetFitsTerminationGracePeriod(t *testing.T) {
 	base := loadManifests(t, filepath.Join(repoRoot, "deploy/kubernetes/base"))
 	for _, env := range []string{"staging", "production"} {
 		t.Run(env, func(t *testing.T) {
-			cfg := parseConfig(t, filepath.Join(repoRoot, "deploy/kubernetes/overlays", env, "borda.yaml"), map[string]string{"WEBHOOK_TOKENS": "x"})
+			cfg := parseConfig(t, filepath.Join(repoRoot, "deploy/kubernetes/overlays", env, "borda.yaml"), map[string]string{"WEBHOOK_TOKENS": strings.Repeat("x", 32)})
 			sd := cfg.Shutdown
 			for _, o := range base {
 				if o.Kind != "Deployment" {
