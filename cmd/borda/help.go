@@ -109,7 +109,7 @@ var helps = map[string]commandHelp{
 		usage: "borda dlq list [--config FILE] [--limit N]",
 		about: []string{"Prints the dead-lettered webhooks of forward.dlq (non-printable data quoted) and leaves them in",
 			"the queue without spending a delivery (safe under RabbitMQ 4's delivery limit)."},
-		env:   []string{"BORDA_CONFIG", "AMQP_URL"},
+		env: []string{"BORDA_CONFIG", "AMQP_URL"},
 	},
 	"dlq replay": {
 		usage: "borda dlq replay [--config FILE] (--id ID | --all-since 1h|RFC3339) --operator NAME --reason TEXT [--force] [--limit N]",
