@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,6 +27,29 @@ import (
 // secretsCanary is the prefix of every canary value: a 32-byte-plus
 // secret, so production guardrails do not refuse it.
 const secretsCanary = "CANARY7f3a9c"
+
+// secretsHangUpAddr is a loopback address held for the whole test by a
+// listener that hangs up on every connection: each client fails with a
+// transport error. (A port that is merely closed can be taken by another
+// test's server meanwhile, which then answers 404 instead of failing.)
+func secretsHangUpAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
 
 // secretsCanaryEnv is one canary per secret-bearing setting, each in the
 // place the setting holds its secret (password, lone user name, query
@@ -106,7 +130,7 @@ func secretsAssertNoCanary(t *testing.T, what, out string) {
 // TestConfigCheckPrintsNoSecretFromAnySetting: config check's output,
 // and the validation errors of URLs that do not parse, hold no canary.
 func TestConfigCheckPrintsNoSecretFromAnySetting(t *testing.T) {
-	closed := freePort(t)
+	closed := secretsHangUpAddr(t)
 	env := secretsCanaryEnv(closed)
 	path := secretsWriteConfig(t, `environment: development
 routes:
@@ -140,7 +164,7 @@ routes:
 // dependency unreachable (so each client logs its errors) and an upstream
 // with userinfo: logs, /metrics and the admin /readyz hold no canary.
 func TestServeWithFailingDependenciesPrintsNoSecret(t *testing.T) {
-	closed := freePort(t)
+	closed := secretsHangUpAddr(t)
 	env := secretsCanaryEnv(closed)
 	var envList []string
 	for k, v := range env {
@@ -181,7 +205,7 @@ func TestServeWithFailingDependenciesPrintsNoSecret(t *testing.T) {
 func TestForwardAndDLQPrintNoLegacyURLSecret(t *testing.T) {
 	redisURL := servicetest.RedisURL(t)
 	amqpURL := servicetest.AMQPURL(t)
-	closed := freePort(t)
+	closed := secretsHangUpAddr(t)
 	canary := secretsCanaryEnv(closed)
 	name := servicetest.Name(t)
 	queue, dlq := name+"-fwd", name+"-dlq"
