@@ -114,8 +114,13 @@ func (s BordaSpec) WriteConfig(dir, name string) (string, error) {
 		if s.PublishChannels > 0 {
 			fmt.Fprintf(&b, "  publish_channels: %d\n", s.PublishChannels)
 		}
-		fmt.Fprintf(&b, "forward:\n  queue: %s\n  dlq: %s\n  events_queue: %s\n  retry_delays: [1m]\n",
-			s.ForwardQueue(), s.DLQ(), s.EventsQueue())
+		// The events queue is bound to a key the ingress never uses: no
+		// bench runs consume-events, a second copy of every event would
+		// double the broker's work, and the fault bench's queue-deleted
+		// case needs the forward queue to be the only one the routing key
+		// reaches (docs/reliability.md, "A deleted forward queue").
+		fmt.Fprintf(&b, "forward:\n  queue: %s\n  dlq: %s\n  events_queue: %s\n  events_binding: %s.unused\n  retry_delays: [1m]\n",
+			s.ForwardQueue(), s.DLQ(), s.EventsQueue(), s.Name)
 	} else {
 		b.WriteString("webhook:\n  path: \"\"\n")
 	}
