@@ -7,8 +7,10 @@ package e2e
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // attackDoubleEncodedWalkOuts are spellings of /api/../admin whose second
@@ -53,5 +55,45 @@ func TestHostileAttackDoubleEncodingWithEscapedHexDigitsIsRefused(t *testing.T) 
 	resp, _ := pathGet(t, p.public, "/api/a%25%34%31")
 	if got := api.requests(); resp.StatusCode != 200 || len(got) != 1 || got[0].RequestURI != "/v1/a%25%34%31" {
 		t.Fatalf("/api/a%%25%%34%%31: %d, upstream saw %+v", resp.StatusCode, got)
+	}
+}
+
+// attackWebhookToken is a valid 32-byte webhook token of the attack tests.
+const attackWebhookToken = "attacktoken0123456789abcdef01234"
+
+// A provider that puts the URL token one segment off
+// (/webhooks/whatsapp/instancia-1/t/TOKEN, /webhooks/whatsapp/T/TOKEN, the
+// path form twice) is refused with 401, and the access log printed the
+// path with the valid token in it: only "/t/{token}" right after the
+// source path was redacted. docs/webhooks.md §2 promises tokens are never
+// logged; every segment after a "t" segment is now "[redacted]".
+func TestHostileAttackWebhookTokenInTheWrongPlaceIsNotLogged(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "", "webhook:\n  path: /webhooks/whatsapp\n"),
+		"WEBHOOK_TOKENS="+attackWebhookToken)
+	const body = `{"instance":"i","event":"e","data":{"key":{"id":"A1"}}}`
+	for _, target := range []string{
+		"/webhooks/whatsapp/instancia-1/t/" + attackWebhookToken + "/messages-upsert",
+		"/webhooks/whatsapp/T/" + attackWebhookToken,
+		"/webhooks/whatsapp/t/wrong/t/" + attackWebhookToken,
+		"/webhooks/whatsapp/x/t//" + attackWebhookToken,
+	} {
+		raw := "POST " + target + " HTTP/1.1\r\nHost: gw.example.org\r\nContent-Type: application/json\r\n" +
+			"Content-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+		resp, got, err := rawExchange(t, p.public, raw, 10*time.Second)
+		if err != nil {
+			t.Fatalf("POST %s: %v", target, err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("POST %s: %d %q, want 401", target, resp.StatusCode, got)
+		}
+	}
+	p.stop(t) // SIGTERM writes every pending log line
+	logs := p.logs.String()
+	if n := strings.Count(logs, `"route":"webhook"`); n < 4 {
+		t.Fatalf("%d webhook access log lines, want 4:\n%s", n, logs)
+	}
+	if strings.Contains(logs, attackWebhookToken) {
+		t.Fatalf("the webhook token is in the logs:\n%s", logs)
 	}
 }
