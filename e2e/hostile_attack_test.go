@@ -7,8 +7,10 @@ package e2e
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -95,5 +97,53 @@ func TestHostileAttackWebhookTokenInTheWrongPlaceIsNotLogged(t *testing.T) {
 	}
 	if strings.Contains(logs, attackWebhookToken) {
 		t.Fatalf("the webhook token is in the logs:\n%s", logs)
+	}
+}
+
+// attackCookieSpellings are names a browser stores and sends back as they
+// are, and that PHP ($_COOKIE) or Rack read as olp_auth: escapes decoded,
+// '+' a space, ' ', '.' and '[' as '_'.
+var attackCookieSpellings = []string{"olp%5Fauth", "olp.auth", "olp+auth", "olp[auth", "%6Flp_auth", "__Host-olp.auth"}
+
+// A third-party upstream behind `cookies: {forward: []}` answered
+// Set-Cookie: olp%5Fauth=<its token> (or olp.auth, olp+auth...): the
+// policy read the name byte for byte, not as the portal's olp_ cookie, and
+// let it through, so the browser sent it to the portal's upstream, where a
+// PHP or Rack framework reads it as olp_auth: the session fixation
+// docs/edge.md says a third-party upstream cannot do. They are removed now,
+// and a browser cookie spelled so does not reach the third party.
+func TestHostileAttackThirdPartyCannotSetPortalCookieUnderADecodedSpelling(t *testing.T) {
+	var (
+		mu         sync.Mutex
+		seenCookie []string
+	)
+	third := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seenCookie = append(seenCookie, r.Header.Get("Cookie"))
+		mu.Unlock()
+		for _, name := range attackCookieSpellings {
+			w.Header().Add("Set-Cookie", name+"=fixated; Path=/")
+		}
+		w.Header().Add("Set-Cookie", "tiles=1; Path=/")
+		_, _ = w.Write([]byte("tile"))
+	}))
+	t.Cleanup(third.Close)
+	p := startServe(t, minimalServe(third.URL, "    cookies: {forward: []}\n", ""))
+	raw := "GET /tiles/1 HTTP/1.1\r\nHost: portal.example.org\r\nConnection: close\r\n" +
+		"Cookie: olp%5Fauth=victim; olp.auth=victim; _ga=1\r\n\r\n"
+	resp, body, err := rawExchange(t, p.public, raw, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || body != "tile" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 1 || got[0] != "tiles=1; Path=/" {
+		t.Errorf("Set-Cookie reaching the browser = %q, want only tiles=1", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seenCookie) != 1 || seenCookie[0] != "_ga=1" {
+		t.Errorf("the third party got Cookie %q, want only _ga=1", seenCookie)
 	}
 }
