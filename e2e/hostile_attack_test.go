@@ -147,3 +147,55 @@ func TestHostileAttackThirdPartyCannotSetPortalCookieUnderADecodedSpelling(t *te
 		t.Errorf("the third party got Cookie %q, want only _ga=1", seenCookie)
 	}
 }
+
+// attackParamsServe has /api (limited to one request a minute per IP)
+// and a catch-all route to the same upstream, as a portal whose API and
+// front end are one servlet application: Tomcat and Jetty strip ";x"
+// from a segment before routing, so /api;x/login is their /api/login.
+func attackParamsServe(up string) string {
+	return `environment: development
+listen: "{LISTEN}"
+admin_listen: "{ADMIN}"
+redis:
+  url: ""
+amqp:
+  url: "amqp://guest:guest@127.0.0.1:1/"
+telemetry:
+  enabled: false
+rate_limits:
+  rules:
+    - {name: loginonce, scope: ip, limit: 1, window: 1m, routes: [api]}
+routes:
+  - name: api
+    path_prefix: /api
+    upstream: "` + up + `"
+  - name: site
+    upstream: "` + up + `"
+`
+}
+
+// GET /api;x/login missed the /api route (its one-a-minute limit) and
+// went to the catch-all, which a servlet upstream serves as /api/login:
+// path parameters let a client choose the route, and so the limits, CORS
+// and cookie policy. A segment's ";params" no longer keep it from
+// matching the prefix.
+func TestHostileAttackPathParametersCannotDodgeTheRouteOfThePrefix(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, attackParamsServe(up.URL))
+	if resp, _ := pathGet(t, p.public, "/api/login"); resp.StatusCode != 200 {
+		t.Fatalf("/api/login: %d", resp.StatusCode)
+	}
+	for _, target := range []string{"/api;x/login", "/api;jsessionid=1/login", "/api%3bx/login", "/api%3B/login"} {
+		if resp, _ := pathGet(t, p.public, target); resp.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("%s: %d, want 429 from the api route's limit", target, resp.StatusCode)
+		}
+	}
+	// Under the prefix a parameter is the upstream's business, and a
+	// segment that only starts like the prefix is not under it.
+	if resp, _ := pathGet(t, p.public, "/apix;y/z"); resp.StatusCode != 200 {
+		t.Errorf("/apix;y/z: %d, want 200 from the site route", resp.StatusCode)
+	}
+	if got := up.requests(); len(got) != 2 || got[1].RequestURI != "/apix;y/z" {
+		t.Errorf("upstream saw %+v, want /api/login and /apix;y/z", got)
+	}
+}
