@@ -199,3 +199,22 @@ func TestHostileAttackPathParametersCannotDodgeTheRouteOfThePrefix(t *testing.T)
 		t.Errorf("upstream saw %+v, want /api/login and /apix;y/z", got)
 	}
 }
+
+// A careless operator writes a route's host as a URL or with its port
+// (hosts: ["https://portal.example.org"], ["portal.example.org:443"]):
+// `borda config check` said valid and the route never matched, so its
+// requests fell through to another route (a catch-all with another cookie
+// policy) or a 404. Each is now a problem naming the field, exit 2.
+func TestHostileAttackRouteHostWithSchemeOrPortIsRefused(t *testing.T) {
+	for _, host := range []string{"https://portal.example.org", "portal.example.org:443", "portal.example.org/api", "*.example.org:8080"} {
+		path := secretsWriteConfig(t, "environment: development\nroutes:\n  - {name: a, upstream: \"http://127.0.0.1:1\", hosts: [\""+host+"\"]}\n")
+		out, code := secretsRun(t, cleanEnv(), "config", "check", "--config", path)
+		if code != 2 || !strings.Contains(out, "routes[0].hosts[0]") {
+			t.Errorf("hosts [%q]: exit %d, want 2 naming routes[0].hosts[0]:\n%s", host, code, out)
+		}
+	}
+	path := secretsWriteConfig(t, "environment: development\nroutes:\n  - {name: a, upstream: \"http://127.0.0.1:1\", hosts: [\"Portal.Example.org.\", \"*.example.org\", \"::1\"]}\n")
+	if out, code := secretsRun(t, cleanEnv(), "config", "check", "--config", path); code != 0 {
+		t.Errorf("valid hosts: exit %d:\n%s", code, out)
+	}
+}
