@@ -218,3 +218,39 @@ func TestHostileAttackRouteHostWithSchemeOrPortIsRefused(t *testing.T) {
 		t.Errorf("valid hosts: exit %d:\n%s", code, out)
 	}
 }
+
+// A careless operator points a route at the gateway itself (here its own
+// listener; in production a load balancer or DNS name in front of it):
+// one request became an endless chain of requests through the gateway,
+// each holding a connection, until file descriptors ran out. Now the
+// second pass carries the process's own Via entry and is answered 508.
+// The route's IP limit (the gateway's own address, 20 a minute) bounds the
+// chain on code without the check, so this test fails there with a 429
+// instead of exhausting the machine.
+func TestHostileAttackRouteLoopingBackToTheGatewayIsCut(t *testing.T) {
+	p := startServe(t, `environment: development
+listen: "{LISTEN}"
+admin_listen: "{ADMIN}"
+redis:
+  url: ""
+amqp:
+  url: "amqp://guest:guest@127.0.0.1:1/"
+telemetry:
+  enabled: false
+rate_limits:
+  rules:
+    - {name: hops, scope: ip, limit: 20, window: 1m, routes: [loop]}
+routes:
+  - name: loop
+    upstream: "http://{LISTEN}"
+    timeout: 5s
+`)
+	resp, body := pathGet(t, p.public, "/x", "Via: 1.1 proxy-do-cliente")
+	if resp.StatusCode != http.StatusLoopDetected || !strings.Contains(body, "Laço de encaminhamento") {
+		t.Fatalf("got %d %q, want the 508 problem", resp.StatusCode, body)
+	}
+	m := secretsGet(t, p.admin+"/metrics")
+	if !strings.Contains(m, `borda_http_requests_total{code="508",method="GET",route="loop"} 2`) {
+		t.Fatalf("want two passes, the inner one refused:\n%s", grepLines(m, "borda_http_requests_total"))
+	}
+}

@@ -101,6 +101,10 @@ type Server struct {
 	escapedSlashes slashAction
 	// pprof gates /debug/pprof/ on the admin listener (admin_pprof).
 	pprof pprofGate
+	// via is this process's Via pseudonym ("borda-" and 64 random bits in
+	// hex), added to every proxied request so a request that comes back
+	// to the process that sent it is answered 508 (loop.go).
+	via string
 
 	public http.Handler
 	admin  http.Handler
@@ -124,6 +128,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		limiter:  deps.Limiter,
 		recorder: deps.Recorder,
 		registry: deps.Registry,
+		via:      newViaPseudonym(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -64,6 +64,10 @@ func (s *Server) newRouteProxy(rt *Route, transport http.RoundTripper, pool http
 // response headers by the route timeout (504 when it passes).
 func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeFrom(r.Context())
+	if p.s.looped(r.Header) {
+		writeProblem(w, problemLoop, ex.id)
+		return
+	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	ex.timer = time.AfterFunc(p.rt.timeout, func() { cancel(errUpstreamTimeout) })
 	defer func() {
@@ -124,6 +128,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		dropUnderscoreHeaders(h)
 	}
 	p.s.setForwarded(h, in, ex)
+	h["Via"] = append(h["Via"], viaVersion(in)+" "+p.s.via)
 	h["X-Request-Id"] = []string{ex.id}
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {
