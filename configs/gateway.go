@@ -16,8 +16,9 @@ type Route struct {
 	// (letters, digits, '-' and '_'; required, unique).
 	Name string `yaml:"name"`
 	// Hosts are exact host names or "*.example.org" wildcards (which match
-	// one or more labels before example.org, not example.org itself).
-	// Empty: any host.
+	// one or more labels before example.org, not example.org itself), or IP
+	// addresses; bare names only: a scheme, port, path or space is refused
+	// (the request's Host is matched without its port). Empty: any host.
 	Hosts []string `yaml:"hosts"`
 	// PathPrefix is matched on whole segments: "/api" matches /api and
 	// /api/x, not /apix (default "/").
@@ -244,6 +245,11 @@ func (c *Config) validateGateway(p *problems) {
 		for j, h := range r.Hosts {
 			if h == "" || strings.Contains(h[1:], "*") || (strings.HasPrefix(h, "*") && !strings.HasPrefix(h, "*.")) {
 				p.addf(fmt.Sprintf("%s.hosts[%d]", field, j), "%q: use an exact host or *.domain", h)
+			} else if !routeHostName(strings.TrimPrefix(h, "*.")) {
+				// The request's Host is matched without its port; a scheme,
+				// port, path or space here made a route that never matched.
+				p.addf(fmt.Sprintf("%s.hosts[%d]", field, j),
+					"%q: use a bare host name, without scheme, port or path (portal.example.org, *.example.org, an IP address)", h)
 			}
 		}
 		if r.Timeout == 0 {
@@ -363,4 +369,23 @@ func validToken(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// routeHostName reports whether h can equal a request's Host once its
+// port and trailing dot are removed: letters, digits, '-', '_' and '.',
+// or an IP address (IPv6 with or without brackets).
+func routeHostName(h string) bool {
+	if h == "" {
+		return false
+	}
+	if _, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")); err == nil {
+		return true
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -27,6 +27,18 @@ routes:
   - {name: b, hosts: [X.org], path_prefix: /api/, upstream: "http://127.0.0.1:2"}`, "routes[1].path_prefix"},
 		{"bad wildcard host", `
 routes: [{name: a, hosts: ["a.*.org"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
+		// A host that can never equal a request's Host (matched without
+		// its port) made a route that silently never matched.
+		{"host with a scheme", `
+routes: [{name: a, hosts: ["https://portal.example.org"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
+		{"host with a port", `
+routes: [{name: a, hosts: ["portal.example.org:443"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
+		{"host with a path", `
+routes: [{name: a, hosts: ["portal.example.org/api"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
+		{"wildcard host with a port", `
+routes: [{name: a, hosts: ["*.example.org:8080"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
+		{"host with a space", `
+routes: [{name: a, hosts: ["portal example.org"], upstream: "http://127.0.0.1:1"}]`, "routes[0].hosts[0]"},
 		{"bad trusted proxy", `
 trusted_proxies: ["10.0.0.0/33"]`, "trusted_proxies[0]"},
 		{"IPv4-mapped trusted proxy shorter than /96", `
@@ -76,6 +88,15 @@ func TestTrustedProxiesIPv4MappedCIDRMatchesIPv4Peers(t *testing.T) {
 	for i, w := range want {
 		if got := cfg.TrustedPrefixes[i].String(); got != w {
 			t.Errorf("TrustedPrefixes[%d] = %s, want %s", i, got, w)
+		}
+	}
+}
+
+func TestRouteHostsAcceptNamesAndAddresses(t *testing.T) {
+	t.Parallel()
+	for _, h := range []string{"portal.example.org", "Portal.Example.ORG.", "*.example.org", "localhost", "127.0.0.1", "::1", "[::1]", "my_host.internal"} {
+		if !routeHostName(strings.TrimPrefix(h, "*.")) {
+			t.Errorf("routeHostName(%q) = false", h)
 		}
 	}
 }

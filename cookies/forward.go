@@ -60,8 +60,22 @@ func ForwardFromConfig(fw []configs.CookieForward) []Forward {
 
 // IsOwned reports whether name is one of the portal's cookies: OwnedPrefix,
 // case-insensitively, after an optional __Host- or __Secure- prefix (any
-// case).
+// case), either as sent or as the frameworks that decode cookie names
+// read it (frameworkCookieName: PHP and Rack percent-decode names, PHP
+// also reads '+' as a space and ' ', '.' and '[' as '_'), so "olp%5Fauth",
+// "olp.auth" and "olp+auth" are olp_auth to such a portal upstream.
 func IsOwned(name string) bool {
+	if hasOwnedPrefix(name) {
+		return true
+	}
+	if d, ok := frameworkCookieName(name); ok {
+		return hasOwnedPrefix(d)
+	}
+	return false
+}
+
+// hasOwnedPrefix is IsOwned on the name as it is.
+func hasOwnedPrefix(name string) bool {
 	for _, p := range []string{"__Host-", "__Secure-"} {
 		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) {
 			name = name[len(p):]
@@ -69,6 +83,48 @@ func IsOwned(name string) bool {
 		}
 	}
 	return len(name) >= len(OwnedPrefix) && strings.EqualFold(name[:len(OwnedPrefix)], OwnedPrefix)
+}
+
+// frameworkCookieName returns a cookie name as PHP reads it into $_COOKIE
+// (and, for the escapes, as Rack does): "%XX" escapes decoded, '+' a
+// space, then ' ', '.' and '[' replaced by '_'. ok is false when name
+// holds none of these, so the common case allocates nothing.
+func frameworkCookieName(name string) (string, bool) {
+	if !strings.ContainsAny(name, "%+. [") {
+		return "", false
+	}
+	b := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c == '%' && i+2 < len(name) {
+			if hi, ok := unhexCookie(name[i+1]); ok {
+				if lo, ok := unhexCookie(name[i+2]); ok {
+					c = hi<<4 | lo
+					i += 2
+				}
+			}
+		} else if c == '+' {
+			c = ' '
+		}
+		if c == ' ' || c == '.' || c == '[' {
+			c = '_'
+		}
+		b = append(b, c)
+	}
+	return string(b), true
+}
+
+// unhexCookie decodes one hex digit.
+func unhexCookie(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // ApplyRequest rewrites the outbound request header h in place according

@@ -107,6 +107,10 @@ type Server struct {
 	bodyMinRate int64
 	// maxConns is server.max_connections (Listener).
 	maxConns int
+	// via is this process's Via pseudonym ("borda-" and 64 random bits in
+	// hex), added to every proxied request so a request that comes back
+	// to the process that sent it is answered 508 (loop.go).
+	via string
 
 	public http.Handler
 	admin  http.Handler
@@ -130,6 +134,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		limiter:  deps.Limiter,
 		recorder: deps.Recorder,
 		registry: deps.Registry,
+		via:      newViaPseudonym(),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -187,6 +187,13 @@ func TestScanPathFindsEveryEscapedSlashSpelling(t *testing.T) {
 		{"/a%252f", false, pathDoubleEncoded}, {"/a%252E", false, pathDoubleEncoded},
 		{"/a%255C", false, pathDoubleEncoded}, {"/a%2525", false, pathDoubleEncoded}, {"/a%2500", false, pathDoubleEncoded},
 		{"/a%2541", false, pathOK}, {"/100%25", false, pathOK}, {"/a%2", false, pathOK},
+		// The second pass's hex digits escaped themselves: one decoding
+		// makes "%2f", "%2e", "%5c", "%25", "%00" of them all the same.
+		{"/a%25%32%66", false, pathDoubleEncoded}, {"/a%25%32%65", false, pathDoubleEncoded},
+		{"/a%252%65", false, pathDoubleEncoded}, {"/a%25%32E", false, pathDoubleEncoded},
+		{"/a%25%35%63", false, pathDoubleEncoded}, {"/a%25%32%35", false, pathDoubleEncoded},
+		{"/a%25%30%30", false, pathDoubleEncoded}, {"/a%25%37%46", false, pathDoubleEncoded},
+		{"/a%25%34%31", false, pathOK}, {"/a%25%34", false, pathOK}, {"/a%25%3", false, pathOK},
 	} {
 		slashes, fault := scanPath(tc.p)
 		if slashes != tc.slashes || fault != tc.fault {

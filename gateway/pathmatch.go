@@ -9,6 +9,13 @@ import "strings"
 // (%2F) never matches a '/' of the prefix nor ends a segment: /api%2Fx is
 // the single segment "api/x" (RFC 3986 §2.2), not under /api.
 //
+// Path parameters (";x" or "%3Bx" up to the segment's end) of a request
+// segment that the prefix spans are skipped, as servlet containers
+// (Tomcat, Jetty) strip them before they route: /api;x/login is under
+// /api, so it gets /api's limits, CORS and cookie policy rather than a
+// catch-all route's while such an upstream serves it as /api/login
+// (docs/edge.md, "Paths").
+//
 // prefix "/" matches every path and returns p itself.
 func matchPrefix(p, prefix string) (string, bool) {
 	if prefix == "/" {
@@ -16,6 +23,9 @@ func matchPrefix(p, prefix string) (string, bool) {
 	}
 	i := 0
 	for j := 0; j < len(prefix); j++ {
+		if prefix[j] == '/' && j > 0 {
+			i = skipParams(p, i)
+		}
 		if i >= len(p) {
 			return "", false
 		}
@@ -39,11 +49,24 @@ func matchPrefix(p, prefix string) (string, bool) {
 		}
 		i += n
 	}
-	rest := p[i:]
+	rest := p[skipParams(p, i):]
 	if rest == "" || rest[0] == '/' {
 		return rest, true
 	}
 	return "", false
+}
+
+// skipParams returns the index of the '/' (or the end) that ends the
+// segment of the escaped path p when p[i] starts its path parameters (';'
+// or %3B, any case), else i. An escaped slash does not end the segment.
+func skipParams(p string, i int) int {
+	if i >= len(p) || (p[i] != ';' && !(p[i] == '%' && i+2 < len(p) && p[i+1] == '3' && (p[i+2] == 'b' || p[i+2] == 'B'))) {
+		return i
+	}
+	for i < len(p) && p[i] != '/' {
+		i++
+	}
+	return i
 }
 
 func unhex(c byte) (byte, bool) {

@@ -89,8 +89,10 @@ func scanPath(p string) (slashes bool, fault pathFault) {
 			case v < 0x20 || v == 0x7f:
 				return slashes, pathControl
 			case v == '%':
-				// "%25" then two hex digits: what a second decoding makes.
-				if w, ok := hexPair(p, i+3); ok && (w == '/' || w == '\\' || w == '.' || w == '%' || w < 0x20 || w == 0x7f) {
+				// "%25" then two hex digits, each sent as it is or itself
+				// escaped ("%252e", "%25%32%65", "%252%65"): what a second
+				// decoding makes of the first one's "%2e".
+				if w, ok := doubleDecodedAt(p, i+3); ok && (w == '/' || w == '\\' || w == '.' || w == '%' || w < 0x20 || w == 0x7f) {
 					return slashes, pathDoubleEncoded
 				}
 			}
@@ -98,6 +100,32 @@ func scanPath(p string) (slashes bool, fault pathFault) {
 		}
 	}
 	return slashes, pathOK
+}
+
+// doubleDecodedAt decodes the two hex digits that follow a "%25" at p[j:]
+// as one decoding pass leaves them: each digit is either sent as it is or
+// escaped itself ("%32" is '2'), so "%25%32%65" and "%252%65" are "%2e"
+// after one pass and "." after two, like "%252e" (false when the pass
+// leaves no two hex digits there).
+func doubleDecodedAt(p string, j int) (byte, bool) {
+	var d [2]byte
+	for k := range d {
+		if j >= len(p) {
+			return 0, false
+		}
+		c := p[j]
+		if v, ok := unescapeAt(p, j); ok {
+			c, j = v, j+3
+		} else {
+			j++
+		}
+		h, ok := unhex(c)
+		if !ok {
+			return 0, false
+		}
+		d[k] = h
+	}
+	return d[0]<<4 | d[1], true
 }
 
 // unescapeAt decodes the escape "%XX" at p[i] (false when there is none).

@@ -65,6 +65,10 @@ func (s *Server) newRouteProxy(rt *Route, transport http.RoundTripper, pool http
 // for the client's body by server.body_timeout and body_min_rate (408).
 func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeFrom(r.Context())
+	if p.s.looped(r.Header) {
+		writeProblem(w, problemLoop, ex.id)
+		return
+	}
 	if ex.w.body != nil {
 		ex.body.arm(p.s.bodyTimeout, p.s.bodyMinRate)
 	}
@@ -134,6 +138,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		dropUnderscoreHeaders(h)
 	}
 	p.s.setForwarded(h, in, ex)
+	h["Via"] = append(h["Via"], viaVersion(in)+" "+p.s.via)
 	h["X-Request-Id"] = []string{ex.id}
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {

@@ -94,3 +94,32 @@ func FuzzMatchPrefix(f *testing.F) {
 		}
 	})
 }
+
+// /api;x/login reached a catch-all route (its limits, CORS and cookie
+// policy) while Tomcat and Jetty strip ";x" and serve it as /api/login:
+// path parameters of a segment the prefix spans are skipped now.
+func TestMatchPrefixSkipsPathParametersOfPrefixSegments(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		p, prefix, rest string
+		ok              bool
+	}{
+		{"/api;x/login", "/api", "/login", true},
+		{"/api;jsessionid=1", "/api", "", true},
+		{"/api%3bx/login", "/api", "/login", true},
+		{"/api%3Bx/login", "/api", "/login", true},
+		{"/api;x/v2;y/z", "/api/v2", "/z", true},
+		{"/api;x/v2", "/api/v2", "", true},
+		{"/api/x;y", "/api", "/x;y", true}, // after the prefix: the upstream's
+		{"/apix;y/z", "/api", "", false},
+		{"/ap;i/z", "/api", "", false},
+		{"/api;x%2Fadmin", "/api", "", true}, // one segment: the path policy refuses %2F
+		{"/api;/v2/z", "/api/v2", "/z", true},
+		{"/api%3/z", "/api", "", false},
+	} {
+		rest, ok := matchPrefix(tc.p, tc.prefix)
+		if ok != tc.ok || rest != tc.rest {
+			t.Errorf("matchPrefix(%q, %q) = %q %v, want %q %v", tc.p, tc.prefix, rest, ok, tc.rest, tc.ok)
+		}
+	}
+}

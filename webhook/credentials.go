@@ -177,16 +177,30 @@ func (i *Ingress) RedactPath(p string) string {
 	return redactPathToken(src.path, rest)
 }
 
-// redactPathToken rebuilds base+rest with the token of the path form
-// ("/t/{token}[/{event}]" in rest) replaced by "[redacted]".
+// redactPathToken rebuilds base+rest with every segment that follows a
+// "t" segment of rest (any letter case, anywhere in rest) replaced by
+// "[redacted]": the path form "/t/{token}[/{event}]", and also a token a
+// misconfigured provider sends in the wrong place ("/x/t/{token}",
+// "/T/{token}", "/t/a/t/b"), which is refused with 401 but must not reach
+// a log line or a telemetry key either (docs/webhooks.md §2).
 func redactPathToken(base, rest string) string {
-	tok, ok := strings.CutPrefix(rest, "/t/")
-	if !ok || tok == "" {
+	segs := strings.Split(rest, "/")
+	changed := false
+	for k := 0; k < len(segs); k++ {
+		if !strings.EqualFold(segs[k], "t") {
+			continue
+		}
+		// The next non-empty segment: "/t//abc" is "/t/abc" once empty
+		// segments are merged.
+		for k++; k < len(segs) && segs[k] == ""; k++ {
+		}
+		if k < len(segs) {
+			segs[k] = "[redacted]"
+			changed = true
+		}
+	}
+	if !changed {
 		return base + rest
 	}
-	after := ""
-	if j := strings.IndexByte(tok, '/'); j >= 0 {
-		after = tok[j:]
-	}
-	return base + "/t/[redacted]" + after
+	return base + strings.Join(segs, "/")
 }

@@ -120,6 +120,11 @@ func TestRedactPath(t *testing.T) {
 		"/webhooks/whatsapp/messages-upsert":       "/webhooks/whatsapp/messages-upsert",
 		"/webhooks/whatsapp/t/":                    "/webhooks/whatsapp/t/",
 		"/portal/t/abc":                            "/portal/t/abc",
+		// A token in the wrong place is refused, and redacted all the same.
+		"/webhooks/whatsapp/x/t/abc/messages-upsert": "/webhooks/whatsapp/x/t/[redacted]/messages-upsert",
+		"/webhooks/whatsapp/T/abc":                   "/webhooks/whatsapp/T/[redacted]",
+		"/webhooks/whatsapp/t/a/t/b":                 "/webhooks/whatsapp/t/[redacted]/t/[redacted]",
+		"/webhooks/whatsapp/t//abc":                  "/webhooks/whatsapp/t//[redacted]",
 	} {
 		if got := i.RedactPath(in); got != want {
 			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
