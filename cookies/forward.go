@@ -171,7 +171,7 @@ func ApplyRequest(h http.Header, forward []Forward) {
 				changed = true
 			case fw.AsAuthorization:
 				changed = true
-				if v := unquote(strings.TrimSpace(value)); !hasAuth && validBearer(v) {
+				if v := unquote(strings.TrimSpace(value)); !hasAuth && validBearer(v) && !NonCanonicalJWS(v) {
 					h.Set("Authorization", "Bearer "+v)
 					hasAuth = true
 				}

@@ -134,6 +134,9 @@ func NewVerifier(ctx context.Context, cfg configs.Auth, refresh time.Duration, l
 		jwt.WithLeeway(cfg.Leeway.D()),
 		jwt.WithIssuedAt(),
 		jwt.WithJSONNumber(),
+		// Canonical base64url only (no trailing bits set): the spelling the
+		// gateway forwards is the one verified (cookies.NonCanonicalJWS).
+		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(func() time.Time { return v.now() }),
 	}
 	if cfg.RequireExp {

@@ -312,3 +312,58 @@ func TestHostileEarlyHintsCarryThePortalSessionCookie(t *testing.T) {
 		t.Errorf("103 carried Set-Cookie %q past the route's policy", got)
 	}
 }
+
+// A valid token spelled so that only a lenient decoder reads it ("="
+// padding, "+" or "/" for "-" or "_", a last character whose unused bits
+// are set) was refused by the verifier, so the limiter counted the
+// request as anonymous, and forwarded as the user's credential to an
+// upstream whose JWT library accepts it: per-user limits dodged. Now the
+// header form is 401 without reaching the upstream and the cookie form
+// is not turned into a Bearer token; the canonical token is limited as
+// its user.
+func TestHostileNonCanonicalTokenIsNeverForwardedUnseenByTheLimiter(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", identityLimited), "AUTH_JWT_SECRET="+identitySecret)
+	tok := identityToken(t, "u-lenient", 0)
+	head, sig, _ := strings.Cut(tok[strings.Index(tok, ".")+1:], ".")
+	header := tok[:strings.Index(tok, ".")]
+	flipped := []byte(sig)
+	// HS256 signatures are 32 bytes: 43 characters, the last one carries
+	// two unused bits; setting one is a different string, the same bytes
+	// to a lenient decoder.
+	last := strings.IndexByte(identityB64URL, flipped[len(flipped)-1])
+	flipped[len(flipped)-1] = identityB64URL[last|1]
+	spellings := map[string]string{
+		"padding":       tok + "=",
+		"header padded": header + "=." + head + "." + sig,
+		"unused bits":   header + "." + head + "." + string(flipped),
+		"empty payload": header + ".." + sig,
+	}
+	if strings.ContainsAny(sig, "-_") {
+		spellings["std alphabet"] = header + "." + head + "." + strings.NewReplacer("-", "+", "_", "/").Replace(sig)
+	}
+	for name, bad := range spellings {
+		if bad == tok {
+			continue
+		}
+		if status, _, body := identityGet(t, p.public, "Authorization: Bearer "+bad); status != http.StatusUnauthorized || !strings.Contains(body, "base64url") {
+			t.Errorf("%s, Bearer header: %d %q, want the 401 problem", name, status, body)
+		}
+		if status, _, _ := identityGet(t, p.public, "Cookie: olp_auth="+bad); status != 200 {
+			t.Errorf("%s, olp_auth cookie: %d, want 200 (anonymous, no credential forwarded)", name, status)
+		}
+	}
+	for _, r := range up.requests() {
+		if a := r.Header.Get("Authorization"); a != "" || strings.Contains(r.Header.Get("Cookie"), "olp_auth") {
+			t.Errorf("upstream got a credential the limiter did not see: Authorization %q", a)
+		}
+	}
+	if status, _, _ := identityGet(t, p.public, "Authorization: Bearer "+tok); status != 200 {
+		t.Fatalf("first canonical request: %d", status)
+	}
+	if status, _, _ := identityGet(t, p.public, "Cookie: olp_auth="+tok); status != http.StatusTooManyRequests {
+		t.Errorf("second canonical request: %d, want 429 (the limiter sees the user)", status)
+	}
+}
+
+const identityB64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"

@@ -272,6 +272,13 @@ func (s *Server) refusePath(w http.ResponseWriter, ex *exchange, f pathFault) {
 var problemTokenTooLarge = problem{Title: "Credencial grande demais", Status: http.StatusRequestHeaderFieldsTooLarge,
 	Detail: "O token de acesso enviado no cabeçalho Authorization excede 8 KiB. Entre novamente para obter um token válido."}
 
+// problemTokenMalformed answers a Bearer token shaped as a JWS whose
+// segments are not canonical base64url: the verifier refuses it (so the
+// limiter would count the request as anonymous) while a lenient upstream
+// could accept it as the user's (docs/edge.md, Identity).
+var problemTokenMalformed = problem{Title: "Credencial malformada", Status: http.StatusUnauthorized,
+	Detail: "O token de acesso não está na codificação base64url canônica. Entre novamente para obter um token válido."}
+
 // identify puts the verified identity of the request in its context, and
 // answers 431 to a request whose Authorization: Bearer token is longer
 // than cookies.MaxTokenBytes (olp_* cookies over it are removed by
@@ -281,6 +288,10 @@ func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if cookies.BearerTooLarge(r.Header) {
 			writeProblem(w, problemTokenTooLarge, exchangeFrom(r.Context()).id)
+			return
+		}
+		if cookies.BearerNonCanonical(r.Header) {
+			writeProblem(w, problemTokenMalformed, exchangeFrom(r.Context()).id)
 			return
 		}
 		if id, ok := s.verifier.FromRequest(r.Header, exchangeFrom(r.Context()).route.forward); ok {
