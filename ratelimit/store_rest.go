@@ -22,7 +22,7 @@ import (
 // base URL with "Authorization: Bearer <token>", answered with
 // {"result": …} or {"error": "…"}. One Hit is one HTTP request carrying
 // EVALSHA; on NOSCRIPT it is retried once as EVAL (which also caches the
-// script). See /work/shared/upstash-rest.md for the protocol facts used.
+// script). The protocol facts used are in docs/rate-limiting.md, "Upstash REST".
 type RESTStore struct {
 	base   string
 	auth   string

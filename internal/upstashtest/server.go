@@ -1,6 +1,6 @@
 // Package upstashtest is a test server speaking the Upstash Redis REST
 // protocol in front of a real Redis, so the REST store is tested against
-// real Redis semantics (see /work/shared/upstash-rest.md):
+// real Redis semantics (see docs/rate-limiting.md, "Upstash REST"):
 //
 //   - POST / with a JSON command array → 200 {"result": …}
 //   - POST /pipeline with an array of command arrays → an array of
