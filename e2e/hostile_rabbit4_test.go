@@ -74,23 +74,11 @@ func TestHostileRabbit4_DLQListEscapesMessageDataAndLosesNothingUnderADeliveryLi
 	amqpURL := servicetest.AMQPURL(t)
 	name := servicetest.Name(t)
 	dlq := name + "-dlq"
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
 	if _, err := ch.QueueDeclare(dlq, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if c, err := conn.Channel(); err == nil {
-			c.QueueDelete(dlq, false, false, false)
-		}
-	})
+	servicetest.DeleteAtCleanup(t, conn, []string{dlq}, nil)
 	servicetest.DeliveryLimitPolicy(t, name, 20)
 	const id = "evil\x1b[2J\x1b[31m\r\nFAKE-ROW\t9\u202e"
 	if err := ch.Confirm(false); err != nil {
@@ -251,25 +239,8 @@ routes:
 	}
 	run("migrate", "--config", cfgPath)
 
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := conn.Channel()
-		if err != nil {
-			return
-		}
-		for _, q := range []string{fwdQ, fwdQ + "-retry-1s", dlq, evQ} {
-			c.QueueDelete(q, false, false, false)
-		}
-		c.ExchangeDelete(exchange, false, false)
-	})
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
+	servicetest.DeleteAtCleanup(t, conn, []string{fwdQ, fwdQ + "-retry-1s", dlq, evQ}, []string{exchange})
 	servicetest.DeliveryLimitPolicy(t, name, 20)
 
 	logs := &syncBuffer{}

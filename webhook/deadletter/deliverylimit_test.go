@@ -24,26 +24,13 @@ func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
 	pool := testPool(t)
 	name := servicetest.Name(t)
 	dlq, fwd := name+"-dlq", name+"-fwd"
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
 	for _, q := range []string{dlq, fwd} {
 		if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() {
-		if c, err := conn.Channel(); err == nil {
-			c.QueueDelete(dlq, false, false, false)
-			c.QueueDelete(fwd, false, false, false)
-		}
-	})
+	servicetest.DeleteAtCleanup(t, conn, []string{dlq, fwd}, nil)
 	servicetest.DeliveryLimitPolicy(t, name, 20)
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)

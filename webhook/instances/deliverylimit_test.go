@@ -41,23 +41,11 @@ func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
 
 	name := servicetest.Name(t)
 	queue, instance := name+"-events", name+"-inst"
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
 	if _, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if c, err := conn.Channel(); err == nil {
-			c.QueueDelete(queue, false, false, false)
-		}
-	})
+	servicetest.DeleteAtCleanup(t, conn, []string{queue}, nil)
 	servicetest.DeliveryLimitPolicy(t, name, 20)
 
 	c, err := New(Options{AMQPURL: amqpURL, Queue: queue, DB: pool, Reconnect: 50 * time.Millisecond, MaxHold: 50 * time.Millisecond})

@@ -45,30 +45,13 @@ func TestPrivateInstanceEventsQueueGetsItsEvents(t *testing.T) {
 	}
 	top := FromConfig(cfg)
 	top.RetryExchange, top.DLXExchange = name+"-retry", name+"-dlx"
-	conn, err := amqp.Dial(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
 	if err := top.Declare(ch); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c, err := conn.Channel()
-		if err != nil {
-			return
-		}
-		for _, q := range []string{top.ForwardQueue, top.EventsQueue, top.DLQ, top.RetryQueue(0)} {
-			c.QueueDelete(q, false, false, false)
-		}
-		for _, e := range []string{top.Exchange, top.RetryExchange, top.DLXExchange} {
-			c.ExchangeDelete(e, false, false)
-		}
-	})
+	servicetest.DeleteAtCleanup(t, conn,
+		[]string{top.ForwardQueue, top.EventsQueue, top.DLQ, top.RetryQueue(0)},
+		[]string{top.Exchange, top.RetryExchange, top.DLXExchange})
 	if err := ch.PublishWithContext(context.Background(), top.Exchange, top.RoutingKey, true, false,
 		amqp.Publishing{MessageId: name, Body: []byte("{}")}); err != nil {
 		t.Fatal(err)
