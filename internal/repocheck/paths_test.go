@@ -12,16 +12,23 @@ import (
 	"testing"
 )
 
+// productSide is the name of the directory of shared cases and contracts
+// that sits beside the repository on the developers' machines and in CI,
+// and never beside a user's clone. No test may name it; this package only
+// spells it to check that rule, and reads nothing from it.
+const productSide = "shared"
+
 // moduleRoot is the repository's root, seen from this package's directory
 // (go test runs a test in its package's directory).
 const moduleRoot = "../.."
 
 // A test that reads a path outside the repository passes only where that
-// path happens to exist: e2e read ../../shared/cases/payloads, so a fresh
+// path happens to exist: e2e read its payloads from the product side's
+// directory beside the clone (productSide), so a fresh
 // clone failed its own tests (issue 16 §3). Every relative path a
 // *_test.go spells (a string literal starting with "../", or a
 // filepath.Join / path.Join of string literals) must resolve inside the
-// module root, and no test may name the product side's ../shared.
+// module root, and no test may name the product side's directory.
 func TestNoTestReadsOutsideTheRepository(t *testing.T) {
 	root, err := filepath.Abs(moduleRoot)
 	if err != nil {
@@ -57,7 +64,7 @@ func TestNoTestReadsOutsideTheRepository(t *testing.T) {
 }
 
 // escapingPaths returns a description of every path in file that leaves
-// root or names ../shared.
+// root or names the product side's directory.
 func escapingPaths(t *testing.T, root, file string) []string {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -68,8 +75,8 @@ func escapingPaths(t *testing.T, root, file string) []string {
 	dir := filepath.Dir(file)
 	var out []string
 	check := func(pos token.Pos, p string) {
-		if strings.Contains(p, "../shared") || strings.Contains(p, "shared/cases") {
-			out = append(out, fset.Position(pos).String()+": names the product side's ../shared: "+strconv.Quote(p))
+		if strings.Contains(p, "../"+productSide) || strings.Contains(p, productSide+"/cases") {
+			out = append(out, fset.Position(pos).String()+": names the product side's directory: "+strconv.Quote(p))
 			return
 		}
 		if !strings.HasPrefix(p, "../") && p != ".." {
@@ -133,7 +140,7 @@ func TestEscapingPathsCatchesWhatBrokeAFreshClone(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := `package e2e
-const payloads = "../../shared/cases/payloads/"
+const payloads = "../../` + productSide + `/cases/payloads/"
 var a = "../webhook/testdata/x.json"
 var b = "../../elsewhere/x"
 var c = filepath.Join("..", "..", "outside")
@@ -146,6 +153,6 @@ var e = "/api/..%2Fx"
 	}
 	got := escapingPaths(t, root, file)
 	if len(got) != 3 {
-		t.Fatalf("found %d escaping paths, want 3 (../../shared, ../../elsewhere, Join(.., .., outside)):\n%s", len(got), strings.Join(got, "\n"))
+		t.Fatalf("found %d escaping paths, want 3 (the product side, ../../elsewhere, Join(.., .., outside)):\n%s", len(got), strings.Join(got, "\n"))
 	}
 }
