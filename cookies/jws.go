@@ -42,9 +42,35 @@ func looksLikeJOSEHeader(seg string) bool {
 }
 
 // BearerNonCanonical reports whether the request's Authorization header,
-// as the upstream would receive it, carries a Bearer token that
-// NonCanonicalJWS refuses. Works without a Verifier.
+// as the upstream would receive it, carries a Bearer credential the
+// verifier cannot read as one token while an upstream might: a value that
+// is not RFC 6750 token68 syntax (a comma list "a, Bearer b", spaces
+// inside, other separators), or a JWS that NonCanonicalJWS refuses. Works
+// without a Verifier.
 func BearerNonCanonical(h http.Header) bool {
 	token, ok := bearerToken(forwardedView(h).Get("Authorization"))
-	return ok && NonCanonicalJWS(token)
+	return ok && (!token68(token) || NonCanonicalJWS(token))
+}
+
+// token68 reports whether v is RFC 9110 §11.2 token68 (the b64token of
+// RFC 6750 §2.1): 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" )
+// *"=".
+func token68(v string) bool {
+	i := 0
+	for ; i < len(v); i++ {
+		c := v[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/') {
+			break
+		}
+	}
+	if i == 0 {
+		return false
+	}
+	for ; i < len(v); i++ {
+		if v[i] != '=' {
+			return false
+		}
+	}
+	return true
 }

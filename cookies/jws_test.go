@@ -53,3 +53,24 @@ func TestCookieWithANonCanonicalJWSIsNotTurnedIntoABearerToken(t *testing.T) {
 		t.Errorf("Authorization %q set from a non-canonical token", a)
 	}
 }
+
+func TestBearerThatIsNotOneToken68IsRefused(t *testing.T) {
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJlLWJ5dGVz"
+	for _, v := range []string{
+		"Bearer anon, Bearer " + jwt, // a list: a lenient upstream may take the second
+		"Bearer " + jwt + ",x",
+		"Bearer " + jwt + " " + jwt,
+		"Bearer a=b",
+		"Bearer ;" + jwt,
+		"Bearer " + jwt + "\"",
+	} {
+		if !BearerNonCanonical(http.Header{"Authorization": {v}}) {
+			t.Errorf("%q accepted", v)
+		}
+	}
+	for _, v := range []string{"Bearer " + jwt, "Bearer opaque-token_1.2~3+4/5==", "bearer\t" + jwt + "  ", "Basic dXNlcjpwYXNz"} {
+		if BearerNonCanonical(http.Header{"Authorization": {v}}) {
+			t.Errorf("%q refused", v)
+		}
+	}
+}

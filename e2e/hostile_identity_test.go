@@ -338,6 +338,7 @@ func TestHostileNonCanonicalTokenIsNeverForwardedUnseenByTheLimiter(t *testing.T
 		"header padded": header + "=." + head + "." + sig,
 		"unused bits":   header + "." + head + "." + string(flipped),
 		"empty payload": header + ".." + sig,
+		"list":          "anon, Bearer " + tok,
 	}
 	if strings.ContainsAny(sig, "-_") {
 		spellings["std alphabet"] = header + "." + head + "." + strings.NewReplacer("-", "+", "_", "/").Replace(sig)

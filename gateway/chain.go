@@ -272,12 +272,13 @@ func (s *Server) refusePath(w http.ResponseWriter, ex *exchange, f pathFault) {
 var problemTokenTooLarge = problem{Title: "Credencial grande demais", Status: http.StatusRequestHeaderFieldsTooLarge,
 	Detail: "O token de acesso enviado no cabeçalho Authorization excede 8 KiB. Entre novamente para obter um token válido."}
 
-// problemTokenMalformed answers a Bearer token shaped as a JWS whose
-// segments are not canonical base64url: the verifier refuses it (so the
+// problemTokenMalformed answers a Bearer credential that is not one
+// token68 or is a JWS whose segments are not canonical base64url
+// (cookies.BearerNonCanonical): the verifier cannot read it (so the
 // limiter would count the request as anonymous) while a lenient upstream
 // could accept it as the user's (docs/edge.md, Identity).
 var problemTokenMalformed = problem{Title: "Credencial malformada", Status: http.StatusUnauthorized,
-	Detail: "O token de acesso não está na codificação base64url canônica. Entre novamente para obter um token válido."}
+	Detail: "O token de acesso não é um único token em base64url canônico (sem listas, espaços ou separadores). Entre novamente para obter um token válido."}
 
 // identify puts the verified identity of the request in its context, and
 // answers 431 to a request whose Authorization: Bearer token is longer
