@@ -111,6 +111,8 @@ type Server struct {
 	// hex), added to every proxied request so a request that comes back
 	// to the process that sent it is answered 508 (loop.go).
 	via string
+	// viaEntry11 is "1.1 " + via, the Via entry of an HTTP/1.1 request.
+	viaEntry11 string
 
 	public http.Handler
 	admin  http.Handler
@@ -136,6 +138,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		registry: deps.Registry,
 		via:      newViaPseudonym(),
 	}
+	s.viaEntry11 = "1.1 " + s.via
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -35,6 +35,16 @@ func viaVersion(in *http.Request) string {
 	return strconv.Itoa(in.ProtoMajor) + "." + strconv.Itoa(in.ProtoMinor)
 }
 
+// viaEntry is this process's Via entry for in: "1.1 borda-…" for
+// HTTP/1.1 without an allocation (viaEntry11, built once in New), else
+// built from viaVersion.
+func (s *Server) viaEntry(in *http.Request) string {
+	if in.ProtoMajor == 1 && in.ProtoMinor == 1 && s.viaEntry11 != "" {
+		return s.viaEntry11
+	}
+	return viaVersion(in) + " " + s.via
+}
+
 // looped reports whether a Via line of h names this process.
 func (s *Server) looped(h http.Header) bool {
 	for _, line := range h["Via"] {

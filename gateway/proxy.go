@@ -138,7 +138,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		dropUnderscoreHeaders(h)
 	}
 	p.s.setForwarded(h, in, ex)
-	h["Via"] = append(h["Via"], viaVersion(in)+" "+p.s.via)
+	h["Via"] = append(h["Via"], p.s.viaEntry(in))
 	h["X-Request-Id"] = []string{ex.id}
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {
