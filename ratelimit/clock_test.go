@@ -94,11 +94,15 @@ func TestSkewedReplicas_StayWithinTheLimit(t *testing.T) {
 					ctx := context.Background()
 					startMinute := time.Now().Truncate(time.Minute)
 					start := time.Now()
-					passed, requests := 0, 0
+					passed, requests, failedOpen := 0, 0, 0
 					for ; requests < 2000 && time.Since(start) < 1500*time.Millisecond; requests++ {
 						v := fleet[requests%2].Decide(ctx, s)
 						if d := v.Decisions[0]; d.Outcome == OutcomeError {
-							t.Fatalf("request %d failed open: the store did not answer", requests)
+							// A store call a loaded machine stalled past the
+							// 1 s timeout fails open: it still counts as passed
+							// below (the bound only gets stricter), but most
+							// decisions must have come from the store.
+							failedOpen++
 						}
 						if !v.Blocked() {
 							passed++
@@ -106,6 +110,9 @@ func TestSkewedReplicas_StayWithinTheLimit(t *testing.T) {
 						time.Sleep(2 * time.Millisecond)
 					}
 					elapsed := time.Since(start)
+					if failedOpen*20 > requests {
+						t.Fatalf("%d of %d decisions failed open: the store did not answer", failedOpen, requests)
+					}
 					minutes := 1
 					if !time.Now().Truncate(time.Minute).Equal(startMinute) {
 						minutes = 2
