@@ -19,7 +19,7 @@ func BenchmarkChainPostOverRealServer(b *testing.B) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	b.Cleanup(up.Close)
-	front := httptest.NewServer(benchChain(b, up.URL, NewTransport()))
+	front := httptest.NewServer(benchChain(b, up.URL, newTransport()))
 	b.Cleanup(front.Close)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	body := bytes.Repeat([]byte("x"), 1024)

@@ -35,17 +35,13 @@ rate_limits:
 
 func benchChain(b *testing.B, upstream string, transport http.RoundTripper) http.Handler {
 	cfg := parseConfig(b, benchConfig, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": upstream})
-	srv, err := New(cfg, Deps{
+	srv := newServer(b, cfg, Deps{
 		Limiter:   allowLimiter{},
 		Recorder:  nopRecorder{},
 		Registry:  prometheus.NewRegistry(),
 		Logger:    slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})), // as the load harness: no access log
 		Transport: transport,
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Close() })
 	return srv.Handler()
 }
 
@@ -108,10 +104,10 @@ func loopbackUpstream(b *testing.B) *httptest.Server {
 
 func BenchmarkChainLoopback(b *testing.B) {
 	up := loopbackUpstream(b)
-	runBench(b, benchChain(b, up.URL, NewTransport()))
+	runBench(b, benchChain(b, up.URL, newTransport()))
 }
 
 func BenchmarkBareReverseProxyLoopback(b *testing.B) {
 	up := loopbackUpstream(b)
-	runBench(b, benchBare(up.URL, NewTransport()))
+	runBench(b, benchBare(up.URL, newTransport()))
 }

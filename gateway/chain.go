@@ -21,7 +21,7 @@ import (
 //	dispatch  webhook paths on any Host; else route match, 404 when none
 //	  per route:
 //	  CORS      rs/cors; preflights answered 204 here
-//	  identify  verified JWT → cookies.Identity in the context
+//	  identify  verified JWT → the exchange's cookies.Identity
 //	  limit     ratelimit Verdict; 429 here without touching the body
 //	  proxy     ReverseProxy Rewrite (URL, X-Forwarded-*, cookie filter),
 //	            ModifyResponse (Set-Cookie policy), ErrorHandler
@@ -280,8 +280,8 @@ var problemTokenTooLarge = problem{Title: "Credencial grande demais", Status: ht
 var problemTokenMalformed = problem{Title: "Credencial malformada", Status: http.StatusUnauthorized,
 	Detail: "O token de acesso não é um único token em base64url canônico (sem listas, espaços ou separadores). Entre novamente para obter um token válido."}
 
-// identify puts the verified identity of the request in its context, and
-// answers 431 to a request whose Authorization: Bearer token is longer
+// identify records the verified identity of the request in its exchange,
+// and answers 431 to a request whose Authorization: Bearer token is longer
 // than cookies.MaxTokenBytes (olp_* cookies over it are removed by
 // cookies.ApplyRequest instead), so the upstream never gets a credential
 // the limiter did not see.
@@ -295,9 +295,11 @@ func (s *Server) identify(next http.Handler) http.Handler {
 			writeProblem(w, problemTokenMalformed, exchangeFrom(r.Context()).id)
 			return
 		}
-		if id, ok := s.verifier.FromRequest(r.Header, exchangeFrom(r.Context()).route.forward); ok {
-			exchangeFrom(r.Context()).identity = id
-			r = r.WithContext(cookies.WithIdentity(r.Context(), id))
+		if s.verifier != nil {
+			ex := exchangeFrom(r.Context())
+			if id, ok := s.verifier.FromRequest(r.Header, ex.route.forward); ok {
+				ex.identity = id // the limiter, telemetry and the access log read it here
+			}
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -4,8 +4,6 @@ import (
 	"net/http"
 
 	"github.com/rs/cors"
-
-	"github.com/olp-edu/borda/configs"
 )
 
 // defaultExposedHeaders are the response headers scripts may read when a
@@ -23,8 +21,8 @@ var defaultExposedHeaders = []string{
 // the limiter; a refused origin gets no Access-Control-Allow-* header.
 // An OPTIONS without Access-Control-Request-Method is not a preflight and
 // is proxied like any request. Origin validation (exact origins with
-// credentials) happens in configs.
-func newCORS(p configs.CORSPolicy) *cors.Cors {
+// credentials) is the caller's (CORSPolicy).
+func newCORS(p CORSPolicy) *cors.Cors {
 	exposed := p.ExposedHeaders
 	if len(exposed) == 0 {
 		exposed = defaultExposedHeaders
@@ -33,7 +31,7 @@ func newCORS(p configs.CORSPolicy) *cors.Cors {
 	if len(methods) == 0 {
 		methods = []string{http.MethodGet, http.MethodPost, http.MethodHead}
 	}
-	maxAge := int(p.MaxAge.D().Seconds())
+	maxAge := int(p.MaxAge.Seconds())
 	return cors.New(cors.Options{
 		AllowedOrigins:       p.AllowedOrigins,
 		AllowedMethods:       methods,

@@ -25,7 +25,7 @@ type exchange struct {
 	clientStr string     // client.String(), or "unknown": set once by observe
 	trusted   bool       // the direct peer is a trusted proxy
 	subjectIP string     // client IP as rate-limit subject (IPv6 by prefix)
-	route     *Route     // nil: webhook or no route
+	route     *route     // nil: webhook or no route
 	rest      string     // escaped path after the route prefix
 	label     string     // metrics/log route label
 	identity  cookies.Identity

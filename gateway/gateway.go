@@ -4,19 +4,19 @@
 // CORS, identity, rate limits, telemetry), health and readiness, the admin
 // handler and the draining switch used by graceful shutdown.
 //
-// Construct it with New, serve Handler on the public listener and
-// AdminHandler on the admin listener (Server.NewHTTPServer gives both
-// sane timeouts), and on SIGTERM call Shutdown.
+// Construct it with New from Options (cmd/borda maps the configuration
+// file into them) and Deps (the collaborators, through the small
+// interfaces declared here), serve Handler on the public listener and
+// AdminHandler on the admin listener (Server.HTTPServer gives both sane
+// timeouts), and on SIGTERM call Shutdown (docs/architecture.md).
 package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -24,7 +24,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/telemetry"
@@ -35,6 +34,15 @@ import (
 // acts on the Verdict.
 type Limiter interface {
 	Decide(ctx context.Context, s ratelimit.Subject) ratelimit.Verdict
+}
+
+// IdentityVerifier reads the verified identity of a request as the
+// upstream of a route with cookie policy forward will see its credential
+// (docs/edge.md, "Identity"): false with the anonymous Identity when there
+// is no credential or it does not verify. It must not block on the
+// network. *cookies.Verifier implements it.
+type IdentityVerifier interface {
+	FromRequest(h http.Header, forward []cookies.Forward) (cookies.Identity, bool)
 }
 
 // Recorder receives one Event per finished request; Record must never
@@ -58,6 +66,10 @@ type Webhook interface {
 type Deps struct {
 	// Limiter decides rate limits; nil: no rate limiting.
 	Limiter Limiter
+	// Verifier reads the verified identity of a request; nil: every
+	// request is anonymous (oversized and malformed Bearer credentials
+	// are still refused).
+	Verifier IdentityVerifier
 	// Recorder gets telemetry events; nil: none recorded.
 	Recorder Recorder
 	// Webhook is the ingress; nil: webhook paths are routed like any path.
@@ -71,7 +83,8 @@ type Deps struct {
 	Registry *prometheus.Registry
 	// Logger is the process logger; nil discards.
 	Logger *slog.Logger
-	// Transport reaches the upstreams; nil: NewTransport().
+	// Transport reaches the upstreams; nil: a transport tuned for a
+	// reverse proxy (proxy.go, newTransport).
 	Transport http.RoundTripper
 }
 
@@ -81,12 +94,12 @@ type Server struct {
 	errorLog     *log.Logger
 	ip           clientIP
 	router       *router
-	routes       []*Route
+	routes       []*route
 	webhook      Webhook
 	webhookPaths []string
 	limiter      Limiter
 	recorder     Recorder
-	verifier     *cookies.Verifier
+	verifier     IdentityVerifier
 	metrics      *metrics
 	checks       map[string]func(context.Context) error
 	checkNames   []string
@@ -97,7 +110,7 @@ type Server struct {
 	// request headers are dropped before the upstream).
 	keepUnderscores bool
 	// escapedSlashes is the top-level escaped_slashes policy; a route's
-	// own (reject or keep) is in Route.escapedSlashes.
+	// own (reject or keep) is in route.escapedSlashes.
 	escapedSlashes slashAction
 	// pprof gates /debug/pprof/ on the admin listener (admin_pprof).
 	pprof pprofGate
@@ -119,22 +132,24 @@ type Server struct {
 
 	// inFlight counts requests inside the chain (upgraded connections
 	// included); base is the parent of every request context of servers
-	// built by NewHTTPServer, cancelled by Shutdown as a last resort.
+	// built by HTTPServer, cancelled by Shutdown as a last resort.
 	inFlight   atomic.Int64
 	base       context.Context
 	cancelBase context.CancelFunc
 }
 
-// New builds the gateway from a validated configuration (configs.Load or
-// Config.Validate fill the parsed fields; New parses what is missing).
-// It fails on an unusable route or policy, or when the metrics cannot be
-// registered (for instance twice on one registry).
-func New(cfg configs.Config, deps Deps) (*Server, error) {
+// New builds the gateway from its options and collaborators. It fails on
+// a route without an absolute upstream URL, or when the metrics cannot be
+// registered (for instance twice on one registry). New starts nothing: the
+// gateway has no background work of its own (its collaborators' is run
+// by the caller).
+func New(opts Options, deps Deps) (*Server, error) {
 	s := &Server{
 		log:      deps.Logger,
 		webhook:  deps.Webhook,
 		limiter:  deps.Limiter,
 		recorder: deps.Recorder,
+		verifier: deps.Verifier,
 		registry: deps.Registry,
 		via:      newViaPseudonym(),
 	}
@@ -152,21 +167,18 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		return nil, fmt.Errorf("registering gateway metrics: %w", err)
 	}
 	s.metrics = m
-	s.ip = clientIP{trusted: cfg.TrustedPrefixes, v6Bits: cfg.IPv6PrefixLen}
-	if len(s.ip.trusted) == 0 && len(cfg.TrustedProxies) > 0 {
-		return nil, errors.New("building gateway: trusted_proxies not parsed (call Config.Validate first)")
-	}
-	if cfg.ClientIPHeader != "" {
-		s.ip.header = http.CanonicalHeaderKey(cfg.ClientIPHeader)
+	s.ip = clientIP{trusted: opts.TrustedProxies, v6Bits: opts.IPv6PrefixLen}
+	if opts.ClientIPHeader != "" {
+		s.ip.header = http.CanonicalHeaderKey(opts.ClientIPHeader)
 	}
 	if s.ip.v6Bits == 0 {
 		s.ip.v6Bits = 64
 	}
-	s.keepUnderscores = cfg.HeadersWithUnderscores == "allow"
-	s.escapedSlashes = parseSlashAction(cfg.EscapedSlashes)
-	s.pprof = newPprofGate(cfg)
-	s.bodyTimeout, s.bodyMinRate, s.maxConns = cfg.Server.BodyTimeout.D(), cfg.Server.BodyMinRate, cfg.Server.MaxConnections
-	if s.bodyTimeout <= 0 { // a Config not from Load or Default
+	s.keepUnderscores = opts.KeepUnderscoreHeaders
+	s.escapedSlashes = opts.EscapedSlashes.action()
+	s.pprof = newPprofGate(opts.Pprof)
+	s.bodyTimeout, s.bodyMinRate, s.maxConns = opts.BodyTimeout, opts.BodyMinRate, opts.MaxConnections
+	if s.bodyTimeout <= 0 {
 		s.bodyTimeout, s.bodyMinRate = 60*time.Second, 500
 	}
 	if s.webhook != nil {
@@ -176,16 +188,11 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 			}
 		}
 	}
-	s.verifier, err = cookies.NewVerifier(context.Background(), cfg.Auth, cfg.Auth.JWKSRefresh.D(), s.log)
-	if err != nil {
-		return nil, fmt.Errorf("building identity verifier: %w", err)
-	}
 	s.transport = deps.Transport
 	if s.transport == nil {
-		s.transport = NewTransport()
+		s.transport = newTransport()
 	}
-	if err := s.buildRoutes(cfg); err != nil {
-		s.verifier.Close()
+	if err := s.buildRoutes(opts.Routes); err != nil {
 		return nil, err
 	}
 	s.checks = map[string]func(context.Context) error{}
@@ -211,21 +218,18 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) buildRoutes(cfg configs.Config) error {
+func (s *Server) buildRoutes(routes []Route) error {
 	pool := &bufferPool{}
-	for i, rc := range cfg.Routes {
-		u := rc.UpstreamURL
-		if u == nil {
-			var err error
-			if u, err = url.Parse(rc.Upstream); err != nil || u.Host == "" {
-				return fmt.Errorf("building route %q: upstream %q is not an absolute URL", rc.Name, rc.Upstream)
-			}
+	for i, rc := range routes {
+		u := rc.Upstream.URL
+		if u == nil || u.Host == "" {
+			return fmt.Errorf("building route %q: upstream is not an absolute URL", rc.Name)
 		}
-		timeout := rc.Timeout.D()
+		timeout := rc.Upstream.Timeout
 		if timeout <= 0 {
 			timeout = 30 * time.Second
 		}
-		rt := &Route{
+		rt := &route{
 			Name:          rc.Name,
 			Hosts:         rc.Hosts,
 			Prefix:        normalizePrefix(rc.PathPrefix),
@@ -234,38 +238,34 @@ func (s *Server) buildRoutes(cfg configs.Config) error {
 			preserveHost:  rc.PreserveHost,
 			timeout:       timeout,
 			exposeHeaders: rc.ExposeHeaders,
-			forward:       cookies.ForwardFromConfig(rc.Cookies.Forward),
+			forward:       rc.Cookies.Forward,
 		}
 		rt.setCookie = cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite, Forward: rt.forward}
 		if rt.Name == "" {
 			rt.Name = fmt.Sprintf("route%d", i)
 		}
 		rt.escapedSlashes = s.escapedSlashes
-		if rc.EscapedSlashes != "" && s.escapedSlashes != slashUnescape {
-			rt.escapedSlashes = parseSlashAction(rc.EscapedSlashes)
+		if rc.EscapedSlashes != SlashesDefault && s.escapedSlashes != slashUnescape {
+			rt.escapedSlashes = rc.EscapedSlashes.action()
 		}
 		rt.upgrades = []string{"websocket"}
 		if rc.Upgrades != nil {
 			rt.upgrades = make([]string, 0, len(rc.Upgrades))
 			for _, u := range rc.Upgrades {
-				if !strings.EqualFold(u, "h2c") { // configs refuses it; never tunnelled
+				if !strings.EqualFold(u, "h2c") { // never tunnelled (docs/edge.md, "Routes")
 					rt.upgrades = append(rt.upgrades, u)
 				}
 			}
 		}
 		rp := s.newRouteProxy(rt, s.transport, pool)
-		rp.rp.FlushInterval = rc.FlushInterval.D()
+		rp.rp.FlushInterval = rc.Upstream.FlushInterval
 		var h http.Handler = rp
 		if s.limiter != nil {
 			h = s.limit(h)
 		}
 		h = s.identify(h) // also without a verifier: it refuses oversized Bearer tokens
-		if rc.CORS != "" {
-			pol, ok := cfg.CORS.Policies[rc.CORS]
-			if !ok {
-				return fmt.Errorf("building route %q: cors policy %q does not exist", rc.Name, rc.CORS)
-			}
-			h = newCORS(pol).Handler(h)
+		if rc.CORS != nil {
+			h = newCORS(*rc.CORS).Handler(h)
 			rt.varyOrigin = true
 		}
 		rt.handler = h
@@ -285,23 +285,18 @@ func (s *Server) Handler() http.Handler { return s.public }
 // Bind it to loopback or a private network only.
 func (s *Server) AdminHandler() http.Handler { return s.admin }
 
-// Routes returns the compiled route table in configuration order.
-func (s *Server) Routes() []*Route { return s.routes }
-
-// SetDraining turns every readiness answer into 503 and asks clients to
+// setDraining turns every readiness answer into 503 and asks clients to
 // close keep-alive connections (Connection: close), so load balancers
-// take the instance out before the listener stops. It cannot be undone.
-func (s *Server) SetDraining() { s.draining.Store(true) }
+// take the instance out before the listener stops. It cannot be undone;
+// Shutdown calls it first.
+func (s *Server) setDraining() { s.draining.Store(true) }
 
-// Draining reports whether SetDraining was called.
-func (s *Server) Draining() bool { return s.draining.Load() }
-
-// Close releases what the gateway holds beyond in-flight requests: idle
-// upstream connections and the JWKS refresh goroutine. Call it after
-// http.Server.Shutdown returned.
+// Close releases what the gateway holds beyond in-flight requests: the
+// request contexts' parent and idle upstream connections. Call it after
+// http.Server.Shutdown returned. The collaborators in Deps (the identity
+// verifier's JWKS refresh among them) are the caller's to stop.
 func (s *Server) Close() error {
 	s.cancelBase()
-	s.verifier.Close()
 	if t, ok := s.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}

@@ -202,7 +202,7 @@ func TestHealthReadinessAndDraining(t *testing.T) {
 	if code, _ := get(h.front.URL, "/readyz"); code != 200 {
 		t.Errorf("/readyz with broker up = %d", code)
 	}
-	h.srv.SetDraining()
+	h.srv.setDraining()
 	if code, body := get(h.front.URL, "/readyz"); code != 503 || !strings.Contains(body, "draining") {
 		t.Errorf("draining /readyz = %d %s", code, body)
 	}
@@ -436,10 +436,7 @@ func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 		io.WriteString(w, "finished")
 	})
 	cfg := parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL})
-	srv, err := New(cfg, Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newServer(t, cfg, Deps{})
 	hs := srv.HTTPServer("127.0.0.1:0", srv.Handler())
 	front := httptest.NewUnstartedServer(hs.Handler)
 	front.Config = hs
@@ -470,7 +467,7 @@ func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
-	err = srv.Shutdown(ctx, 100*time.Millisecond, hs)
+	err := srv.Shutdown(ctx, 100*time.Millisecond, hs)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Shutdown = %v, want the deadline (a WebSocket was still open)", err)
 	}
@@ -483,7 +480,7 @@ func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 	if _, err := readFrame(br); err == nil {
 		t.Error("the upgraded connection is still open after Shutdown")
 	}
-	if !srv.Draining() {
+	if !srv.draining.Load() {
 		t.Error("not draining")
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // checkTimeout bounds one readiness check.
@@ -57,7 +57,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string
 		if errs[i] != nil {
 			components[name] = "not_ready"
 			notReady = append(notReady, name)
-			reasons[name] = configs.RedactURLs(errs[i].Error()) // URL passwords and query values (docs/configuration.md)
+			reasons[name] = redact.URLs(errs[i].Error()) // URL passwords and query values (docs/configuration.md)
 			s.log.DebugContext(ctx, "readiness check failed", "check", name, "error", errs[i])
 			continue
 		}

@@ -63,16 +63,10 @@ func newHarness(t testing.TB, cfg configs.Config, opts ...harnessOpt) *harness {
 	for _, o := range opts {
 		o(&deps)
 	}
-	srv, err := New(cfg, deps)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	srv := newServer(t, cfg, deps)
 	h.srv = srv
 	h.front = httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		h.front.Close()
-		_ = srv.Close()
-	})
+	t.Cleanup(h.front.Close)
 	return h
 }
 

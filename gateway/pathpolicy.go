@@ -20,18 +20,6 @@ const (
 	slashKeep
 )
 
-// parseSlashAction reads "reject", "unescape" or "keep"; anything else
-// (the empty string of an unvalidated configuration included) is reject.
-func parseSlashAction(s string) slashAction {
-	switch s {
-	case "unescape":
-		return slashUnescape
-	case "keep":
-		return slashKeep
-	}
-	return slashReject
-}
-
 // pathFault says why a request path is refused with 400 (pathOK: it is
 // not).
 type pathFault uint8

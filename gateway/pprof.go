@@ -8,14 +8,12 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"strings"
-
-	"github.com/olp-edu/borda/configs"
 )
 
-// pprofGate serves net/http/pprof on the admin mux as admin_pprof says
+// pprofGate serves net/http/pprof on the admin mux as Options.Pprof says
 // (docs/configuration.md, admin_pprof):
 //
-//   - loopback (default, also for ""): only to peers whose TCP address is
+//   - loopback (default): only to peers whose TCP address is
 //     loopback (127.0.0.0/8, ::1; an IPv4-mapped ::ffff:127.x counts);
 //     others get 404, as if nothing were there. The peer is the socket's,
 //     never a header, so X-Forwarded-For cannot unlock it.
@@ -26,27 +24,24 @@ import (
 //
 // The token is never logged: it is held as its digest only.
 type pprofGate struct {
-	mode   string
+	mode   PprofMode
 	digest [sha256.Size]byte
 }
 
-func newPprofGate(cfg configs.Config) pprofGate {
-	g := pprofGate{mode: cfg.AdminPprof}
-	if g.mode == "" {
-		g.mode = configs.PprofLoopback
-	}
-	if g.mode == configs.PprofToken {
-		if cfg.AdminPprofToken == "" {
-			g.mode = configs.PprofOff // Validate refuses it; never serve with an empty token
+func newPprofGate(p Pprof) pprofGate {
+	g := pprofGate{mode: p.Mode}
+	if g.mode == PprofToken {
+		if p.Token == "" {
+			g.mode = PprofOff // configs refuses it; never serve with an empty token
 		}
-		g.digest = sha256.Sum256([]byte(cfg.AdminPprofToken.Reveal()))
+		g.digest = sha256.Sum256([]byte(p.Token))
 	}
 	return g
 }
 
 // register adds the pprof handlers to mux behind the gate.
 func (g pprofGate) register(mux *http.ServeMux) {
-	if g.mode == configs.PprofOff {
+	if g.mode == PprofOff {
 		return
 	}
 	for path, h := range map[string]http.HandlerFunc{
@@ -72,13 +67,13 @@ func (g pprofGate) wrap(h http.HandlerFunc) http.Handler {
 // allowed reports whether r may reach pprof, answering it when not.
 func (g pprofGate) allowed(w http.ResponseWriter, r *http.Request) bool {
 	switch g.mode {
-	case configs.PprofLoopback:
+	case PprofLoopback:
 		if loopbackPeer(r.RemoteAddr) {
 			return true
 		}
 		http.NotFound(w, r)
 		return false
-	case configs.PprofToken:
+	case PprofToken:
 		auth := r.Header.Get("Authorization")
 		scheme, tok, ok := strings.Cut(auth, " ")
 		if ok && strings.EqualFold(scheme, "Bearer") {

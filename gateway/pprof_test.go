@@ -4,11 +4,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-
-	"github.com/olp-edu/borda/configs"
 )
 
-func pprofStatus(t *testing.T, cfg configs.Config, remote, auth string) int {
+func pprofStatus(t *testing.T, cfg Pprof, remote, auth string) int {
 	t.Helper()
 	mux := http.NewServeMux()
 	newPprofGate(cfg).register(mux)
@@ -27,7 +25,7 @@ func pprofStatus(t *testing.T, cfg configs.Config, remote, auth string) int {
 // off the host must not reach /debug/pprof/ (cmdline, heap, CPU profiles);
 // forged forwarding headers do not help, loopback peers still do.
 func TestPprofFromTheClusterNetworkIsRefusedByDefault(t *testing.T) {
-	cfg := configs.Default() // admin_pprof: loopback
+	cfg := Pprof{} // the zero value: loopback, as admin_pprof's default
 	for _, remote := range []string{"10.0.3.7:40000", "[fd00::7]:40000", "[::ffff:10.0.3.7]:40000", "192.0.2.1:1"} {
 		if got := pprofStatus(t, cfg, remote, ""); got != http.StatusNotFound {
 			t.Errorf("peer %s: %d, want 404", remote, got)
@@ -44,9 +42,7 @@ func TestPprofFromTheClusterNetworkIsRefusedByDefault(t *testing.T) {
 // with the right bearer token and no other (wrong, prefix, longer, empty,
 // other scheme).
 func TestPprofTokenModeNeedsTheExactToken(t *testing.T) {
-	cfg := configs.Default()
-	cfg.AdminPprof = configs.PprofToken
-	cfg.AdminPprofToken = "0123456789abcdef0123456789abcdef"
+	cfg := Pprof{Mode: PprofToken, Token: "0123456789abcdef0123456789abcdef"}
 	if got := pprofStatus(t, cfg, "10.0.3.7:1", "Bearer 0123456789abcdef0123456789abcdef"); got != http.StatusOK {
 		t.Errorf("right token: %d", got)
 	}
@@ -56,7 +52,7 @@ func TestPprofTokenModeNeedsTheExactToken(t *testing.T) {
 			t.Errorf("Authorization %q: %d, want 401", auth, got)
 		}
 	}
-	cfg.AdminPprofToken = ""
+	cfg.Token = ""
 	if got := pprofStatus(t, cfg, "127.0.0.1:1", "Bearer "); got != http.StatusNotFound {
 		t.Errorf("token mode without a token: %d, want 404 (off)", got)
 	}
@@ -64,8 +60,7 @@ func TestPprofTokenModeNeedsTheExactToken(t *testing.T) {
 
 // TestPprofOffIsNotRouted: admin_pprof: off answers 404 even on loopback.
 func TestPprofOffIsNotRouted(t *testing.T) {
-	cfg := configs.Default()
-	cfg.AdminPprof = configs.PprofOff
+	cfg := Pprof{Mode: PprofOff}
 	if got := pprofStatus(t, cfg, "127.0.0.1:1", ""); got != http.StatusNotFound {
 		t.Errorf("off: %d, want 404", got)
 	}

@@ -17,7 +17,7 @@ import (
 // errUpstreamTimeout is the cancel cause of a route timeout.
 var errUpstreamTimeout = errors.New("upstream timeout")
 
-// NewTransport returns the shared upstream transport: keep-alive
+// newTransport returns the shared upstream transport: keep-alive
 // connection pools sized for a gateway (1024 idle connections, 256 per
 // upstream host, 90 s idle), 5 s dial and TLS handshake timeouts, TCP
 // keep-alive every 30 s, HTTP/2 to TLS upstreams that offer it (WebSocket
@@ -25,7 +25,7 @@ var errUpstreamTimeout = errors.New("upstream timeout")
 // compression (the client's Accept-Encoding decides). The per-route
 // timeout bounds the wait for response headers; bodies and upgraded
 // connections are not bounded (streams and WebSockets).
-func NewTransport() *http.Transport {
+func newTransport() *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
 		DialContext:           d.DialContext,
@@ -42,11 +42,11 @@ func NewTransport() *http.Transport {
 // routeProxy is one route's reverse proxy.
 type routeProxy struct {
 	s  *Server
-	rt *Route
+	rt *route
 	rp *httputil.ReverseProxy
 }
 
-func (s *Server) newRouteProxy(rt *Route, transport http.RoundTripper, pool httputil.BufferPool) *routeProxy {
+func (s *Server) newRouteProxy(rt *route, transport http.RoundTripper, pool httputil.BufferPool) *routeProxy {
 	p := &routeProxy{s: s, rt: rt}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
@@ -283,7 +283,7 @@ func headerNameIs(k, name string) bool {
 // tunnels: exactly one Upgrade line holding one token, case-insensitively
 // in the route's upgrades ("websocket" by default). A list such as
 // "websocket, h2c" is not: the upstream picks from it.
-func (rt *Route) allowsUpgrade(in http.Header) bool {
+func (rt *route) allowsUpgrade(in http.Header) bool {
 	vs := in["Upgrade"]
 	if len(vs) != 1 {
 		return false

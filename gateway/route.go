@@ -11,9 +11,9 @@ import (
 	"github.com/olp-edu/borda/cookies"
 )
 
-// Route is one compiled entry of the route table (configs.Route with
-// everything parsed and the per-route handlers built).
-type Route struct {
+// route is one compiled entry of the route table (an Options Route with
+// the per-route handlers built).
+type route struct {
 	// Name labels metrics, logs and telemetry.
 	Name string
 	// Hosts as configured (exact or "*.example.org"; empty: any host).
@@ -47,19 +47,19 @@ type Route struct {
 // the longest whole-segment path prefix; configuration order breaks ties.
 // A host tier whose routes match no path falls through to the next tier.
 type router struct {
-	exact map[string][]*Route
+	exact map[string][]*route
 	wild  []wildcard // longest suffix first
-	any   []*Route
+	any   []*route
 }
 
 type wildcard struct {
 	suffix string // ".example.org"
-	routes []*Route
+	routes []*route
 }
 
-func newRouter(routes []*Route) *router {
-	rt := &router{exact: map[string][]*Route{}}
-	wild := map[string][]*Route{}
+func newRouter(routes []*route) *router {
+	rt := &router{exact: map[string][]*route{}}
+	wild := map[string][]*route{}
 	for _, r := range routes {
 		if len(r.Hosts) == 0 {
 			rt.any = append(rt.any, r)
@@ -73,7 +73,7 @@ func newRouter(routes []*Route) *router {
 			}
 		}
 	}
-	byPrefix := func(a, b *Route) int { return cmp.Compare(len(b.Prefix), len(a.Prefix)) }
+	byPrefix := func(a, b *route) int { return cmp.Compare(len(b.Prefix), len(a.Prefix)) }
 	for h := range rt.exact {
 		slices.SortStableFunc(rt.exact[h], byPrefix)
 	}
@@ -91,7 +91,7 @@ func newRouter(routes []*Route) *router {
 // match returns the route for host (the request's Host, port and trailing
 // dot ignored, case-insensitive) and the escaped path, with the escaped
 // rest of the path after the route's prefix; nil when no route matches.
-func (rt *router) match(host, escapedPath string) (*Route, string) {
+func (rt *router) match(host, escapedPath string) (*route, string) {
 	host = normalizeHost(host)
 	if r, rest := matchIn(rt.exact[host], escapedPath); r != nil {
 		return r, rest
@@ -106,7 +106,7 @@ func (rt *router) match(host, escapedPath string) (*Route, string) {
 	return matchIn(rt.any, escapedPath)
 }
 
-func matchIn(routes []*Route, p string) (*Route, string) {
+func matchIn(routes []*route, p string) (*route, string) {
 	for _, r := range routes {
 		if rest, ok := matchPrefix(p, r.Prefix); ok {
 			return r, rest

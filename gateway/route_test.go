@@ -8,10 +8,10 @@ import (
 
 func TestRouterPrecedence(t *testing.T) {
 	t.Parallel()
-	mk := func(name, prefix string, hosts ...string) *Route {
-		return &Route{Name: name, Prefix: normalizePrefix(prefix), Hosts: hosts, Upstream: &url.URL{}}
+	mk := func(name, prefix string, hosts ...string) *route {
+		return &route{Name: name, Prefix: normalizePrefix(prefix), Hosts: hosts, Upstream: &url.URL{}}
 	}
-	rt := newRouter([]*Route{
+	rt := newRouter([]*route{
 		mk("any-root", "/"),
 		mk("any-api", "/api/"),
 		mk("wild", "/", "*.example.org"),
@@ -47,7 +47,7 @@ func TestRouterPrecedence(t *testing.T) {
 			t.Errorf("match(%q, %q) = %s %q, want %s %q", tc.host, tc.path, name, rest, tc.want, tc.rest)
 		}
 	}
-	if r, _ := newRouter([]*Route{mk("only", "/x", "h")}).match("h", "/y"); r != nil {
+	if r, _ := newRouter([]*route{mk("only", "/x", "h")}).match("h", "/y"); r != nil {
 		t.Errorf("no route should match, got %s", r.Name)
 	}
 }

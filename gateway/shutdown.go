@@ -10,41 +10,42 @@ import (
 	"time"
 )
 
-// Server timeouts recommended for both listeners (see NewHTTPServer).
+// Server timeouts of both listeners (see newHTTPServer).
 const (
-	ReadHeaderTimeout = 10 * time.Second
-	IdleTimeout       = 120 * time.Second
-	MaxHeaderBytes    = 1 << 20
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+	maxHeaderBytes    = 1 << 20
 )
 
-// NewHTTPServer returns an http.Server for addr and h with the timeouts a
+// newHTTPServer returns an http.Server for addr and h with the timeouts a
 // proxy with streams and WebSockets wants: ReadHeaderTimeout 10 s
 // (slowloris), IdleTimeout 120 s (above common load-balancer idle
 // timeouts of 60 s), MaxHeaderBytes 1 MiB, no ReadTimeout or WriteTimeout
 // (they would cut uploads, SSE and WebSockets; the route timeout bounds
 // the wait for upstreams), and the server's own errors logged at warn.
-// Prefer Server.HTTPServer, which also lets Shutdown end upgraded
-// connections.
-func NewHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Server {
+func newHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
-		ReadHeaderTimeout: ReadHeaderTimeout,
-		IdleTimeout:       IdleTimeout,
-		MaxHeaderBytes:    MaxHeaderBytes,
+		ReadHeaderTimeout: readHeaderTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 }
 
-// HTTPServer is NewHTTPServer with the gateway's logger and with request
-// contexts derived from the gateway's, so Shutdown can cancel upgraded
+// HTTPServer is an http.Server for addr and h with the timeouts a proxy
+// with streams and WebSockets wants (ReadHeaderTimeout 10 s, IdleTimeout
+// 120 s, MaxHeaderBytes 1 MiB, no ReadTimeout or WriteTimeout), the
+// gateway's logger, and request contexts derived from the gateway's, so
+// Shutdown can cancel upgraded
 // connections (WebSockets) and endless streams that outlive the drain;
 // http.Server.Shutdown and Close do not track hijacked connections.
 func (s *Server) HTTPServer(addr string, h http.Handler) *http.Server {
-	srv := NewHTTPServer(addr, h, nil)
+	srv := newHTTPServer(addr, h, nil)
 	srv.ErrorLog = s.errorLog
 	srv.BaseContext = func(net.Listener) context.Context { return s.base }
 	return srv
@@ -55,7 +56,7 @@ func (s *Server) HTTPServer(addr string, h http.Handler) *http.Server {
 const unwindWait = time.Second
 
 // Shutdown drains the HTTP side in the order of design.md §3: readiness
-// answers 503 at once (SetDraining); after grace the servers stop
+// answers 503 at once (setDraining); after grace the servers stop
 // accepting and close idle connections while in-flight requests finish
 // (http.Server.Shutdown); when ctx ends, whatever still runs is cut: every
 // connection is closed (http.Server.Close: a request body still
@@ -70,7 +71,7 @@ const unwindWait = time.Second
 // returns within G + D + 1 s. The caller then drains what is not HTTP
 // (AMQP confirms, telemetry: shutdown.confirm_drain) and closes pools.
 func (s *Server) Shutdown(ctx context.Context, grace time.Duration, servers ...*http.Server) error {
-	s.SetDraining()
+	s.setDraining()
 	if grace > 0 {
 		t := time.NewTimer(grace)
 		select {

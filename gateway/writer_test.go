@@ -145,15 +145,12 @@ func FuzzConnectionHeader(f *testing.F) {
 routes:
   - {name: api, upstream: "http://upstream.internal"}
 `, nil, nil)
-	srv, err := New(cfg, Deps{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	srv := newServer(f, cfg, Deps{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		mu.Lock()
 		seen = r.Header.Clone()
 		mu.Unlock()
 		return okResponse(r), nil
 	})})
-	if err != nil {
-		f.Fatal(err)
-	}
 	f.Fuzz(func(t *testing.T, conn1, conn2 string) {
 		req := httptest.NewRequest(http.MethodGet, "http://gw.example.com/", nil)
 		req.RemoteAddr = "203.0.113.9:1"

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/gateway"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
@@ -30,6 +31,7 @@ type app struct {
 	limiter   *ratelimit.Limiter
 	recorder  *telemetry.Recorder // nil when telemetry is off
 	publisher *webhook.Publisher  // nil when the ingress is off
+	verifier  *cookies.Verifier   // nil without auth.jwt_secret_env's secret or auth.jwks_url
 	gateway   *gateway.Server
 	stopBg    context.CancelFunc
 	bgDone    chan struct{}
@@ -89,8 +91,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 		}
 	}
 
-	a.gateway, err = gateway.New(cfg, deps)
-	if err != nil {
+	if err := a.buildGateway(cfg, deps); err != nil {
 		a.close()
 		return nil, fmt.Errorf("building gateway: %w", err)
 	}
@@ -193,6 +194,7 @@ func (a *app) close() {
 	if a.gateway != nil {
 		_ = a.gateway.Close()
 	}
+	a.verifier.Close() // safe on nil
 	if a.db != nil {
 		a.db.Close()
 	}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/ratelimit"
+)
+
+// The gateway's collaborators, checked where they meet (docs/architecture.md,
+// "The import rule").
+var (
+	_ gateway.Limiter          = (*ratelimit.Limiter)(nil)
+	_ gateway.IdentityVerifier = (*cookies.Verifier)(nil)
+)
+
+// gatewayOptions maps a validated configuration (configs.Load) into the
+// gateway's options. It fails only on a configuration that did not pass
+// Validate (trusted_proxies not parsed, an upstream that is no absolute
+// URL).
+func gatewayOptions(cfg configs.Config) (gateway.Options, error) {
+	if len(cfg.TrustedPrefixes) == 0 && len(cfg.TrustedProxies) > 0 {
+		return gateway.Options{}, errors.New("trusted_proxies not parsed (call Config.Validate first)")
+	}
+	opts := gateway.Options{
+		TrustedProxies:        cfg.TrustedPrefixes,
+		ClientIPHeader:        cfg.ClientIPHeader,
+		IPv6PrefixLen:         cfg.IPv6PrefixLen,
+		KeepUnderscoreHeaders: cfg.HeadersWithUnderscores == "allow",
+		EscapedSlashes:        slashPolicy(cfg.EscapedSlashes),
+		Pprof:                 gateway.Pprof{Mode: pprofMode(cfg.AdminPprof), Token: cfg.AdminPprofToken.Reveal()},
+		BodyTimeout:           cfg.Server.BodyTimeout.D(),
+		BodyMinRate:           cfg.Server.BodyMinRate,
+		MaxConnections:        cfg.Server.MaxConnections,
+	}
+	for _, rc := range cfg.Routes {
+		u := rc.UpstreamURL
+		if u == nil {
+			var err error
+			if u, err = url.Parse(rc.Upstream); err != nil || u.Host == "" {
+				return gateway.Options{}, fmt.Errorf("route %q: upstream %q is not an absolute URL", rc.Name, rc.Upstream)
+			}
+		}
+		rt := gateway.Route{
+			Name:          rc.Name,
+			Hosts:         rc.Hosts,
+			PathPrefix:    rc.PathPrefix,
+			StripPrefix:   rc.StripPrefix,
+			PreserveHost:  rc.PreserveHost,
+			Upstream:      gateway.Upstream{URL: u, Timeout: rc.Timeout.D(), FlushInterval: rc.FlushInterval.D()},
+			ExposeHeaders: rc.ExposeHeaders,
+			Cookies: gateway.RouteCookies{
+				Forward:  cookies.ForwardFromConfig(rc.Cookies.Forward),
+				Domain:   rc.Cookies.Domain,
+				SameSite: rc.Cookies.SameSite,
+			},
+			EscapedSlashes: slashPolicy(rc.EscapedSlashes),
+			Upgrades:       rc.Upgrades,
+		}
+		if rc.CORS != "" {
+			pol, ok := cfg.CORS.Policies[rc.CORS]
+			if !ok {
+				return gateway.Options{}, fmt.Errorf("route %q: cors policy %q does not exist", rc.Name, rc.CORS)
+			}
+			rt.CORS = &gateway.CORSPolicy{
+				AllowedOrigins:   pol.AllowedOrigins,
+				AllowedMethods:   pol.AllowedMethods,
+				AllowedHeaders:   pol.AllowedHeaders,
+				ExposedHeaders:   pol.ExposedHeaders,
+				AllowCredentials: pol.AllowCredentials,
+				MaxAge:           pol.MaxAge.D(),
+			}
+		}
+		opts.Routes = append(opts.Routes, rt)
+	}
+	return opts, nil
+}
+
+// slashPolicy maps escaped_slashes ("" on a route: the top level's).
+func slashPolicy(s string) gateway.SlashPolicy {
+	switch s {
+	case "reject":
+		return gateway.SlashesReject
+	case "unescape":
+		return gateway.SlashesUnescape
+	case "keep":
+		return gateway.SlashesKeep
+	}
+	return gateway.SlashesDefault
+}
+
+// pprofMode maps admin_pprof ("" is loopback).
+func pprofMode(s string) gateway.PprofMode {
+	switch s {
+	case configs.PprofToken:
+		return gateway.PprofToken
+	case configs.PprofOff:
+		return gateway.PprofOff
+	}
+	return gateway.PprofLoopback
+}
+
+// buildGateway builds a.verifier (the JWT verifier of cfg.Auth, nil when
+// neither a secret nor a JWKS URL is set; app.close stops its JWKS
+// refresh) and a.gateway from cfg and deps.
+func (a *app) buildGateway(cfg configs.Config, deps gateway.Deps) error {
+	v, err := cookies.NewVerifier(context.Background(), cfg.Auth, cfg.Auth.JWKSRefresh.D(), a.log.With("component", "gateway"))
+	if err != nil {
+		return fmt.Errorf("building identity verifier: %w", err)
+	}
+	if v != nil {
+		a.verifier, deps.Verifier = v, v
+	}
+	opts, err := gatewayOptions(cfg)
+	if err != nil {
+		return err
+	}
+	a.gateway, err = gateway.New(opts, deps)
+	return err
+}
