@@ -1,6 +1,6 @@
 // Package configs loads, validates and redacts Borda's configuration: one
 // YAML file per environment (configs/local.yaml, staging.yaml,
-// production.yaml) plus the environment-variable overrides of design.md §2.
+// production.yaml) plus the environment-variable overrides (docs/configuration.md).
 //
 // Every section is optional. Load parses durations, CIDRs and URLs once, so a
 // component never parses configuration on a request, and refuses unknown
@@ -248,7 +248,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	return cfg, nil
 }
 
-// ApplyEnv overrides cfg with the environment variables of design.md §2:
+// ApplyEnv overrides cfg with the environment variables (docs/configuration.md):
 // ENVIRONMENT, REDIS_URL, UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN,
 // AMQP_URL, DATABASE_URL, WEBHOOK_TOKENS (comma-separated),
 // LEGACY_WEBHOOK_URL, LEGACY_WEBHOOK_HMAC_SECRET, AUTH_JWKS_URL,

@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Forward configures `borda forward` (design.md §7).
+// Forward configures `borda forward` (docs/forwarder.md).
 type Forward struct {
 	// Queue is the queue consumed (default
 	// yzex-connect-whatsapp-legacy-forward-queue). Its retry queues are

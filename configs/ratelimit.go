@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// RateLimits configures the limiter (design.md §4).
+// RateLimits configures the limiter (docs/rate-limiting.md).
 type RateLimits struct {
 	// Timeout is the hard deadline of one store decision on the request
 	// path (default 30ms); passing it fails open.

@@ -8,11 +8,11 @@ import (
 // ReservedRouteNames cannot name a route: a telemetry counter key
 // "{prefix}m:{route}:{path}:{minute}" of such a route would read as the
 // school, block, would-block or status counter of the same name
-// (design.md §5), and "unrouted" counts requests no route matched.
+// (docs/telemetry.md), and "unrouted" counts requests no route matched.
 var ReservedRouteNames = []string{"escola", "blocked", "would_block", "status", "unrouted"}
 
 // Telemetry configures per-minute counters in Redis and their aggregation
-// into PostgreSQL (design.md §5).
+// into PostgreSQL (docs/telemetry.md).
 type Telemetry struct {
 	// Enabled turns the Redis counters on (default true; they need a Redis
 	// or Upstash store, and are off on the embedded store).

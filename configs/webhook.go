@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Webhook configures the WhatsApp webhook ingress (design.md §6). The flat
+// Webhook configures the WhatsApp webhook ingress (docs/webhooks.md). The flat
 // fields describe one source; Sources adds more, each with its own path,
 // credentials, id fields and routing key.
 type Webhook struct {

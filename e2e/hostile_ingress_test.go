@@ -272,7 +272,7 @@ func TestHostileIngressHostileEventIDsAreForwarded(t *testing.T) {
 
 // An attacker rotating X-Forwarded-For from a peer that is not a trusted
 // proxy is still one client: the throttle keys on the gateway's resolved
-// client IP (design.md §3), so the 21st failure is a 429. Behind a
+// client IP (docs/edge.md, "Client IP"), so the 21st failure is a 429. Behind a
 // trusted proxy the forwarded addresses are distinct clients.
 func TestHostileIngressForgedForwardedForDoesNotEscapeTheThrottle(t *testing.T) {
 	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)

@@ -22,7 +22,7 @@ import (
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
-// TestSIGTERMAnswersWebhooksInFlightTruthfully is design.md §3's shutdown
+// TestSIGTERMAnswersWebhooksInFlightTruthfully is docs/edge.md's shutdown
 // order through the real binary and a real signal: webhooks whose confirms
 // are still on their way when SIGTERM arrives (the broker link delays
 // every byte from RabbitMQ by 400 ms) each get their true answer, 200

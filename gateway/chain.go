@@ -13,7 +13,7 @@ import (
 	"github.com/olp-edu/borda/telemetry"
 )
 
-// The request flow of style.md, built once in New:
+// The request flow of docs/edge.md ("Request flow"), built once in New:
 //
 //	observe   request ID, client IP, writer wrapper; after the response:
 //	          access log, metrics, telemetry.Record
@@ -306,7 +306,7 @@ func (s *Server) identify(next http.Handler) http.Handler {
 }
 
 // limit asks the Limiter for the request's Verdict. A block answers the
-// 429 of design.md §4 here: the upstream is not called and the body is
+// 429 of docs/rate-limiting.md ("Responses") here: the upstream is not called and the body is
 // not read (so an Expect: 100-continue client never gets its 100).
 // Rate-limit headers go on allowed responses when the route exposes them,
 // and always with a would-block, which is also told to the upstream.

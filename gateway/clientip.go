@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// clientIP resolves the client address of a request (design.md §3): the
+// clientIP resolves the client address of a request (docs/edge.md, "Client IP"): the
 // direct peer, unless the peer is a trusted proxy; then the configured
 // header (X-Real-IP, CF-Connecting-IP) or, without one, the rightmost
 // X-Forwarded-For entry that is not itself a trusted proxy.

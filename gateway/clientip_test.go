@@ -94,3 +94,40 @@ func FuzzClientIP(f *testing.F) {
 		}
 	})
 }
+
+// CF-Connecting-IP, True-Client-IP, X-Client-IP and the rest of the
+// client-IP (and URL override) headers an upstream may trust reached it
+// unchanged from an untrusted peer; a trusted proxy's are kept.
+func TestClientIPClaimHeadersFromUntrustedPeerAreRemoved(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, `
+trusted_proxies: ["10.0.0.0/8"]
+headers_with_underscores: allow
+routes:
+  - {name: app, upstream: "{up}"}
+`, nil, map[string]string{"up": up.URL}))
+	names := []string{"CF-Connecting-IP", "True-Client-IP", "X-Client-IP", "Fastly-Client-IP",
+		"X-Cluster-Client-IP", "X-Original-Forwarded-For", "Client-IP", "X-Forwarded", "Forwarded-For",
+		"X-Originating-IP", "X-Remote-IP", "X-Remote-Addr", "X_Client_IP", "true_client_ip",
+		"X-Original-URL", "X-Rewrite-URL", "X-Envoy-External-Address"}
+	for _, peer := range []string{"203.0.113.7:1234", "10.1.2.3:1234"} {
+		req := h.newRequest(t, http.MethodGet, "portal.example.org", "/x")
+		for _, n := range names {
+			req.Header[n] = []string{"198.51.100.1"}
+		}
+		if rr := h.serve(req, peer); rr.Code != 200 {
+			t.Fatalf("%s: status %d", peer, rr.Code)
+		}
+		seen := up.last(t).Header
+		for _, n := range names {
+			_, ok := seen[n]
+			if !ok {
+				_, ok = seen[http.CanonicalHeaderKey(n)]
+			}
+			if trusted := strings.HasPrefix(peer, "10."); ok != trusted {
+				t.Errorf("peer %s: %s reached the upstream = %v", peer, n, ok)
+			}
+		}
+	}
+}

@@ -21,7 +21,7 @@ type exchange struct {
 	body      requestBody // used when the request has a body (w.body points here)
 	start     time.Time
 	id        string     // X-Request-Id
-	client    netip.Addr // client IP (design.md §3)
+	client    netip.Addr // client IP (docs/edge.md, "Client IP")
 	clientStr string     // client.String(), or "unknown": set once by observe
 	trusted   bool       // the direct peer is a trusted proxy
 	subjectIP string     // client IP as rate-limit subject (IPv6 by prefix)
@@ -93,7 +93,7 @@ func traceID(tp string) string {
 }
 
 // ClientSubject returns the client IP the gateway resolved for r (trusted
-// proxies applied, design.md §3) as rate limits name it: IPv4 as is, IPv6
+// proxies applied, docs/edge.md) as rate limits name it: IPv4 as is, IPv6
 // as its ipv6_prefix_len prefix, "unknown" when unresolvable; "" for a
 // request that did not pass through the gateway. The webhook ingress
 // throttles failed authentication by it (docs/webhooks.md §2).

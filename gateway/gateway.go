@@ -1,4 +1,4 @@
-// Package gateway is Borda's HTTP front (design.md §3): the route table,
+// Package gateway is Borda's HTTP front (docs/edge.md): the route table,
 // one httputil.ReverseProxy per route on a shared tuned transport, client
 // IP resolution, the middleware chain (request id and access log, metrics,
 // CORS, identity, rate limits, telemetry), health and readiness, the admin
@@ -30,7 +30,7 @@ import (
 )
 
 // Limiter decides the rate-limit Verdict of one request. It must answer
-// within its own deadline and fail open (design.md §4); the gateway only
+// within its own deadline and fail open (docs/rate-limiting.md, "Failure behaviour"); the gateway only
 // acts on the Verdict.
 type Limiter interface {
 	Decide(ctx context.Context, s ratelimit.Subject) ratelimit.Verdict

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the gateway's Prometheus collectors (design.md §5), all
+// metrics are the gateway's Prometheus collectors (docs/telemetry.md, "Prometheus metrics"), all
 // registered on the injected Registerer.
 type metrics struct {
 	requests *prometheus.CounterVec   // borda_http_requests_total{route,code,method}

@@ -160,7 +160,7 @@ func dropUnderscoreHeaders(h http.Header) {
 }
 
 // setForwarded replaces the client-IP headers with the gateway's view
-// (design.md §3). From an untrusted peer nothing the client sent is kept
+// (docs/edge.md, "Client IP"). From an untrusted peer nothing the client sent is kept
 // (no X-Forwarded-* at all, nor the configured client-IP header, nor any
 // of clientClaimHeaders);
 // from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are

@@ -55,7 +55,7 @@ func (s *Server) HTTPServer(addr string, h http.Handler) *http.Server {
 // for cancelled handlers to return.
 const unwindWait = time.Second
 
-// Shutdown drains the HTTP side in the order of design.md §3: readiness
+// Shutdown drains the HTTP side in the order of docs/edge.md ("Operating it"): readiness
 // answers 503 at once (setDraining); after grace the servers stop
 // accepting and close idle connections while in-flight requests finish
 // (http.Server.Shutdown); when ctx ends, whatever still runs is cut: every

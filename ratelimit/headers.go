@@ -38,7 +38,7 @@ func ceilSeconds(d time.Duration) int64 {
 }
 
 // RetryAfterSeconds is the Retry-After of v: the longest RetryAfter of the
-// rules that block, in whole seconds rounded up, at least 1 (edge case 16:
+// rules that block, in whole seconds rounded up, at least 1 (docs/rate-limiting.md, "Responses":
 // never 0, never negative, never milliseconds). 0 when v does not block.
 func (v Verdict) RetryAfterSeconds() int64 {
 	var longest time.Duration
@@ -145,7 +145,7 @@ func WriteHeaders(h http.Header, v Verdict) {
 	h.Set(HeaderRateLimit, state.String())
 }
 
-// Problem is the RFC 9457 body of a 429 (design.md §4).
+// Problem is the RFC 9457 body of a 429 (docs/rate-limiting.md, "Responses").
 type Problem struct {
 	Type             string   `json:"type"`
 	Title            string   `json:"title"`

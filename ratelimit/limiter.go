@@ -1,5 +1,5 @@
 // Package ratelimit decides whether a request passes the rate-limit rules of
-// design.md §4: rules per scope (ip, user, escola, route), fixed_window or
+// docs/rate-limiting.md: rules per scope (ip, user, escola, route), fixed_window or
 // GCRA, enforce/observe/off, all rules of a request in ONE store round trip,
 // a local deny cache, fail-open under a hard deadline with a circuit
 // breaker, incident relax factors, and the 429 of RFC 6585 with the

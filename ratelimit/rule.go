@@ -20,7 +20,7 @@ var defaultMessages = map[string]string{
 }
 
 // alignedWindowExtra is how long a clock-aligned key outlives its window
-// (design.md §4: a 1-minute window's key has TTL 2 min).
+// (docs/rate-limiting.md, "Keys": a 1-minute window's key has TTL 2 min).
 const alignedWindowExtra = time.Minute
 
 // rule is a configs.Rule compiled for the request path.

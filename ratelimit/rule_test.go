@@ -10,7 +10,7 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 )
 
-// TestRuleKeys_DesignSection4 pins the key names and TTLs of design.md §4.
+// TestRuleKeys_DesignSection4 pins the key names and TTLs of docs/rate-limiting.md ("Keys").
 func TestRuleKeys_DesignSection4(t *testing.T) {
 	t.Parallel()
 	ks := keyspace.MustNew("olp:")

@@ -27,7 +27,7 @@ import (
 //
 // A fixed-window key gets its TTL in the same script as its first INCR,
 // and a key found without a TTL (written by an older, non-atomic limiter:
-// edge case 15) or with one longer than its window (the window was
+// docs/rate-limiting.md, "Keys") or with one longer than its window (the window was
 // shortened by a reload) gets the window's, so every key has
 // 0 < TTL ≤ window. The GCRA math is
 // redis_rate v10's (itself from rwz/redis-gcra), in milliseconds.

@@ -1,6 +1,6 @@
 // Package redisconn builds the go-redis client every Borda component shares,
 // with settings chosen for a request path that must never wait on Redis
-// longer than its own deadline (edge-cases.md rows 19 and 20):
+// longer than its own deadline (docs/rate-limiting.md, "Failure behaviour"):
 //
 //   - ContextTimeoutEnabled: a context deadline bounds the whole command,
 //     not only the wait for a pooled connection;

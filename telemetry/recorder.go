@@ -16,7 +16,7 @@ import (
 )
 
 // TTL is the lifetime of every telemetry counter, refreshed by each batch
-// that touches it (design.md §5). The hourly aggregation reads a minute at
+// that touches it (docs/telemetry.md). The hourly aggregation reads a minute at
 // least once before it expires.
 const TTL = 2 * time.Hour
 

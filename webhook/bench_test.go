@@ -22,7 +22,7 @@ import (
 // of publishes in flight (64) and 1 KB persistent messages on a quorum
 // queue: a bare amqp091-go confirm-mode publisher (the ceiling), the
 // Publisher, and the whole ingress over loopback HTTP. Each reports msg/s
-// and p50/p99 latency; the ratios are what matter (design.md §8).
+// and p50/p99 latency; the ratios are what matter (docs/performance.md).
 //
 //	go test -run '^$' -bench WebhookThroughput -benchtime 5000x ./webhook/
 func BenchmarkWebhookThroughput(b *testing.B) {

@@ -95,7 +95,7 @@ func openConfirmChannel(conn *amqp.Connection, buffer int, onUnroutable func()) 
 // lock until it completes: amqp091-go's Publish ignores ctx once it starts
 // writing, and a broker that stops reading the socket (connection.blocked
 // after a memory alarm, flow control, a stalled link) would otherwise hold
-// the caller past its deadline (edge-case rows 25, 26). A write that starts
+// the caller past its deadline (docs/reliability.md, "Fault bench"). A write that starts
 // after ctx has ended is skipped.
 func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg amqp.Publishing, release func()) (*waiter, error) {
 	select {

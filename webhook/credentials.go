@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Credential methods, in the order they are looked for (design.md §6).
+// Credential methods, in the order they are looked for (docs/webhooks.md §2).
 const (
 	credBearer = "bearer"
 	credHeader = "x-webhook-token"

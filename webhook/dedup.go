@@ -30,7 +30,7 @@ func (s dedupState) String() string {
 // that owns it, so a late failure never removes another request's entry.
 type dedupEntry struct{ state dedupState }
 
-// dedup remembers event ids in a bounded LRU with a TTL (design.md §6):
+// dedup remembers event ids in a bounded LRU with a TTL (docs/webhooks.md §4):
 // IN_FLIGHT while one request publishes, CONFIRMED once the broker
 // acked; a failed publish forgets the id at once so the provider's retry
 // is accepted. It is per process: replicas each keep their own, and the

@@ -4,7 +4,7 @@ import "errors"
 
 // Publish failures. Publish returns an error wrapping exactly one of these;
 // Reason maps it to the `reason` member of the ingress's 503 body
-// (design.md §6).
+// (docs/webhooks.md §3).
 var (
 	// ErrBrokerUnavailable: no connection or channel to the broker, the
 	// channel closed with the confirm outstanding, too many unconfirmed

@@ -20,7 +20,7 @@ import (
 	"github.com/olp-edu/borda/internal/servicetest"
 )
 
-// Fault tests against the real RabbitMQ (edge-case rows 25-27, 29). In
+// Fault tests against the real RabbitMQ (docs/reliability.md, "Fault bench"). In
 // each: every 200 PUBLISHED_CONFIRMED is in the queue, no request takes
 // longer than confirm_timeout + 1 s, and the ingress is ready again within
 // 10 s after the fault clears.

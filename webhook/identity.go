@@ -8,7 +8,7 @@ import (
 )
 
 // deliveryIDHeaders carry a provider's own delivery id, in the order they
-// are believed (design.md §6).
+// are believed (docs/webhooks.md §4).
 var deliveryIDHeaders = []string{"Webhook-Id", "X-GitHub-Delivery", "Idempotency-Key"}
 
 // maxIDLen bounds an event id taken from a header or the body; a longer

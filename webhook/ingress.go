@@ -1,4 +1,4 @@
-// Package webhook is Borda's webhook ingress (design.md §6): an
+// Package webhook is Borda's webhook ingress (docs/webhooks.md): an
 // http.Handler that answers 200 only once RabbitMQ has durably taken the
 // event (publisher confirm, no return), and the Publisher behind it.
 //
@@ -161,7 +161,7 @@ func (i *Ingress) Ready() error {
 	return i.readyErr()
 }
 
-// ServeHTTP answers one webhook delivery (design.md §6 status table).
+// ServeHTTP answers one webhook delivery (docs/webhooks.md §3, the status table).
 func (i *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	i.metrics.inflight.Inc()

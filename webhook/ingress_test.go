@@ -105,7 +105,7 @@ func expect(t *testing.T, w *httptest.ResponseRecorder, code int, status string)
 	}
 }
 
-// The checks of design.md §6, in order: each row is answered even when
+// The checks of docs/webhooks.md §3, in order: each row is answered even when
 // the request also breaks every later rule.
 func TestIngressStatusTableInOrder(t *testing.T) {
 	pub := &fakePublisher{}
@@ -355,7 +355,7 @@ func TestUnconfiguredAnswers503NotConfigured(t *testing.T) {
 	expect(t, req{method: http.MethodGet, target: "/webhooks/whatsapp"}.do(u), 405, StatusMethodNotAllowed)
 }
 
-// The seed's metric names are a contract (design.md §6).
+// The seed's metric names are a contract (docs/webhooks.md §9).
 func TestIngressMetricNames(t *testing.T) {
 	pub := &fakePublisher{fn: func(m Message) error {
 		if strings.Contains(string(m.Body), "eyJ1IjoxfQ") { // {"u":1}

@@ -10,7 +10,7 @@ import (
 // timeout.
 var latencyBuckets = []float64{.001, .0025, .005, .0075, .01, .015, .02, .03, .04, .05, .06, .08, .1, .25, .5, 1, 2, 3, 5}
 
-// ingressMetrics are the seed's webhook metrics (design.md §6): the one
+// ingressMetrics are the seed's webhook metrics (docs/webhooks.md §9): the one
 // exception to the borda_ prefix.
 type ingressMetrics struct {
 	requests   *prometheus.CounterVec   // status

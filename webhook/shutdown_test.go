@@ -24,7 +24,7 @@ func (g gatedPublisher) Publish(ctx context.Context, m Message) error {
 	return g.next.Publish(ctx, m)
 }
 
-// The shutdown order of design.md §3: requests in flight when SIGTERM
+// The shutdown order of docs/edge.md ("Operating it"): requests in flight when SIGTERM
 // arrives finish with their true answer (stop accepting, drain HTTP, then
 // drain confirms and close); none is cut off, none gets a 200 it did not
 // earn.

@@ -14,7 +14,7 @@ import (
 )
 
 // verifier checks a provider's signature over the raw request bytes,
-// before anything parses them (edge-case row 30).
+// before anything parses them (docs/webhooks.md §2).
 type verifier interface {
 	// present reports whether the request carries the scheme's headers, so
 	// an unsigned request is refused before its body is read.

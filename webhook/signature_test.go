@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// payloadDir is a copy of shared/cases/payloads (wire-exact bytes);
-// TestPayloadCopyMatchesSharedCases checks it is current.
+// payloadDir holds the providers' payloads as wire-exact bytes;
+// the signature tests read them as the providers send them.
 const payloadDir = "testdata/payloads"
 
 // payload reads a provider payload and its .headers file (if any).

@@ -9,8 +9,8 @@ import (
 	"github.com/olp-edu/borda/configs"
 )
 
-// FlatSourceName names the source of the flat webhook section (design.md
-// §2) in envelopes, logs and metrics.
+// FlatSourceName names the source of the flat webhook section
+// (docs/webhooks.md §8) in envelopes, logs and metrics.
 const FlatSourceName = "whatsapp"
 
 // Enabled reports whether cfg configures any webhook source (webhook.path

@@ -1,5 +1,5 @@
 // Package webhookload builds the bench's webhook requests and classifies
-// their answers (design.md §6), shared by the soak and fault commands.
+// their answers (docs/webhooks.md §3), shared by the soak and fault commands.
 package webhookload
 
 import (

@@ -15,7 +15,7 @@ import (
 )
 
 // runServe implements `borda serve --config FILE`: the gateway until SIGTERM
-// or SIGINT, then the shutdown order of design.md §3: readiness 503, stop
+// or SIGINT, then the shutdown order of docs/edge.md ("Operating it"): readiness 503, stop
 // accepting, drain in-flight HTTP (shutdown.drain), drain outstanding AMQP
 // confirms, flush telemetry, close connections. SIGHUP reloads the
 // rate-limit rules from the same file; a bad file is logged and the running

@@ -18,7 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// exported lists the metric names Borda exports (design.md §5 and §6);
+// exported lists the metric names Borda exports (docs/telemetry.md and docs/webhooks.md §9);
 // histogram series (_bucket, _count, _sum) are derived.
 var exported = map[string]bool{
 	"borda_http_requests_total":                      true,

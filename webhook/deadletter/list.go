@@ -1,4 +1,4 @@
-// Package deadletter implements `borda dlq list|replay` (design.md §7): it
+// Package deadletter implements `borda dlq list|replay` (docs/forwarder.md): it
 // inspects the forwarder's dead-letter queue without losing a message, and
 // replays chosen dead letters to the forward queue with an audit row in
 // PostgreSQL webhook_replays.

@@ -1,4 +1,4 @@
-// Package forward implements `borda forward` (design.md §7): it consumes the
+// Package forward implements `borda forward` (docs/forwarder.md): it consumes the
 // forward queue, POSTs each event's original bytes to the legacy endpoint
 // with an HMAC signature, and retries through a ladder of TTL queues,
 // dead-lettering what cannot be delivered. A Redis idempotency key per event

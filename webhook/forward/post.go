@@ -176,7 +176,7 @@ func validFieldValue(v string) bool {
 	return true
 }
 
-// classify maps a response to its Result (design.md §7).
+// classify maps a response to its Result (docs/forwarder.md, "Outcomes").
 func classify(status int, retryAfter string, body []byte, now time.Time) Result {
 	r := Result{Status: status, Excerpt: safeExcerpt(body)}
 	switch {

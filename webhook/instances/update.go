@@ -1,4 +1,4 @@
-// Package instances implements `borda consume-events` (design.md §7): it
+// Package instances implements `borda consume-events` (docs/forwarder.md): it
 // reads every WhatsApp event from the events queue and keeps PostgreSQL
 // whatsapp_instances current from Evolution API connection.update events.
 // Events arrive out of order (redeliveries, retries, several ingress

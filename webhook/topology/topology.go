@@ -1,5 +1,5 @@
 // Package topology declares Borda's RabbitMQ exchanges and queues
-// (design.md §6) idempotently, for the ingress, the forwarder, the status
+// (docs/architecture.md, docs/forwarder.md) idempotently, for the ingress, the forwarder, the status
 // consumer and the DLQ tools alike.
 //
 //	yzex.events        topic   ← ingress publishes (routing key …legacy_forward)

@@ -1,7 +1,7 @@
 // Command ingress measures the webhook ingress of borda serve against its
 // ceiling, in one run on loopback: a bare amqp091-go publisher with the
 // same number of confirms in flight, the same 1 KB persistent messages and
-// the same queue type (design.md §6, issue 6's proof).
+// the same queue type (docs/webhooks.md §10).
 //
 //	bare-amqp091   a confirm-mode channel, -conns publishes in flight: the ceiling
 //	bare, envelope the same with the bytes borda publishes for the event (its envelope)
@@ -130,7 +130,7 @@ func run(ctx context.Context, o options) int {
 	}
 	url := "http://" + listen + harness.WebhookPath
 	body := []byte(fmt.Sprintf(`{"event":"messages.upsert","instance":"bench","data":{"key":{"id":"bare"},"message":{"conversation":"olá%s"}}}`, strings.Repeat("x", o.pad)))
-	// What borda publishes for that event: the envelope (design.md §6),
+	// What borda publishes for that event: the envelope (docs/webhooks.md §5),
 	// base64 body and metadata, about 1.4 times the body. A bare publisher
 	// of the same bytes separates the contract's cost from the gateway's.
 	envBody, err := envelope.New("bench:messages.upsert:bare", "whatsapp", "application/json",

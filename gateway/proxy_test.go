@@ -16,11 +16,12 @@ import (
 	"time"
 )
 
-// Rows 1-7, 9 and 11 of edge-cases.md, each through the full public
+// The proxy's header, path, stream, upgrade, cookie and Host handling
+// (docs/edge.md, "Routes" and "Cookies"), each through the full public
 // handler (observe → recover → dispatch → CORS → identity → limit →
 // proxy).
 
-func TestEdgeCase1_EmptyFirstConnectionLineStillStripsNamedHeaders(t *testing.T) {
+func TestEmptyFirstConnectionLineStillStripsNamedHeaders(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
@@ -45,7 +46,7 @@ func TestEdgeCase1_EmptyFirstConnectionLineStillStripsNamedHeaders(t *testing.T)
 	}
 }
 
-func TestEdgeCase2_ConnectionCannotRemoveGatewaySetHeaders(t *testing.T) {
+func TestConnectionCannotRemoveGatewaySetHeaders(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
@@ -75,7 +76,7 @@ func TestEdgeCase2_ConnectionCannotRemoveGatewaySetHeaders(t *testing.T) {
 	}
 }
 
-func TestEdgeCase3_SpoofedForwardedHeadersAreReplaced(t *testing.T) {
+func TestSpoofedForwardedHeadersAreReplaced(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	cfg := parseConfig(t, `
@@ -120,7 +121,7 @@ routes:
 	}
 }
 
-func TestEdgeCase4_EscapedPathJoinKeepsEscapesAndNoDoubleSlash(t *testing.T) {
+func TestEscapedPathJoinKeepsEscapesAndNoDoubleSlash(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	cfg := parseConfig(t, `
@@ -160,7 +161,7 @@ routes:
 	}
 }
 
-func TestEdgeCase5_ClientGoneIs499NotA5xx(t *testing.T) {
+func TestClientGoneIs499NotA5xx(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -193,7 +194,7 @@ func TestEdgeCase5_ClientGoneIs499NotA5xx(t *testing.T) {
 	}
 }
 
-func TestEdgeCase6_StreamsFlushAtOnce(t *testing.T) {
+func TestStreamsFlushAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, ct := range []string{"application/x-ndjson", "text/event-stream"} {
 		t.Run(ct, func(t *testing.T) {
@@ -263,7 +264,7 @@ func readLineWithin(r io.Reader, d time.Duration) (string, error) {
 	}
 }
 
-func TestEdgeCase7_WebSocketUpgradeThroughFullChain(t *testing.T) {
+func TestWebSocketUpgradeThroughFullChain(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, wsEcho(t))
 	cfg := parseConfig(t, `
@@ -394,7 +395,7 @@ func readFrame(r *bufio.Reader) ([]byte, error) {
 	return p, nil
 }
 
-func TestEdgeCase9_SetCookieLinesStaySeparateOnlyDomainRewritten(t *testing.T) {
+func TestSetCookieLinesStaySeparateOnlyDomainRewritten(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Add("Set-Cookie", "sid=abc; Path=/; Domain=internal.local; HttpOnly")
@@ -424,7 +425,7 @@ routes:
 	}
 }
 
-func TestEdgeCase11_HostHeaderPolicy(t *testing.T) {
+func TestHostHeaderPolicy(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	upHost := strings.TrimPrefix(up.URL, "http://")
@@ -456,3 +457,94 @@ var _ net.Conn // keep net imported for helpers
 // fullChainEnv turns on identity verification, so every layer of the chain
 // is present (observe, recover, dispatch, CORS, identify, limit, proxy).
 var fullChainEnv = map[string]string{"AUTH_JWT_SECRET": testSecret}
+
+// ReverseProxy's Rewrite drops only X-Forwarded-For, -Host and -Proto: an
+// untrusted client's X-Forwarded-Prefix, -Port, -Server or -Ssl reached
+// the upstream, where frameworks (Spring's ForwardedHeaderFilter, ASP.NET
+// UsePathBase, Express trust proxy) build redirects and links from them.
+// docs/edge.md ("Client IP"): client X-Forwarded-* are dropped unless the peer is trusted.
+func TestUntrustedClientXForwardedStarNeverReachesUpstream(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, `
+trusted_proxies: ["10.0.0.0/8"]
+routes:
+  - name: api
+    upstream: "{up}"
+`, nil, map[string]string{"up": up.URL})
+	h := newHarness(t, cfg)
+	spoofed := []string{"X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X_Forwarded_Prefix"}
+	req := h.newRequest(t, http.MethodGet, "", "/")
+	for _, k := range spoofed {
+		req.Header[k] = []string{"evil"}
+	}
+	if rr := h.serve(req, "203.0.113.9:5555"); rr.Code != 200 {
+		t.Fatalf("status %d", rr.Code)
+	}
+	got := up.last(t).Header
+	for k, v := range got {
+		if strings.HasPrefix(strings.ToLower(strings.ReplaceAll(k, "_", "-")), "x-forwarded-") && k != "X-Forwarded-For" &&
+			k != "X-Forwarded-Host" && k != "X-Forwarded-Proto" {
+			t.Errorf("untrusted client's %s reached the upstream: %q", k, v)
+		}
+	}
+	// From a trusted proxy they are believed and pass.
+	req = h.newRequest(t, http.MethodGet, "", "/")
+	req.Header.Set("X-Forwarded-Prefix", "/portal")
+	if rr := h.serve(req, "10.0.0.1:80"); rr.Code != 200 {
+		t.Fatalf("status %d", rr.Code)
+	}
+	if v := up.last(t).Header.Get("X-Forwarded-Prefix"); v != "/portal" {
+		t.Errorf("trusted proxy's X-Forwarded-Prefix = %q, want /portal", v)
+	}
+}
+
+// CGI-style upstreams (PHP-FPM, Rack, WSGI) read X_Real_IP as X-Real-IP:
+// a client's X_Real_IP, X_Forwarded_For or X_Request_Id reached the
+// upstream beside the gateway's own values and could stand in for them
+// (nginx drops such headers by default; Envoy has
+// headers_with_underscores_action). headers_with_underscores: allow
+// keeps them, for an upstream that needs one.
+func TestUnderscoreSpelledHeadersNeverReachTheUpstream(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"", "drop", "allow"} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			up := newRecordingUpstream(t, nil)
+			yaml := "routes:\n  - name: api\n    upstream: \"{up}\"\n"
+			if mode != "" {
+				yaml = "headers_with_underscores: " + mode + "\n" + yaml
+			}
+			h := newHarness(t, parseConfig(t, yaml, nil, map[string]string{"up": up.URL}))
+			req := h.newRequest(t, http.MethodGet, "", "/")
+			for _, k := range []string{"X_Real_IP", "X_Forwarded_For", "X_Request_Id", "Legacy_Token"} {
+				req.Header[k] = []string{"evil"}
+			}
+			req.Header.Set("X-Kept", "yes")
+			if rr := h.serve(req, "203.0.113.9:5555"); rr.Code != 200 {
+				t.Fatalf("status %d", rr.Code)
+			}
+			got := up.last(t).Header
+			if got.Get("X-Kept") != "yes" {
+				t.Errorf("an ordinary header was dropped: %v", got)
+			}
+			var underscored []string
+			for k := range got {
+				if strings.Contains(k, "_") {
+					underscored = append(underscored, k)
+				}
+			}
+			if mode == "allow" {
+				if got.Get("Legacy_Token") != "evil" {
+					t.Errorf("headers_with_underscores: allow dropped Legacy_Token: %v", got)
+				}
+				return
+			}
+			if len(underscored) > 0 {
+				t.Errorf("headers with underscores reached the upstream: %v", underscored)
+			}
+			if v := got.Get("X-Real-Ip"); v != "203.0.113.9" {
+				t.Errorf("X-Real-Ip = %q, want the gateway's 203.0.113.9", v)
+			}
+		})
+	}
+}

@@ -9,7 +9,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// Rows 13 and 14 of edge-cases.md with the real ratelimit.Limiter on its
+// Client IP and identity as rate-limit subjects (docs/edge.md, "Client
+// IP"; docs/rate-limiting.md), with the real ratelimit.Limiter on its
 // in-memory store, through the full public handler.
 
 const ipLimitConfig = `
@@ -23,7 +24,7 @@ rate_limits:
     - {name: burst, scope: ip, limit: {limit}, window: 1m}
 `
 
-func TestEdgeCase13_SpoofedXFFDoesNotEvadeLimit(t *testing.T) {
+func TestSpoofedXFFDoesNotEvadeLimit(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	cfg := parseConfig(t, ipLimitConfig, nil, map[string]string{"up": up.URL, "limit": "100"})
@@ -53,7 +54,7 @@ func TestEdgeCase13_SpoofedXFFDoesNotEvadeLimit(t *testing.T) {
 	}
 }
 
-func TestEdgeCase14_IPv6GroupedBy64AndMappedIPv4(t *testing.T) {
+func TestIPv6GroupedBy64AndMappedIPv4(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	cfg := parseConfig(t, ipLimitConfig, nil, map[string]string{"up": up.URL, "limit": "3"})

@@ -8,7 +8,7 @@ import (
 	"github.com/olp-edu/borda/configs"
 )
 
-// Rows 21-23 of edge-cases.md through the full public handler.
+// CORS at the edge (docs/edge.md, "CORS") through the full public handler.
 
 const corsConfig = `
 cors:
@@ -33,7 +33,7 @@ rate_limits:
     - {name: burst, scope: ip, limit: 100, window: 1m}
 `
 
-func TestEdgeCase21_WildcardOriginWithCredentialsIsRefused(t *testing.T) {
+func TestWildcardOriginWithCredentialsIsRefused(t *testing.T) {
 	t.Parallel()
 	for _, origin := range []string{"https://*.example.com", "h*", "*", "null"} {
 		_, err := configs.Parse([]byte(`
@@ -66,7 +66,7 @@ cors:
 	}
 }
 
-func TestEdgeCase22_VaryOriginOnEveryCORSResponse(t *testing.T) {
+func TestVaryOriginOnEveryCORSResponse(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Vary", "Accept-Encoding")
@@ -115,7 +115,7 @@ func TestEdgeCase22_VaryOriginOnEveryCORSResponse(t *testing.T) {
 	check("429", "/api/items", "https://app.example.com", 429, "Origin")
 }
 
-func TestEdgeCase23_PreflightAnsweredAtEdge(t *testing.T) {
+func TestPreflightAnsweredAtEdge(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	h := newHarness(t, parseConfig(t, corsConfig, nil, map[string]string{"up": up.URL}))

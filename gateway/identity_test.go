@@ -1,0 +1,136 @@
+package gateway
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/olp-edu/borda/cookies"
+)
+
+// A Bearer token over cookies.MaxTokenBytes is answered 431 with the PT-BR
+// problem and never reaches the upstream, with or without auth
+// configured: the limiter could not have read it.
+func TestBearerOverTheTokenBoundIsRefusedBeforeTheUpstream(t *testing.T) {
+	t.Parallel()
+	for name, env := range map[string]map[string]string{"with auth": {"AUTH_JWT_SECRET": testSecret}, "without auth": {}} {
+		up := newRecordingUpstream(t, nil)
+		cfg := parseConfig(t, `
+routes:
+  - name: api
+    upstream: "{up}"
+`, env, map[string]string{"up": up.URL})
+		h := newHarness(t, cfg)
+		req := h.newRequest(t, http.MethodGet, "", "/")
+		req.Header.Set("Authorization", "Bearer "+strings.Repeat("a", cookies.MaxTokenBytes+1))
+		rr := h.serve(req, "198.51.100.1:1")
+		if rr.Code != http.StatusRequestHeaderFieldsTooLarge || rr.Header().Get("Content-Language") != "pt-BR" {
+			t.Errorf("%s: %d %q, want 431 in PT-BR", name, rr.Code, rr.Body.String())
+		}
+		if up.calls() != 0 {
+			t.Errorf("%s: upstream called %d times", name, up.calls())
+		}
+		req = h.newRequest(t, http.MethodGet, "", "/")
+		req.Header.Set("Authorization", "Bearer "+strings.Repeat("a", cookies.MaxTokenBytes))
+		if rr := h.serve(req, "198.51.100.1:1"); rr.Code != http.StatusOK || up.calls() != 1 {
+			t.Errorf("%s: token of exactly the bound: %d, upstream calls %d", name, rr.Code, up.calls())
+		}
+	}
+}
+
+// A client sent `Authorization: Basic x`, `Connection: Authorization` and
+// its own olp_auth cookie: identity was read from the Authorization header
+// (not Bearer → anonymous, so the user limit was skipped) while
+// ReverseProxy dropped that header as hop-by-hop and the upstream got the
+// olp_auth cookie as its Bearer token. The user rule must key on the token
+// the upstream actually sees.
+func TestConnectionNominatedAuthorizationCannotEvadeUserLimit(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, `
+routes:
+  - name: api
+    upstream: "{up}"
+    rate_limits: [api]
+rate_limits:
+  rules:
+    - {name: api, scope: user, limit: 2, window: 1m}
+`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
+	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	good := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-evader", "exp": time.Now().Add(time.Hour).Unix()})
+	for i, want := range []int{200, 200, 429} {
+		req := h.newRequest(t, http.MethodGet, "", "/")
+		req.Header.Set("Authorization", "Basic eDp5")
+		req.Header.Set("Connection", "Authorization")
+		req.AddCookie(&http.Cookie{Name: "olp_auth", Value: good})
+		rr := h.serve(req, fmt.Sprintf("198.51.100.%d:1", i+1))
+		if rr.Code != want {
+			t.Fatalf("request %d: status %d, want %d", i+1, rr.Code, want)
+		}
+		if i == 0 {
+			if got := up.last(t).Header.Get("Authorization"); got != "Bearer "+good {
+				t.Fatalf("upstream Authorization = %q, want the olp_auth token", got)
+			}
+		}
+	}
+}
+
+// `Cookie: olp_auth=; olp_auth=<valid JWT>`: identity read the first
+// olp_auth (empty: anonymous, user limit skipped) while the cookie filter
+// skipped the unusable first value and sent the second to the upstream as
+// its Bearer token. Both must pick the same cookie.
+func TestDuplicateAuthCookieCannotEvadeUserLimit(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, `
+routes:
+  - name: api
+    upstream: "{up}"
+    rate_limits: [api]
+rate_limits:
+  rules:
+    - {name: api, scope: user, limit: 2, window: 1m}
+`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
+	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	good := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-dup", "exp": time.Now().Add(time.Hour).Unix()})
+	for _, first := range []string{"", "a,b", `"x y"`} {
+		up := up
+		for i := range 3 {
+			req := h.newRequest(t, http.MethodGet, "", "/")
+			req.Header.Set("Cookie", "olp_auth="+first+"; olp_auth="+good)
+			rr := h.serve(req, fmt.Sprintf("198.51.100.%d:1", i+1))
+			if i == 0 && rr.Code == 200 {
+				if got := up.last(t).Header.Get("Authorization"); got != "Bearer "+good {
+					t.Fatalf("first=%q: upstream Authorization = %q, want the valid olp_auth", first, got)
+				}
+			}
+			if i == 2 && rr.Code != http.StatusTooManyRequests {
+				t.Fatalf("first=%q: request 3 of user u-dup: status %d, want 429", first, rr.Code)
+			}
+		}
+	}
+}
+
+// Two Authorization lines: identity verified the first, the upstream got
+// both and could pick the other. Refused with 400 before identity.
+func TestDuplicateAuthorizationIsRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	res, body := rawGet(t, h, "/x", "Authorization: Bearer a.b.c", "Authorization: Bearer d.e.f")
+	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Authorization") {
+		t.Fatalf("got %d %q, want 400", res.StatusCode, body)
+	}
+	if up.calls() != 0 || h.limiter.calls() != 0 {
+		t.Fatalf("upstream %d, limiter %d calls", up.calls(), h.limiter.calls())
+	}
+	if res, _ := rawGet(t, h, "/x", "Authorization: Bearer a.b.c"); res.StatusCode != 200 {
+		t.Fatalf("one Authorization: %d", res.StatusCode)
+	}
+	if got := up.last(t).Header["Authorization"]; len(got) != 1 {
+		t.Fatalf("upstream Authorization %q", got)
+	}
+}
