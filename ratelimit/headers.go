@@ -145,7 +145,7 @@ func WriteHeaders(h http.Header, v Verdict) {
 	h.Set(HeaderRateLimit, state.String())
 }
 
-// Problem is the RFC 9457 body of a 429 (docs/rate-limiting.md, "Responses").
+// Problem is the RFC 9457 body of a 429 (docs/rate-limiting.md).
 type Problem struct {
 	Type             string   `json:"type"`
 	Title            string   `json:"title"`

@@ -1,6 +1,6 @@
 // Package redisconn builds the go-redis client every Borda component shares,
 // with settings chosen for a request path that must never wait on Redis
-// longer than its own deadline (docs/rate-limiting.md, "Failure behaviour"):
+// longer than its own deadline (docs/reliability.md):
 //
 //   - ContextTimeoutEnabled: a context deadline bounds the whole command,
 //     not only the wait for a pooled connection;

@@ -10,6 +10,8 @@ import (
 	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/gateway"
 	"github.com/olp-edu/borda/ratelimit"
+	"github.com/olp-edu/borda/telemetry"
+	"github.com/olp-edu/borda/webhook"
 )
 
 // The gateway's collaborators, checked where they meet (docs/architecture.md,
@@ -17,6 +19,9 @@ import (
 var (
 	_ gateway.Limiter          = (*ratelimit.Limiter)(nil)
 	_ gateway.IdentityVerifier = (*cookies.Verifier)(nil)
+	_ gateway.Recorder         = (*telemetry.Recorder)(nil)
+	_ gateway.Webhook          = (*webhook.Ingress)(nil)
+	_ gateway.Webhook          = (*webhook.Unconfigured)(nil)
 )
 
 // gatewayOptions maps a validated configuration (configs.Load) into the

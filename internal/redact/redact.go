@@ -1,13 +1,12 @@
-// Package redact removes secrets from text bound for logs, headers and
-// HTTP bodies: URL passwords, lone user names, query values and fragments
-// (docs/configuration.md, "Secrets in URLs"), in a URL, in free text or
-// in an error's message. It is a leaf: every package may import it.
+// Package redact removes the secrets a URL can carry (password, query
+// values, fragment) from URLs and from the texts of errors that embed
+// them, for the process log and every error that reaches a header or a
+// body (docs/configuration.md, secrets). It is a leaf: configs, the
+// stores and the identity verifier share it.
 package redact
 
 import (
-	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -144,67 +143,3 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
-
-// minScrubbed is the shortest URL secret Scrub removes from
-// free text: shorter values ("v=2") would blank unrelated words.
-const minScrubbed = 6
-
-// URLSecrets returns the secret parts of a URL, as URL finds them
-// (password, a lone user name, query values, fragment), raw and
-// percent-decoded, each at least 6 bytes long. A component that talks to
-// that URL removes them from text the other side wrote back (a legacy
-// endpoint that echoes its request line in an error body), with
-// Scrub.
-func URLSecrets(raw string) []string {
-	var out []string
-	add := func(v string) {
-		for _, s := range []string{v, unescape(v)} {
-			if len(s) >= minScrubbed && !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		}
-	}
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return nil
-	}
-	rest := raw[i+3:]
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 && !strings.ContainsAny(rest[:at], "/?#") {
-		if user, pass, ok := strings.Cut(rest[:at], ":"); ok {
-			add(pass)
-		} else {
-			add(user)
-		}
-		rest = rest[at+1:]
-	}
-	if q := strings.IndexAny(rest, "?#"); q >= 0 {
-		query, fragment, _ := strings.Cut(rest[q:], "#")
-		for _, part := range strings.Split(strings.TrimPrefix(query, "?"), "&") {
-			if _, v, ok := strings.Cut(part, "="); ok {
-				add(v)
-			} else {
-				add(part)
-			}
-		}
-		add(fragment)
-	}
-	return out
-}
-
-func unescape(s string) string {
-	if u, err := url.QueryUnescape(s); err == nil {
-		return u
-	}
-	return s
-}
-
-// Scrub returns text with every occurrence of each secret replaced
-// by "xxxxx", and its URLs redacted (URLs).
-func Scrub(text string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			text = strings.ReplaceAll(text, s, redactedPart)
-		}
-	}
-	return URLs(text)
-}

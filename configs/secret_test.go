@@ -1,4 +1,4 @@
-package redact
+package configs
 
 import (
 	"errors"
@@ -31,8 +31,8 @@ func TestRedactURLHidesEveryURLSecret(t *testing.T) {
 		{"http://[::1]:3000/", "http://[::1]:3000/"},                     // IPv6 literal kept
 		{"no url here", "no url here"},
 	} {
-		if got := URL(tc.in); got != tc.want {
-			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -46,8 +46,8 @@ func TestRedactURLsFindsURLsInErrorText(t *testing.T) {
 		`fetching 'https://idp/jwks?key=CANARY' failed`,
 		`Post "https://u:CAN\"ARY@h/": bad`,
 	} {
-		if got := URLs(in); strings.Contains(got, "CANARY") || strings.Contains(got, "ARY@") {
-			t.Errorf("URLs(%q) = %q: the secret is still there", in, got)
+		if got := RedactURLs(in); strings.Contains(got, "CANARY") || strings.Contains(got, "ARY@") {
+			t.Errorf("RedactURLs(%q) = %q: the secret is still there", in, got)
 		}
 	}
 }
@@ -59,7 +59,7 @@ func TestRedactErrorKeepsTheChain(t *testing.T) {
 	if err == nil {
 		t.Skip("something listens on 127.0.0.1:1")
 	}
-	red := Error(err)
+	red := RedactError(err)
 	if strings.Contains(red.Error(), "CANARY") {
 		t.Fatalf("RedactError: %v", red)
 	}
@@ -67,12 +67,12 @@ func TestRedactErrorKeepsTheChain(t *testing.T) {
 	if !errors.As(red, &ue) {
 		t.Fatalf("RedactError dropped *url.Error from the chain: %T", red)
 	}
-	wrapped := Error(fmt.Errorf("x: %w", errSentinel))
+	wrapped := RedactError(fmt.Errorf("x: %w", errSentinel))
 	if !errors.Is(wrapped, errSentinel) {
 		t.Fatal("RedactError dropped the sentinel")
 	}
-	if Error(nil) != nil {
-		t.Fatal("Error(nil) != nil")
+	if RedactError(nil) != nil {
+		t.Fatal("RedactError(nil) != nil")
 	}
 }
 
