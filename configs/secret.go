@@ -2,10 +2,11 @@ package configs
 
 import (
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // Secret holds a credential (token, password, HMAC key). It never prints:
@@ -49,139 +50,21 @@ func (s Secrets) MarshalYAML() (any, error) {
 	return out, nil
 }
 
-// redactedPart replaces a URL password, query value or fragment, as
-// net/url's URL.Redacted writes a password.
+// redactedPart replaces a secret found in a text (ScrubSecrets), as
+// redact.URL replaces a URL password.
 const redactedPart = "xxxxx"
 
-// RedactURL returns raw with every secret a URL can hold replaced by
-// "xxxxx": the password of the userinfo (the user name is kept:
-// "amqp://guest:xxxxx@host/"), a user name given alone (it is a token:
-// "https://xxxxx@host/"), every query value ("?token=xxxxx&v=xxxxx"; a
-// bare query part "?abc" becomes "?xxxxx") and the fragment. Scheme, host,
-// port and path are kept, so an operator still sees where it points;
-// docs/configuration.md ("Secrets in URLs") asks for secrets never to be
-// put in a path. raw need not parse: the redaction is lexical, and an
-// ambiguous userinfo (an unescaped '/', '?' or '#' before the last '@') is
-// redacted whole. Text without "://" is returned as given.
-func RedactURL(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return raw
-	}
-	var b strings.Builder
-	b.Grow(len(raw))
-	b.WriteString(raw[:i+3])
-	rest := raw[i+3:]
-	queryAt := strings.IndexAny(rest, "?#")
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		userinfo := rest[:at]
-		switch user, _, hasPassword := strings.Cut(userinfo, ":"); {
-		case strings.ContainsAny(userinfo, "/?#"):
-			b.WriteString(redactedPart) // '@' in the path or query, or an unescaped password: say nothing
-		case hasPassword:
-			b.WriteString(user + ":" + redactedPart)
-		case userinfo != "":
-			b.WriteString(redactedPart)
-		}
-		b.WriteByte('@')
-		rest = rest[at+1:]
-		queryAt = strings.IndexAny(rest, "?#")
-	} else {
-		// No '@': an authority "host:port" whose port is not a number is
-		// a userinfo cut short (text quoted by %q ends at an escaped
-		// quote inside a password).
-		authority := rest
-		if end := strings.IndexAny(rest, "/?#"); end >= 0 {
-			authority = rest[:end]
-		}
-		if c := strings.LastIndexByte(authority, ':'); c >= 0 && !strings.HasSuffix(authority, "]") && !allDigits(authority[c+1:]) {
-			b.WriteString(authority[:c+1] + redactedPart)
-			rest = rest[len(authority):]
-			queryAt = strings.IndexAny(rest, "?#")
-		}
-	}
-	if queryAt < 0 {
-		b.WriteString(rest)
-		return b.String()
-	}
-	b.WriteString(rest[:queryAt])
-	rest = rest[queryAt:]
-	if rest[0] == '?' {
-		query, fragment, hasFragment := strings.Cut(rest[1:], "#")
-		b.WriteByte('?')
-		for j, part := range strings.Split(query, "&") {
-			if j > 0 {
-				b.WriteByte('&')
-			}
-			if key, _, ok := strings.Cut(part, "="); ok {
-				b.WriteString(key + "=" + redactedPart)
-			} else if part != "" {
-				b.WriteString(redactedPart)
-			}
-		}
-		if !hasFragment {
-			return b.String()
-		}
-		rest = "#" + fragment
-	}
-	if len(rest) > 1 {
-		b.WriteString("#" + redactedPart)
-	} else {
-		b.WriteString(rest)
-	}
-	return b.String()
-}
+// RedactURL returns raw with every secret a URL can hold replaced
+// (redact.URL).
+func RedactURL(raw string) string { return redact.URL(raw) }
 
-func allDigits(s string) bool {
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
-}
+// RedactURLs returns text with every URL in it passed through RedactURL
+// (redact.URLs).
+func RedactURLs(text string) string { return redact.URLs(text) }
 
-// urlInText finds the URLs in free text (an error message, a log line):
-// a scheme, "://", and everything up to a space, a quote or an angle
-// bracket; a backslash escape (%q's \") does not end it.
-var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://(?:[^\s"'<>\x60\\]|\\.)+`)
-
-// RedactURLs returns text with every URL in it passed through RedactURL:
-// for error texts of libraries that embed the URL they were given
-// (net/http's *url.Error: `Post "https://u:xxxxx@host/?token=xxxxx": …`,
-// JWKS and AMQP dial errors) and for the process log, whose handler runs
-// every string through it (cmd/borda newLogger).
-func RedactURLs(text string) string {
-	if !strings.Contains(text, "://") {
-		return text
-	}
-	return urlInText.ReplaceAllStringFunc(text, RedactURL)
-}
-
-// RedactError returns err with every URL in its text redacted (RedactURLs),
-// or err itself when its text holds none. The result keeps err in its
-// chain (errors.Is and errors.As still see net errors and deadlines); only
-// Error() changes. Use it at each client boundary whose errors reach a log,
-// a header or an HTTP body: net/http's *url.Error carries the full URL.
-func RedactError(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	red := RedactURLs(msg)
-	if red == msg {
-		return err
-	}
-	return &redactedError{msg: red, err: err}
-}
-
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
+// RedactError returns err with every URL in its text redacted, keeping
+// err in its chain (redact.Error).
+func RedactError(err error) error { return redact.Error(err) }
 
 // showURL quotes a URL setting for a validation message, redacted
 // (RedactURL): a value that failed to parse is redacted as if it were a

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -65,10 +64,10 @@ func TestEdgeCase15_KeyWithoutTTLNeverLivesForever(t *testing.T) {
 // never negative), and an allowed response carries none.
 func TestEdgeCase16_RetryAfterWholeSecondsOnlyOn429(t *testing.T) {
 	t.Parallel()
-	for _, algo := range []string{"fixed_window", "gcra"} {
-		t.Run(algo, func(t *testing.T) {
+	for _, algo := range []Algorithm{FixedWindow, GCRA} {
+		t.Run(algo.String(), func(t *testing.T) {
 			t.Parallel()
-			r := configs.Rule{Name: "api", Scope: "user", Algorithm: algo, Limit: 5, Window: configs.Duration(time.Minute), Routes: []string{"*"}}
+			r := Rule{Name: "api", Scope: ScopeUser, Algorithm: algo, Limit: 5, Window: time.Minute, Routes: []string{"*"}}
 			l, _ := newTestLimiter(t, rulesConfig(r), keyspace.MustNew("olp-dev:edge16:"), NewMemoryStore(0))
 			s := Subject{Route: "portal", IP: "192.0.2.1", User: "u-16"}
 			for i := 1; i <= 5; i++ {

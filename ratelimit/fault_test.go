@@ -12,7 +12,6 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -37,10 +36,10 @@ func addToxic(t *testing.T, p *toxiproxy.Proxy, spec string) {
 	}
 }
 
-func faultConfig(timeout time.Duration) configs.RateLimits {
+func faultConfig(timeout time.Duration) Options {
 	cfg := rulesConfig(burstRule(1000, 5*time.Second))
-	cfg.Timeout = configs.Duration(timeout)
-	cfg.Breaker = configs.Breaker{Failures: 5, OpenFor: configs.Duration(time.Second)}
+	cfg.Timeout = timeout
+	cfg.BreakerFailures, cfg.BreakerOpenFor = 5, time.Second
 	return cfg
 }
 
@@ -85,7 +84,7 @@ func TestFault_ConnectionResetFailsOpen(t *testing.T) {
 	t.Cleanup(func() { checkTTLsAndClean(t, newRedis(t, redisURL), prefix) })
 	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), keyspace.MustNew(prefix), NewRedisStore(rdb))
 	l.Start(context.Background())
-	defer l.Stop()
+	defer l.Stop(context.Background())
 	s := Subject{Route: "portal", IP: "203.0.113.9"}
 	waitAllowed(t, l, s, 3*time.Second)
 	addToxic(t, p, `{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`)
@@ -120,7 +119,7 @@ func TestEdgeCase20_StoppedRedisBoundedLatencyAndRecovery(t *testing.T) {
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
 	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), ks, NewRedisStore(rdb))
 	l.Start(context.Background())
-	defer l.Stop()
+	defer l.Stop(context.Background())
 	s := Subject{Route: "portal", IP: "203.0.113.9"}
 	waitAllowed(t, l, s, 3*time.Second) // warm-up: dial, script load
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {

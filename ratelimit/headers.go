@@ -145,7 +145,7 @@ func WriteHeaders(h http.Header, v Verdict) {
 	h.Set(HeaderRateLimit, state.String())
 }
 
-// Problem is the RFC 9457 body of a 429 (design.md §4).
+// Problem is the RFC 9457 body of a 429 (docs/rate-limiting.md).
 type Problem struct {
 	Type             string   `json:"type"`
 	Title            string   `json:"title"`
@@ -174,7 +174,7 @@ func NewProblem(v Verdict) Problem {
 	}
 	if best := v.mostRestrictive(); best >= 0 {
 		b := v.Decisions[best]
-		p.Scope, p.Detail = b.Scope, b.Message
+		p.Scope, p.Detail = b.Scope.String(), b.Message
 		if p.Detail == "" {
 			p.Detail = expandMessage(defaultMessages[b.Scope], time.Duration(p.RetryAfter)*time.Second)
 		}

@@ -11,11 +11,11 @@ import (
 func TestWriteTooManyRequests_ContractOfDesign4(t *testing.T) {
 	t.Parallel()
 	v := Verdict{Decisions: []Decision{
-		{Rule: "burst", Scope: "ip", Outcome: OutcomeBlock, Limit: 5, Remaining: 0, Window: 5 * time.Second,
+		{Rule: "burst", Scope: ScopeIP, Outcome: OutcomeBlock, Limit: 5, Remaining: 0, Window: 5 * time.Second,
 			ResetAfter: 2100 * time.Millisecond, RetryAfter: 2100 * time.Millisecond,
 			Message: "Muitas requisições em sequência. Tente novamente em 3 segundos."},
-		{Rule: "api", Scope: "user", Outcome: OutcomeAllow, Limit: 600, Remaining: 590, Window: time.Minute, ResetAfter: 41500 * time.Millisecond},
-		{Rule: "escola", Scope: "escola", Outcome: OutcomeSkip},
+		{Rule: "api", Scope: ScopeUser, Outcome: OutcomeAllow, Limit: 600, Remaining: 590, Window: time.Minute, ResetAfter: 41500 * time.Millisecond},
+		{Rule: "escola", Scope: ScopeEscola, Outcome: OutcomeSkip},
 	}}
 	rec := httptest.NewRecorder()
 	rec.Header().Set("Vary", "Origin")
@@ -67,8 +67,8 @@ func TestWriteTooManyRequests_ContractOfDesign4(t *testing.T) {
 func TestWriteHeaders_MostRestrictiveDecidesRetryAfter(t *testing.T) {
 	t.Parallel()
 	v := Verdict{Decisions: []Decision{
-		{Rule: "burst", Scope: "ip", Outcome: OutcomeBlock, Limit: 5, Window: 5 * time.Second, RetryAfter: 2 * time.Second, ResetAfter: 2 * time.Second, Message: "a"},
-		{Rule: "api", Scope: "user", Outcome: OutcomeBlock, Limit: 600, Window: time.Minute, RetryAfter: 40 * time.Second, ResetAfter: 40 * time.Second, Message: "Você fez muitas requisições. Tente novamente em 40 segundos."},
+		{Rule: "burst", Scope: ScopeIP, Outcome: OutcomeBlock, Limit: 5, Window: 5 * time.Second, RetryAfter: 2 * time.Second, ResetAfter: 2 * time.Second, Message: "a"},
+		{Rule: "api", Scope: ScopeUser, Outcome: OutcomeBlock, Limit: 600, Window: time.Minute, RetryAfter: 40 * time.Second, ResetAfter: 40 * time.Second, Message: "Você fez muitas requisições. Tente novamente em 40 segundos."},
 	}}
 	rec := httptest.NewRecorder()
 	WriteTooManyRequests(rec, v)

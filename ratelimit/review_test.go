@@ -19,7 +19,7 @@ import (
 func TestRelax_HugeFactorNeverBlocksEverything(t *testing.T) {
 	t.Parallel()
 	store := NewMemoryStore(0)
-	for _, algo := range []string{"fixed_window", "gcra"} {
+	for _, algo := range []Algorithm{FixedWindow, GCRA} {
 		r := burstRule(2, 5*time.Second)
 		r.Algorithm = algo
 		l, _ := newTestLimiter(t, rulesConfig(r), testKS, store)
@@ -76,7 +76,7 @@ func TestReload_ShorterWindowNeverBlocksLongerThanIt(t *testing.T) {
 	ctx := context.Background()
 	s := Subject{Route: "portal", IP: "203.0.113.66"}
 	l.Decide(ctx, s)
-	if err := l.Reload(rulesConfig(burstRule(1, time.Second)), testRoutes); err != nil {
+	if err := l.Reload(rulesConfig(burstRule(1, time.Second)).Rules); err != nil {
 		t.Fatal(err)
 	}
 	v := l.Decide(ctx, s)
@@ -144,14 +144,14 @@ func (s *hangingStore) Hit(context.Context, []Hit, []Count) (time.Time, error) {
 func TestDecide_StoreIgnoringContextAnswersByTimeout(t *testing.T) {
 	store := &hangingStore{Store: NewMemoryStore(1), d: 300 * time.Millisecond}
 	cfg := rulesConfig(burstRule(5, 5*time.Second))
-	cfg.Breaker.Failures = 1000
+	cfg.BreakerFailures = 1000
 	l, _ := newTestLimiter(t, cfg, testKS, store)
 	before := runtime.NumGoroutine()
 	for i := range 5 {
 		start := time.Now()
 		v := l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.5"})
-		if el := time.Since(start); el > cfg.Timeout.D()+50*time.Millisecond {
-			t.Fatalf("request %d waited %v with timeout %v", i, el, cfg.Timeout.D())
+		if el := time.Since(start); el > cfg.Timeout+50*time.Millisecond {
+			t.Fatalf("request %d waited %v with timeout %v", i, el, cfg.Timeout)
 		}
 		if v.Blocked() || v.Decisions[0].Outcome != OutcomeError {
 			t.Fatalf("request %d: %s, want error (fail-open)", i, outcomes(v))

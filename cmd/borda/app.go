@@ -48,7 +48,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	if err != nil {
 		return nil, err
 	}
-	a.limiter, err = ratelimit.New(cfg.RateLimits, cfg.Routes, ks, store, a.registry, logger)
+	a.limiter, err = ratelimit.New(limiterOptions(cfg), ks, store, a.registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("building rate limiter: %w", err)
 	}
@@ -97,7 +97,10 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopBg = stop
-	a.limiter.Start(bg)
+	if err := a.limiter.Start(bg); err != nil {
+		stop()
+		return nil, fmt.Errorf("starting rate limiter: %w", err)
+	}
 	if a.recorder != nil {
 		if err := a.recorder.Start(bg); err != nil {
 			stop()
@@ -112,27 +115,19 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 }
 
 // store picks the rate-limit store: Redis (redis.url), Upstash REST
-// (rest_url + rest_token), or the embedded in-memory store. The shared
-// go-redis client counts its commands by purpose
-// (borda_redis_commands_total), so an operator can project a hosted
-// Redis bill.
+// (rest_url + rest_token), or the embedded in-memory store.
 func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	switch cfg.StoreKind() {
 	case "redis":
-		rdb, err := redisconn.New(cfg.Redis)
+		rdb, err := redisconn.New(redisOptions(cfg.Redis))
 		if err != nil {
 			return nil, err
 		}
 		a.redis = rdb
-		vec, err := ratelimit.RedisCommands(a.registry)
-		if err != nil {
-			return nil, fmt.Errorf("registering redis command metrics: %w", err)
-		}
-		rdb.AddHook(ratelimit.CommandsHook(vec))
 	case "memory":
 		a.log.Warn("no Redis configured: rate limits use the embedded in-memory store, which counts for this instance only")
 	}
-	return ratelimit.NewStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second})
+	return newStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second})
 }
 
 // aggregate runs the hourly aggregation when database.url and redis.url
@@ -188,7 +183,7 @@ func (a *app) close() {
 	a.shutdown(ctx, a.log) // a no-op after runServe's own shutdown
 	cancel()
 	if a.limiter != nil {
-		a.limiter.Stop()
+		_ = a.limiter.Stop(context.Background()) // waits for the relax poller's one-second read at most
 	}
 	if a.gateway != nil {
 		_ = a.gateway.Close()
