@@ -21,7 +21,7 @@ import (
 //	dispatch  webhook paths on any Host; else route match, 404 when none
 //	  per route:
 //	  CORS      rs/cors; preflights answered 204 here
-//	  identify  verified JWT → cookies.Identity in the context
+//	  identify  verified JWT → identity.Identity in the exchange
 //	  limit     ratelimit Verdict; 429 here without touching the body
 //	  proxy     ReverseProxy Rewrite (URL, X-Forwarded-*, cookie filter),
 //	            ModifyResponse (Set-Cookie policy), ErrorHandler
@@ -297,7 +297,6 @@ func (s *Server) identify(next http.Handler) http.Handler {
 		}
 		if id, ok := s.verifier.FromRequest(r.Header, exchangeFrom(r.Context()).route.forward); ok {
 			exchangeFrom(r.Context()).identity = id
-			r = r.WithContext(cookies.WithIdentity(r.Context(), id))
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -26,6 +26,7 @@ import (
 
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/telemetry"
 )
@@ -86,7 +87,7 @@ type Server struct {
 	webhookPaths []string
 	limiter      Limiter
 	recorder     Recorder
-	verifier     *cookies.Verifier
+	verifier     *identity.Verifier
 	metrics      *metrics
 	checks       map[string]func(context.Context) error
 	checkNames   []string
@@ -176,7 +177,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 			}
 		}
 	}
-	s.verifier, err = cookies.NewVerifier(context.Background(), cfg.Auth, cfg.Auth.JWKSRefresh.D(), s.log)
+	s.verifier, err = startVerifier(cfg.Auth, s.log)
 	if err != nil {
 		return nil, fmt.Errorf("building identity verifier: %w", err)
 	}
@@ -185,7 +186,7 @@ func New(cfg configs.Config, deps Deps) (*Server, error) {
 		s.transport = NewTransport()
 	}
 	if err := s.buildRoutes(cfg); err != nil {
-		s.verifier.Close()
+		_ = s.verifier.Stop(context.Background())
 		return nil, err
 	}
 	s.checks = map[string]func(context.Context) error{}
@@ -234,7 +235,7 @@ func (s *Server) buildRoutes(cfg configs.Config) error {
 			preserveHost:  rc.PreserveHost,
 			timeout:       timeout,
 			exposeHeaders: rc.ExposeHeaders,
-			forward:       cookies.ForwardFromConfig(rc.Cookies.Forward),
+			forward:       cookieForward(rc.Cookies.Forward),
 		}
 		rt.setCookie = cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite, Forward: rt.forward}
 		if rt.Name == "" {
@@ -301,7 +302,7 @@ func (s *Server) Draining() bool { return s.draining.Load() }
 // http.Server.Shutdown returned.
 func (s *Server) Close() error {
 	s.cancelBase()
-	s.verifier.Close()
+	_ = s.verifier.Stop(context.Background())
 	if t, ok := s.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}

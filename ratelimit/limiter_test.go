@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -354,5 +355,48 @@ func TestNew_SharesMetricsAcrossLimitersOnOneRegistry(t *testing.T) {
 		if _, err := New(rulesConfig(burstRule(1, time.Second)), testKS, NewMemoryStore(0), reg, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+func TestReload_ConcurrentWithDecide(t *testing.T) {
+	t.Parallel()
+	l, _ := newTestLimiter(t, rulesConfig(burstRule(1000, 5*time.Second)), testKS, NewMemoryStore(0))
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 500 {
+				l.Decide(context.Background(), Subject{Route: "portal", IP: "192.0.2." + strconv.Itoa(g), User: strconv.Itoa(i)})
+			}
+		})
+	}
+	for i := range 50 {
+		cfg := rulesConfig(burstRule(int64(1000+i), 5*time.Second),
+			Rule{Name: "api", Scope: ScopeUser, Limit: 10, Window: time.Minute, Routes: []string{"*"}})
+		if err := l.Reload(cfg.Rules); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+// After a reload shortens a rule's window, a subject blocked under the old
+// window must not stay blocked (by the store's TTL or the deny cache)
+// longer than the new window.
+func TestReload_ShorterWindowNeverBlocksLongerThanIt(t *testing.T) {
+	t.Parallel()
+	store := NewMemoryStore(0)
+	l, _ := newTestLimiter(t, rulesConfig(burstRule(1, time.Hour)), testKS, store)
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.66"}
+	l.Decide(ctx, s)
+	if err := l.Reload(rulesConfig(burstRule(1, time.Second)).Rules); err != nil {
+		t.Fatal(err)
+	}
+	v := l.Decide(ctx, s)
+	if !v.Blocked() {
+		return // the old count was forgotten: fine
+	}
+	if ra := v.Decisions[0].RetryAfter; ra > time.Second {
+		t.Fatalf("blocked for %v under a 1s window", ra)
 	}
 }

@@ -21,7 +21,7 @@ func seedRules() Options {
 
 // TestDecide_ThreeRulesOneRedisCommand proves one round trip: ip, user and
 // escola rules cost exactly one Redis command per request (a go-redis hook
-// counts them), and the keys are those of design.md §4 with their TTLs.
+// counts them), and the keys are those of docs/rate-limiting.md with their TTLs.
 func TestDecide_ThreeRulesOneRedisCommand(t *testing.T) {
 	t.Parallel()
 	prefix := servicetest.KeyPrefix(t)

@@ -9,8 +9,8 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 )
 
-// TestRuleKeys_DesignSection4 pins the key names and TTLs of design.md §4.
-func TestRuleKeys_DesignSection4(t *testing.T) {
+// TestRuleKeys_NamesAndTTLsOfTheKeyspace pins the key names and TTLs of docs/rate-limiting.md, "Keys".
+func TestRuleKeys_NamesAndTTLsOfTheKeyspace(t *testing.T) {
 	t.Parallel()
 	ks := keyspace.MustNew("olp:")
 	now := time.Date(2026, 11, 30, 8, 50, 42, 0, time.UTC)

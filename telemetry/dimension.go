@@ -8,7 +8,7 @@ import (
 // Kind is the kind of a counter, as stored in gateway_metrics.kind.
 type Kind string
 
-// Kinds of counters (design.md §5).
+// Kinds of counters (docs/telemetry.md, "Keys").
 const (
 	KindEndpoint   Kind = "endpoint"    // dimension: "{route}:{template}"
 	KindEscola     Kind = "escola"      // dimension: escola_id

@@ -1,5 +1,5 @@
 // Package telemetry counts traffic per minute off the request path and
-// folds the counts into PostgreSQL (design.md §5).
+// folds the counts into PostgreSQL (docs/telemetry.md).
 //
 // A Recorder takes one Event per finished request. Record never blocks and
 // never does I/O: it puts the event on a bounded queue, or drops and counts

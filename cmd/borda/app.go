@@ -60,7 +60,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	case a.redis == nil:
 		logger.Info("telemetry counters off: they need redis.url (the embedded and REST stores do not keep them)")
 	default:
-		a.recorder, err = telemetry.NewRecorder(cfg.Telemetry, ks, telemetry.NewRedisSink(a.redis), a.registry, logger)
+		a.recorder, err = telemetry.NewRecorder(recorderOptions(cfg.Telemetry), ks, telemetry.NewRedisSink(a.redis), a.registry, logger)
 		if err != nil {
 			return nil, fmt.Errorf("building telemetry recorder: %w", err)
 		}
