@@ -153,21 +153,6 @@ func (c *Config) validateRateLimits(p *problems) {
 	}
 }
 
-// ValidateRateLimits checks rl against routes alone, as a hot reload of
-// the rules needs: it fills rule defaults (algorithm fixed_window, mode
-// enforce) in place and returns a *ValidationError naming each bad field,
-// or nil.
-func ValidateRateLimits(rl *RateLimits, routes []Route) error {
-	c := Config{RateLimits: *rl, Routes: routes}
-	var p problems
-	c.validateRateLimits(&p)
-	*rl = c.RateLimits
-	if len(p) > 0 {
-		return &ValidationError{Problems: p}
-	}
-	return nil
-}
-
 func oneOf(s string, set []string) bool {
 	for _, v := range set {
 		if s == v {

@@ -3,8 +3,6 @@ package cookies
 import (
 	"net/http"
 	"strings"
-
-	"github.com/olp-edu/borda/configs"
 )
 
 // OwnedPrefix starts the name of every cookie the portal itself sets
@@ -38,24 +36,10 @@ type Forward struct {
 }
 
 // DefaultForward is the policy of a route that does not configure
-// cookies.forward (configs.DefaultCookieForward): olp_auth as
-// Authorization: Bearer, olp_mural as the cookie it is.
+// cookies.forward (docs/edge.md, Cookies): olp_auth as Authorization:
+// Bearer, olp_mural as the cookie it is.
 func DefaultForward() []Forward {
-	return ForwardFromConfig(configs.DefaultCookieForward())
-}
-
-// ForwardFromConfig converts a route's cookies.forward list. nil (the key
-// absent) gives DefaultForward; an empty, non-nil list forwards no olp_*
-// cookie at all.
-func ForwardFromConfig(fw []configs.CookieForward) []Forward {
-	if fw == nil {
-		fw = configs.DefaultCookieForward()
-	}
-	out := make([]Forward, 0, len(fw))
-	for _, f := range fw {
-		out = append(out, Forward{Cookie: f.Cookie, AsAuthorization: f.As == "authorization"})
-	}
-	return out
+	return []Forward{{Cookie: AuthCookie, AsAuthorization: true}, {Cookie: "olp_mural"}}
 }
 
 // IsOwned reports whether name is one of the portal's cookies: OwnedPrefix,

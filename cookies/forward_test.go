@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/olp-edu/borda/configs"
 )
 
 func TestApplyRequest(t *testing.T) {
@@ -55,20 +53,6 @@ func TestApplyRequest(t *testing.T) {
 				t.Errorf("Authorization = %q, want %q", got, tc.wantAuth)
 			}
 		})
-	}
-}
-
-func TestForwardFromConfig(t *testing.T) {
-	t.Parallel()
-	if got := ForwardFromConfig(nil); len(got) != 2 || !got[0].AsAuthorization || got[1].Cookie != "olp_mural" {
-		t.Errorf("nil → %+v, want the default", got)
-	}
-	if got := ForwardFromConfig([]configs.CookieForward{}); got == nil || len(got) != 0 {
-		t.Errorf("empty → %+v, want empty non-nil", got)
-	}
-	got := ForwardFromConfig([]configs.CookieForward{{Cookie: "olp_x", As: "authorization"}, {Cookie: "olp_y"}})
-	if len(got) != 2 || !got[0].AsAuthorization || got[1].AsAuthorization {
-		t.Errorf("got %+v", got)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"slices"
 	"testing"
-
-	"github.com/olp-edu/borda/configs"
 )
 
 // portalCookieSetters are Set-Cookie lines that would set or clear the
@@ -31,8 +29,8 @@ var portalCookieSetters = []string{
 func TestUpstreamOfANonForwardingRouteCannotSetOrClearThePortalCookie(t *testing.T) {
 	t.Parallel()
 	policies := map[string][]Forward{
-		"forward: []":          ForwardFromConfig([]configs.CookieForward{}),
-		"forward: [olp_mural]": ForwardFromConfig([]configs.CookieForward{{Cookie: "olp_mural"}}),
+		"forward: []":          []Forward{},
+		"forward: [olp_mural]": []Forward{{Cookie: "olp_mural"}},
 	}
 	for pname, fw := range policies {
 		for _, line := range portalCookieSetters {
@@ -79,7 +77,7 @@ func TestForwardingRouteMaySetOnlyTheExactCookiesItForwards(t *testing.T) {
 func TestPrefixedPortalCookieIsNotForwardedToAThirdParty(t *testing.T) {
 	t.Parallel()
 	h := http.Header{"Cookie": {"__Host-olp_auth=tok; __secure-OLP_x=1; _ga=1"}}
-	ApplyRequest(h, ForwardFromConfig([]configs.CookieForward{}))
+	ApplyRequest(h, []Forward{})
 	if got := h.Get("Cookie"); got != "_ga=1" {
 		t.Errorf("Cookie = %q, want only _ga=1", got)
 	}
@@ -120,12 +118,12 @@ func TestFrameworkDecodedSpellingOfAPortalCookieIsOwned(t *testing.T) {
 		h.Add("Set-Cookie", name+"=evil; Path=/")
 	}
 	h.Add("Set-Cookie", "tiles=1")
-	removed := ApplySetCookie(h, ResponsePolicy{Forward: ForwardFromConfig([]configs.CookieForward{})})
+	removed := ApplySetCookie(h, ResponsePolicy{Forward: []Forward{}})
 	if len(removed) != len(spellings) || len(h["Set-Cookie"]) != 1 || h.Get("Set-Cookie") != "tiles=1" {
 		t.Errorf("removed %q, kept %q", removed, h["Set-Cookie"])
 	}
 	r := http.Header{"Cookie": {"olp%5Fauth=a; olp.auth=b; olp+auth=c; _ga=1"}}
-	ApplyRequest(r, ForwardFromConfig([]configs.CookieForward{}))
+	ApplyRequest(r, []Forward{})
 	if got := r.Get("Cookie"); got != "_ga=1" {
 		t.Errorf("Cookie = %q, want only _ga=1", got)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/identity"
 )
 
 // The gateway's tests write their route tables as the configuration file
@@ -20,11 +21,14 @@ import (
 // at cleanup.
 func newServer(t testing.TB, cfg configs.Config, deps Deps) *Server {
 	t.Helper()
-	v, err := cookies.NewVerifier(context.Background(), cfg.Auth, cfg.Auth.JWKSRefresh.D(), deps.Logger)
+	v, err := identity.NewVerifier(context.Background(), identityOptionsOf(cfg.Auth), deps.Logger)
 	if err != nil {
 		t.Fatalf("building identity verifier: %v", err)
 	}
-	t.Cleanup(v.Close)
+	if err := v.Start(context.Background()); err != nil {
+		t.Fatalf("starting identity verifier: %v", err)
+	}
+	t.Cleanup(func() { _ = v.Stop(context.Background()) })
 	if v != nil && deps.Verifier == nil {
 		deps.Verifier = v
 	}
@@ -66,7 +70,7 @@ func optionsFromConfig(t testing.TB, cfg configs.Config) Options {
 			Upstream:      Upstream{URL: u, Timeout: rc.Timeout.D(), FlushInterval: rc.FlushInterval.D()},
 			ExposeHeaders: rc.ExposeHeaders,
 			Cookies: RouteCookies{
-				Forward:  cookies.ForwardFromConfig(rc.Cookies.Forward),
+				Forward:  cookieForwardOf(rc.Cookies.Forward),
 				Domain:   rc.Cookies.Domain,
 				SameSite: rc.Cookies.SameSite,
 			},
@@ -102,4 +106,34 @@ func slashPolicyOf(s string) SlashPolicy {
 		return SlashesKeep
 	}
 	return SlashesDefault
+}
+
+// identityOptionsOf is cmd/borda's identityOptions for tests.
+func identityOptionsOf(auth configs.Auth) identity.Options {
+	o := identity.Options{
+		JWKSURL:     auth.JWKSURL,
+		JWKSRefresh: auth.JWKSRefresh.D(),
+		UserClaim:   auth.UserClaim,
+		EscolaClaim: auth.EscolaClaim,
+		Leeway:      auth.Leeway.D(),
+		RequireExp:  auth.RequireExp,
+		Issuer:      auth.Issuer,
+		Audience:    auth.Audience,
+	}
+	if s := auth.JWTSecret.Reveal(); s != "" {
+		o.Secret = []byte(s)
+	}
+	return o
+}
+
+// cookieForwardOf is cmd/borda's cookieForward for tests.
+func cookieForwardOf(fw []configs.CookieForward) []cookies.Forward {
+	if fw == nil {
+		return cookies.DefaultForward()
+	}
+	out := make([]cookies.Forward, 0, len(fw))
+	for _, f := range fw {
+		out = append(out, cookies.Forward{Cookie: f.Cookie, AsAuthorization: f.As == "authorization"})
+	}
+	return out
 }

@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/ratelimit"
 )
 
@@ -28,7 +28,7 @@ type exchange struct {
 	route     *route     // nil: webhook or no route
 	rest      string     // escaped path after the route prefix
 	label     string     // metrics/log route label
-	identity  cookies.Identity
+	identity  identity.Identity
 	verdict   ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
 	// headers arrive.

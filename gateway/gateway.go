@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/telemetry"
 )
@@ -40,9 +41,9 @@ type Limiter interface {
 // upstream of a route with cookie policy forward will see its credential
 // (docs/edge.md, "Identity"): false with the anonymous Identity when there
 // is no credential or it does not verify. It must not block on the
-// network. *cookies.Verifier implements it.
+// network. *identity.Verifier implements it.
 type IdentityVerifier interface {
-	FromRequest(h http.Header, forward []cookies.Forward) (cookies.Identity, bool)
+	FromRequest(h http.Header, forward []cookies.Forward) (identity.Identity, bool)
 }
 
 // Recorder receives one Event per finished request; Record must never

@@ -75,7 +75,7 @@ func withLimiter(l Limiter) harnessOpt { return func(d *Deps) { d.Limiter = l } 
 // realLimiter builds the ratelimit.Limiter of cfg on an in-memory store.
 func realLimiter(t testing.TB, cfg configs.Config) *ratelimit.Limiter {
 	t.Helper()
-	l, err := ratelimit.New(cfg.RateLimits, cfg.Routes, keyspace.MustNew(cfg.KeyPrefix()),
+	l, err := ratelimit.New(testLimiterOptions(cfg), keyspace.MustNew(cfg.KeyPrefix()),
 		ratelimit.NewMemoryStore(0), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("ratelimit.New: %v", err)
@@ -197,7 +197,7 @@ func (f *fakeLimiter) calls() int {
 
 func blockVerdict() ratelimit.Verdict {
 	return ratelimit.Verdict{Decisions: []ratelimit.Decision{{
-		Rule: "burst", Scope: "ip", Outcome: ratelimit.OutcomeBlock, Limit: 5, Remaining: 0,
+		Rule: "burst", Scope: ratelimit.ScopeIP, Outcome: ratelimit.OutcomeBlock, Limit: 5, Remaining: 0,
 		Window: 5 * time.Second, ResetAfter: 3 * time.Second, RetryAfter: 3 * time.Second,
 		Message: "Muitas requisições em sequência. Tente novamente em 3 segundos.",
 	}}}
@@ -205,7 +205,7 @@ func blockVerdict() ratelimit.Verdict {
 
 func wouldBlockVerdict() ratelimit.Verdict {
 	return ratelimit.Verdict{Decisions: []ratelimit.Decision{{
-		Rule: "burst", Scope: "ip", Outcome: ratelimit.OutcomeWouldBlock, Limit: 5, Remaining: 0,
+		Rule: "burst", Scope: ratelimit.ScopeIP, Outcome: ratelimit.OutcomeWouldBlock, Limit: 5, Remaining: 0,
 		Window: 5 * time.Second, ResetAfter: 3 * time.Second, RetryAfter: 3 * time.Second,
 	}}}
 }

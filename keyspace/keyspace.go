@@ -4,7 +4,8 @@
 //
 // Keys carry the environment's prefix (olp: production, olp-stg: staging,
 // olp-dev: development), so a staging process can never write production
-// keys. The layout (docs/rate-limiting.md, docs/telemetry.md, docs/forwarder.md):
+// keys. The layout (docs/rate-limiting.md and docs/telemetry.md, "Keys";
+// docs/forwarder.md for the idempotency keys):
 //
 //	{prefix}rl:{rule}:{subject}                 rate limit, unaligned window (burst)
 //	{prefix}rl:{rule}:{subject}:{YYYYMMDDHHMM}  rate limit, clock-aligned window (api, escola)

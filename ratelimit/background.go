@@ -8,37 +8,28 @@ import (
 )
 
 // Start runs the background work until ctx ends or Stop is called: the
-// relax poller (every rate_limits.relax_poll) and the breaker probe, which
+// relax poller (every Options.RelaxPoll) and the breaker probe, which
 // pings the store while the breaker is half-open so no request ever pays
-// for a probe. Calling Start twice is a no-op.
-func (l *Limiter) Start(ctx context.Context) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cancel != nil {
-		return
+// for a probe. It returns at once; a second Start is a no-op, a Start
+// after Stop returns startstop.ErrStopped.
+func (l *Limiter) Start(ctx context.Context) error {
+	if err := l.bg.Start(ctx, l.run); err != nil {
+		return err
 	}
-	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
 	l.probing.Store(!l.memory)
-	go l.run(ctx, l.done)
+	return nil
 }
 
-// Stop ends the background work started by Start and waits for it.
-func (l *Limiter) Stop() {
-	l.mu.Lock()
-	cancel, done := l.cancel, l.done
-	l.cancel, l.done = nil, nil
-	l.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
+// Stop ends the background work started by Start and waits for it, at
+// most until ctx ends (then it returns ctx's error). A Stop without Start
+// and a second Stop return nil.
+func (l *Limiter) Stop(ctx context.Context) error {
+	err := l.bg.Stop(ctx)
 	l.probing.Store(false)
+	return err
 }
 
-func (l *Limiter) run(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (l *Limiter) run(ctx context.Context) {
 	relaxTick := time.NewTicker(l.relaxPoll)
 	defer relaxTick.Stop()
 	probeTick := time.NewTicker(probeInterval)

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -52,7 +51,7 @@ func BenchmarkDecide_Memory_ThreeRules(b *testing.B) {
 
 func BenchmarkDecide_Memory_SlidingWindow(b *testing.B) {
 	r := burstRule(1<<40, time.Hour)
-	r.Algorithm = "sliding_window"
+	r.Algorithm = SlidingWindow
 	l, _ := newTestLimiter(b, rulesConfig(r), testKS, NewMemoryStore(0))
 	s := Subject{Route: "portal", IP: "203.0.113.9"}
 	b.ReportAllocs()
@@ -68,7 +67,7 @@ func BenchmarkDecide_Redis_ThreeRules(b *testing.B) {
 	for i := range cfg.Rules {
 		cfg.Rules[i].Limit = 1 << 40
 	}
-	cfg.Timeout = configs.Duration(time.Second) // a loaded CI machine must not fail open here
+	cfg.Timeout = time.Second // a loaded CI machine must not fail open here
 	l, _ := newTestLimiter(b, cfg, keyspace.MustNew(prefix), NewRedisStore(rdb))
 	s := Subject{Route: "portal", IP: "203.0.113.9", User: "u-1", Escola: "e-1"}
 	b.ReportAllocs()

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
@@ -17,10 +16,10 @@ import (
 
 // skewedLimiter is a Limiter whose clock is off by skew, on its own
 // registry, as one replica of a fleet whose NTP broke.
-func skewedLimiter(t *testing.T, cfg configs.RateLimits, ks keyspace.Keyspace, store Store, skew time.Duration) *Limiter {
+func skewedLimiter(t *testing.T, cfg Options, ks keyspace.Keyspace, store Store, skew time.Duration) *Limiter {
 	t.Helper()
-	cfg.Timeout = configs.Duration(time.Second) // a loaded machine must not fail open here
-	l, err := New(cfg, testRoutes, ks, store, prometheus.NewRegistry(), testLogger(t),
+	cfg.Timeout = time.Second // a loaded machine must not fail open here
+	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t),
 		WithClock(func() time.Time { return time.Now().Add(skew) }))
 	if err != nil {
 		t.Fatal(err)
@@ -28,13 +27,13 @@ func skewedLimiter(t *testing.T, cfg configs.RateLimits, ks keyspace.Keyspace, s
 	return l
 }
 
-var skewRules = map[string]configs.Rule{
-	"gcra":           {Name: "g", Scope: "ip", Algorithm: "gcra", Limit: 50, Window: configs.Duration(5 * time.Second), Routes: []string{"*"}},
-	"sliding_window": {Name: "s", Scope: "ip", Algorithm: "sliding_window", Limit: 50, Window: configs.Duration(5 * time.Second), Routes: []string{"*"}},
-	"fixed_window":   {Name: "f", Scope: "ip", Limit: 50, Window: configs.Duration(5 * time.Second), Routes: []string{"*"}},
+var skewRules = map[string]Rule{
+	"gcra":           {Name: "g", Scope: ScopeIP, Algorithm: GCRA, Limit: 50, Window: 5 * time.Second, Routes: []string{"*"}},
+	"sliding_window": {Name: "s", Scope: ScopeIP, Algorithm: SlidingWindow, Limit: 50, Window: 5 * time.Second, Routes: []string{"*"}},
+	"fixed_window":   {Name: "f", Scope: ScopeIP, Limit: 50, Window: 5 * time.Second, Routes: []string{"*"}},
 	// clock-aligned minute keys: the key name needs a time on the
 	// replica's side, taken from the store's clock
-	"fixed_window_aligned": {Name: "a", Scope: "user", Limit: 50, Window: configs.Duration(time.Minute), Routes: []string{"*"}},
+	"fixed_window_aligned": {Name: "a", Scope: ScopeUser, Limit: 50, Window: time.Minute, Routes: []string{"*"}},
 }
 
 // skewAllowed is the most a fleet may pass against rule (50 per window)
@@ -148,11 +147,11 @@ func TestSkewedReplicas_StayWithinTheLimitOverManyWindows(t *testing.T) {
 					store := mk(t, prefix)
 					ks := keyspace.MustNew(prefix)
 					cfg := rulesConfig(rule)
-					cfg.Timeout = configs.Duration(time.Second)
+					cfg.Timeout = time.Second
 					virt := time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
 					var fleet []*Limiter
 					for _, sk := range []time.Duration{0, skew} {
-						l, err := New(cfg, testRoutes, ks, store, prometheus.NewRegistry(), testLogger(t),
+						l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t),
 							WithClock(func() time.Time { return virt.Add(sk) }))
 						if err != nil {
 							t.Fatal(err)
@@ -190,9 +189,9 @@ func TestSkewedReplica_AlignedKeyNamedAfterTheStoresMinute(t *testing.T) {
 	storeNow := time.Date(2026, 12, 1, 10, 20, 10, 0, time.UTC)
 	pinStoreClock(store, storeNow)
 	ks := keyspace.MustNew(prefix)
-	cfg := rulesConfig(configs.Rule{Name: "api", Scope: "user", Limit: 600, Window: configs.Duration(time.Minute), Routes: []string{"*"}})
+	cfg := rulesConfig(Rule{Name: "api", Scope: ScopeUser, Limit: 600, Window: time.Minute, Routes: []string{"*"}})
 	replica := time.Date(2026, 12, 1, 10, 21, 5, 0, time.UTC) // 55 s ahead, in the next minute
-	l, err := New(cfg, testRoutes, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return replica }))
+	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return replica }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +225,7 @@ func (s zeroTimeStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.T
 // "now minus 2026 years" (clock-aligned keys named for year 1).
 func TestDecide_StoreWithoutATimeKeepsTheClockEstimate(t *testing.T) {
 	t.Parallel()
-	cfg := rulesConfig(configs.Rule{Name: "api", Scope: "user", Limit: 600, Window: configs.Duration(time.Minute), Routes: []string{"*"}})
+	cfg := rulesConfig(Rule{Name: "api", Scope: ScopeUser, Limit: 600, Window: time.Minute, Routes: []string{"*"}})
 	l, _ := newTestLimiter(t, cfg, testKS, zeroTimeStore{NewMemoryStore(0)})
 	s := Subject{Route: "portal", User: "u-1"}
 	for range 2 {

@@ -2,12 +2,14 @@ package ratelimit
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
+	"github.com/redis/go-redis/v9"
 )
 
 // storeUnderTest builds a fresh store and a keyspace unique to the test.
@@ -261,6 +263,118 @@ func TestStoreConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
+		})
+	}
+}
+
+// A fixed-window key found with a TTL longer than its window (the rule's
+// window was shortened by a reload, or another writer set it) kept that
+// TTL: the key, and the deny cache entry built from it, outlived the
+// window. Every key must have 0 < TTL ≤ window.
+func TestStoreConformance_FixedWindowTTLNeverExceedsWindow(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			ctx, now := context.Background(), time.Now()
+			key := ks.RateLimit("burst", "203.0.113.8")
+			out := make([]Count, 1)
+			if err := hitAt(ctx, s, now, []Hit{{Key: key, Algorithm: FixedWindow, TTL: time.Minute}}, out); err != nil {
+				t.Fatal(err)
+			}
+			if err := hitAt(ctx, s, now, []Hit{{Key: key, Algorithm: FixedWindow, TTL: 5 * time.Second}}, out); err != nil {
+				t.Fatal(err)
+			}
+			if out[0].TTL <= 0 || out[0].TTL > 5*time.Second {
+				t.Fatalf("TTL after a hit with a 5s window = %v, want in (0, 5s]", out[0].TTL)
+			}
+		})
+	}
+}
+
+// A GCRA bucket filled under a long period (the rule's window was then
+// shortened by a reload) refused the subject for the rest of the old
+// period, and the deny cache with it: the arrival time read from the store
+// must be capped at now + period, as an allowed hit never sets it further.
+func TestStoreConformance_GCRANeverRefusesLongerThanPeriod(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			ctx, now := context.Background(), time.Now()
+			key := ks.RateLimit("burst", "203.0.113.7")
+			out := make([]Count, 1)
+			long := []Hit{{Key: key, Algorithm: GCRA, Limit: 3, Period: time.Hour}}
+			for range 3 {
+				if err := hitAt(ctx, s, now, long, out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			short := []Hit{{Key: key, Algorithm: GCRA, Limit: 1, Period: time.Second}}
+			if err := hitAt(ctx, s, now, short, out); err != nil {
+				t.Fatal(err)
+			}
+			if !out[0].Allowed && (out[0].RetryAfter <= 0 || out[0].RetryAfter > time.Second) {
+				t.Fatalf("refused for %v under a 1s period", out[0].RetryAfter)
+			}
+			if out[0].ResetAfter > time.Second {
+				t.Fatalf("ResetAfter %v under a 1s period", out[0].ResetAfter)
+			}
+			if rs, ok := s.(*RedisStore); ok {
+				if ttl := rs.c.(interface {
+					PTTL(context.Context, string) *redis.DurationCmd
+				}).PTTL(ctx, key).Val(); ttl <= 0 || ttl > time.Second {
+					t.Fatalf("key TTL %v, want in (0, 1s]", ttl)
+				}
+			}
+		})
+	}
+}
+
+// TestStoreConformance_KeyWithoutTTLNeverLivesForever: the TTL is set in the same
+// script as the first INCR (no window between INCR and EXPIRE to cut), a
+// key left without a TTL by anything else gets one on its next hit, and
+// every key the limiter writes has 0 < TTL ≤ window (aligned keys: window +
+// 60s) — checked on the go-redis and REST stores.
+func TestStoreConformance_KeyWithoutTTLNeverLivesForever(t *testing.T) {
+	t.Parallel()
+	for name, mk := range conformanceStores() {
+		if name == "memory" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			store, ks := mk(t)
+			rdb := newRedis(t, servicetest.RedisURL(t))
+			if name == "go-redis-cluster" { // plant and inspect on the cluster the store uses
+				rdb = testRedisCluster(t, ks.Prefix())
+			}
+			ctx := context.Background()
+			stale := ks.RateLimit("burst", "203.0.113.9")
+			if err := rdb.Set(ctx, stale, 7, 0).Err(); err != nil { // the bug's leftover: no TTL
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { rdb.Del(ctx, stale) })
+			l, _ := newTestLimiter(t, seedRules(), ks, store)
+			for i := range 30 {
+				l.Decide(ctx, Subject{Route: "portal", IP: "203.0.113." + strconv.Itoa(i%4+8), User: "u-" + strconv.Itoa(i%3), Escola: "e-1"})
+			}
+			if ttl := rdb.PTTL(ctx, stale).Val(); ttl <= 0 || ttl > 5*time.Second {
+				t.Fatalf("stale key PTTL = %v, want in (0, 5s]", ttl)
+			}
+			n := 0
+			for _, key := range scanKeys(t, rdb, ks.Prefix()+"rl:*") {
+				n++
+				limit := 5 * time.Second
+				if !hasPrefix(key, ks.Prefix()+"rl:burst:") {
+					limit = 2 * time.Minute
+				}
+				if ttl := rdb.PTTL(ctx, key).Val(); ttl <= 0 || ttl > limit {
+					t.Errorf("key %s PTTL = %v, want in (0, %v]", key, ttl, limit)
+				}
+			}
+			if n != 4+3+1 {
+				t.Errorf("found %d rl keys, want 8", n)
+			}
 		})
 	}
 }

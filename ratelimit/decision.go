@@ -30,8 +30,8 @@ const (
 type Decision struct {
 	// Rule is the rule's name ("burst").
 	Rule string
-	// Scope is the rule's scope (ip, user, escola, route).
-	Scope string
+	// Scope is the rule's scope.
+	Scope Scope
 	// Outcome is what happened.
 	Outcome Outcome
 	// Limit is the rule's limit per Window (after any relax factor).

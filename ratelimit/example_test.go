@@ -8,15 +8,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
 )
 
 func ExampleLimiter_Decide() {
-	cfg := configs.Default().RateLimits
-	cfg.Rules = []configs.Rule{{Name: "burst", Scope: "ip", Limit: 2, Window: configs.Duration(5 * time.Second), Routes: []string{"*"}}}
-	l, err := ratelimit.New(cfg, nil, keyspace.MustNew("olp-dev:"), ratelimit.NewMemoryStore(0), prometheus.NewRegistry(), nil)
+	opts := ratelimit.Options{Rules: []ratelimit.Rule{
+		{Name: "burst", Scope: ratelimit.ScopeIP, Limit: 2, Window: 5 * time.Second, Routes: []string{ratelimit.AllRoutes}},
+	}}
+	l, err := ratelimit.New(opts, keyspace.MustNew("olp-dev:"), ratelimit.NewMemoryStore(0), prometheus.NewRegistry(), nil)
 	if err != nil {
 		panic(err)
 	}

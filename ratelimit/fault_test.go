@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +13,6 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -37,17 +37,17 @@ func addToxic(t *testing.T, p *toxiproxy.Proxy, spec string) {
 	}
 }
 
-func faultConfig(timeout time.Duration) configs.RateLimits {
+func faultConfig(timeout time.Duration) Options {
 	cfg := rulesConfig(burstRule(1000, 5*time.Second))
-	cfg.Timeout = configs.Duration(timeout)
-	cfg.Breaker = configs.Breaker{Failures: 5, OpenFor: configs.Duration(time.Second)}
+	cfg.Timeout = timeout
+	cfg.BreakerFailures, cfg.BreakerOpenFor = 5, time.Second
 	return cfg
 }
 
-// TestEdgeCase19_ContextTimeoutBoundsSlowRedis: 500 ms of latency on Redis
+// TestDecide_ContextTimeoutBoundsSlowRedis: 500 ms of latency on Redis
 // and a 50 ms deadline; each decision returns near 50 ms, not 500 ms, and
 // fails open.
-func TestEdgeCase19_ContextTimeoutBoundsSlowRedis(t *testing.T) {
+func TestDecide_ContextTimeoutBoundsSlowRedis(t *testing.T) {
 	t.Parallel()
 	redisURL := servicetest.RedisURL(t)
 	p, addr := faultProxy(t, strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0"))
@@ -85,7 +85,7 @@ func TestFault_ConnectionResetFailsOpen(t *testing.T) {
 	t.Cleanup(func() { checkTTLsAndClean(t, newRedis(t, redisURL), prefix) })
 	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), keyspace.MustNew(prefix), NewRedisStore(rdb))
 	l.Start(context.Background())
-	defer l.Stop()
+	defer l.Stop(context.Background())
 	s := Subject{Route: "portal", IP: "203.0.113.9"}
 	waitAllowed(t, l, s, 3*time.Second)
 	addToxic(t, p, `{"name":"reset","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`)
@@ -108,19 +108,19 @@ func TestFault_ConnectionResetFailsOpen(t *testing.T) {
 	waitAllowed(t, l, s, 5*time.Second)
 }
 
-// TestEdgeCase20_StoppedRedisBoundedLatencyAndRecovery: a private
+// TestDecide_StoppedRedisBoundedLatencyAndRecovery: a private
 // redis-server is frozen with SIGSTOP while 100 concurrent requests run;
 // each answers within the deadline plus a margin (fail-open, counted), the
 // breaker opens, and after SIGCONT decisions come from Redis again within
 // 5 s.
-func TestEdgeCase20_StoppedRedisBoundedLatencyAndRecovery(t *testing.T) {
+func TestDecide_StoppedRedisBoundedLatencyAndRecovery(t *testing.T) {
 	t.Parallel()
 	addr, pid := privateRedis(t)
 	rdb := newRedis(t, "redis://"+addr+"/0")
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
 	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), ks, NewRedisStore(rdb))
 	l.Start(context.Background())
-	defer l.Stop()
+	defer l.Stop(context.Background())
 	s := Subject{Route: "portal", IP: "203.0.113.9"}
 	waitAllowed(t, l, s, 3*time.Second) // warm-up: dial, script load
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -192,4 +192,68 @@ func waitAllowed(t *testing.T, l *Limiter, s Subject, within time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func TestBreakerOpen_OnStoreErrorLocalStillLimitsIPs(t *testing.T) {
+	t.Parallel()
+	cfg := rulesConfig(burstRule(3, 5*time.Second))
+	cfg.OnStoreError = LocalIP
+	cfg.BreakerFailures, cfg.BreakerOpenFor = 1, time.Minute
+	store := &countingStore{Store: NewMemoryStore(0)}
+	store.fail.Store(true)
+	l, _ := newTestLimiter(t, cfg, testKS, store)
+	l.Start(context.Background())
+	defer l.Stop(context.Background())
+	s := Subject{Route: "portal", IP: "203.0.113.9"}
+	var v Verdict
+	for range 4 {
+		v = l.Decide(context.Background(), s)
+	}
+	if !v.Blocked() || store.hits.Load() != 1 {
+		t.Fatalf("breaker open, local: %s after %d store calls", outcomes(v), store.hits.Load())
+	}
+}
+
+// hangingStore ignores its context for d, as a client library stuck in a
+// handshake or pool wait would.
+type hangingStore struct {
+	Store
+	d time.Duration
+}
+
+func (s *hangingStore) Hit(context.Context, []Hit, []Count) (time.Time, error) {
+	time.Sleep(s.d)
+	return time.Now(), nil
+}
+
+// A store that overruns its context must not hold the request past
+// rate_limits.timeout, and its goroutine ends when the store returns.
+func TestDecide_StoreIgnoringContextAnswersByTimeout(t *testing.T) {
+	store := &hangingStore{Store: NewMemoryStore(1), d: 300 * time.Millisecond}
+	cfg := rulesConfig(burstRule(5, 5*time.Second))
+	cfg.BreakerFailures = 1000
+	l, _ := newTestLimiter(t, cfg, testKS, store)
+	before := runtime.NumGoroutine()
+	for i := range 5 {
+		start := time.Now()
+		v := l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.5"})
+		if el := time.Since(start); el > cfg.Timeout+50*time.Millisecond {
+			t.Fatalf("request %d waited %v with timeout %v", i, el, cfg.Timeout)
+		}
+		if v.Blocked() || v.Decisions[0].Outcome != OutcomeError {
+			t.Fatalf("request %d: %s, want error (fail-open)", i, outcomes(v))
+		}
+	}
+	if !eventuallyTrue(2*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
+		t.Fatalf("goroutines %d after the store returned, %d before", runtime.NumGoroutine(), before)
+	}
+}
+
+func eventuallyTrue(d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }

@@ -174,7 +174,7 @@ func NewProblem(v Verdict) Problem {
 	}
 	if best := v.mostRestrictive(); best >= 0 {
 		b := v.Decisions[best]
-		p.Scope, p.Detail = b.Scope, b.Message
+		p.Scope, p.Detail = b.Scope.String(), b.Message
 		if p.Detail == "" {
 			p.Detail = expandMessage(defaultMessages[b.Scope], time.Duration(p.RetryAfter)*time.Second)
 		}

@@ -1,21 +1,25 @@
 package ratelimit
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/keyspace"
 )
 
-func TestWriteTooManyRequests_ContractOfDesign4(t *testing.T) {
+func TestWriteTooManyRequests_HeadersAndProblemBody(t *testing.T) {
 	t.Parallel()
 	v := Verdict{Decisions: []Decision{
-		{Rule: "burst", Scope: "ip", Outcome: OutcomeBlock, Limit: 5, Remaining: 0, Window: 5 * time.Second,
+		{Rule: "burst", Scope: ScopeIP, Outcome: OutcomeBlock, Limit: 5, Remaining: 0, Window: 5 * time.Second,
 			ResetAfter: 2100 * time.Millisecond, RetryAfter: 2100 * time.Millisecond,
 			Message: "Muitas requisições em sequência. Tente novamente em 3 segundos."},
-		{Rule: "api", Scope: "user", Outcome: OutcomeAllow, Limit: 600, Remaining: 590, Window: time.Minute, ResetAfter: 41500 * time.Millisecond},
-		{Rule: "escola", Scope: "escola", Outcome: OutcomeSkip},
+		{Rule: "api", Scope: ScopeUser, Outcome: OutcomeAllow, Limit: 600, Remaining: 590, Window: time.Minute, ResetAfter: 41500 * time.Millisecond},
+		{Rule: "escola", Scope: ScopeEscola, Outcome: OutcomeSkip},
 	}}
 	rec := httptest.NewRecorder()
 	rec.Header().Set("Vary", "Origin")
@@ -67,8 +71,8 @@ func TestWriteTooManyRequests_ContractOfDesign4(t *testing.T) {
 func TestWriteHeaders_MostRestrictiveDecidesRetryAfter(t *testing.T) {
 	t.Parallel()
 	v := Verdict{Decisions: []Decision{
-		{Rule: "burst", Scope: "ip", Outcome: OutcomeBlock, Limit: 5, Window: 5 * time.Second, RetryAfter: 2 * time.Second, ResetAfter: 2 * time.Second, Message: "a"},
-		{Rule: "api", Scope: "user", Outcome: OutcomeBlock, Limit: 600, Window: time.Minute, RetryAfter: 40 * time.Second, ResetAfter: 40 * time.Second, Message: "Você fez muitas requisições. Tente novamente em 40 segundos."},
+		{Rule: "burst", Scope: ScopeIP, Outcome: OutcomeBlock, Limit: 5, Window: 5 * time.Second, RetryAfter: 2 * time.Second, ResetAfter: 2 * time.Second, Message: "a"},
+		{Rule: "api", Scope: ScopeUser, Outcome: OutcomeBlock, Limit: 600, Window: time.Minute, RetryAfter: 40 * time.Second, ResetAfter: 40 * time.Second, Message: "Você fez muitas requisições. Tente novamente em 40 segundos."},
 	}}
 	rec := httptest.NewRecorder()
 	WriteTooManyRequests(rec, v)
@@ -99,5 +103,39 @@ func TestWriteHeaders_NothingWhenNoRuleCounted(t *testing.T) {
 	WriteHeaders(h, Verdict{Decisions: []Decision{{Rule: "api", Outcome: OutcomeSkip}, {Rule: "burst", Outcome: OutcomeError}}})
 	if len(h) != 0 {
 		t.Fatalf("headers = %v", h)
+	}
+}
+
+// TestWriteTooManyRequests_RetryAfterWholeSecondsOnlyOn429: limit 5/min; the 6th
+// request's Retry-After is whole seconds in [1, 60] (never milliseconds,
+// never negative), and an allowed response carries none.
+func TestWriteTooManyRequests_RetryAfterWholeSecondsOnlyOn429(t *testing.T) {
+	t.Parallel()
+	for _, algo := range []Algorithm{FixedWindow, GCRA} {
+		t.Run(algo.String(), func(t *testing.T) {
+			t.Parallel()
+			r := Rule{Name: "api", Scope: ScopeUser, Algorithm: algo, Limit: 5, Window: time.Minute, Routes: []string{"*"}}
+			l, _ := newTestLimiter(t, rulesConfig(r), keyspace.MustNew("olp-dev:edge16:"), NewMemoryStore(0))
+			s := Subject{Route: "portal", IP: "192.0.2.1", User: "u-16"}
+			for i := 1; i <= 5; i++ {
+				v := l.Decide(context.Background(), s)
+				rec := httptest.NewRecorder()
+				WriteHeaders(rec.Header(), v)
+				if v.Blocked() || rec.Header().Get("Retry-After") != "" {
+					t.Fatalf("allowed request %d: blocked=%v Retry-After=%q", i, v.Blocked(), rec.Header().Get("Retry-After"))
+				}
+			}
+			v := l.Decide(context.Background(), s)
+			rec := httptest.NewRecorder()
+			WriteTooManyRequests(rec, v)
+			ra, err := strconv.Atoi(rec.Header().Get("Retry-After"))
+			if err != nil || ra < 1 || ra > 60 {
+				t.Fatalf("Retry-After = %q, want whole seconds in [1, 60]", rec.Header().Get("Retry-After"))
+			}
+			reset, err := strconv.Atoi(rec.Header().Get("X-RateLimit-Reset"))
+			if err != nil || reset < 1 || reset > 60 {
+				t.Fatalf("X-RateLimit-Reset = %q, want delta seconds in [1, 60]", rec.Header().Get("X-RateLimit-Reset"))
+			}
+		})
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -137,24 +136,21 @@ func (s *countingStore) Ping(ctx context.Context) error {
 	return s.Store.Ping(ctx)
 }
 
-// rulesConfig returns a RateLimits with defaults and rules.
-func rulesConfig(rules ...configs.Rule) configs.RateLimits {
-	cfg := configs.Default().RateLimits
-	cfg.Rules = rules
-	return cfg
+// rulesConfig returns the Options of the configuration's defaults
+// (timeout 30ms, breaker 5 failures / 2s, relax poll 5s) with rules.
+func rulesConfig(rules ...Rule) Options {
+	return Options{Rules: rules, Timeout: 30 * time.Millisecond, BreakerFailures: 5, BreakerOpenFor: 2 * time.Second, RelaxPoll: 5 * time.Second}
 }
 
-var testRoutes = []configs.Route{{Name: "portal"}, {Name: "api"}}
-
-func burstRule(limit int64, window time.Duration) configs.Rule {
-	return configs.Rule{Name: "burst", Scope: "ip", Limit: limit, Window: configs.Duration(window), Routes: []string{"*"}}
+func burstRule(limit int64, window time.Duration) Rule {
+	return Rule{Name: "burst", Scope: ScopeIP, Limit: limit, Window: window, Routes: []string{"*"}}
 }
 
 // newTestLimiter builds a Limiter on store with its own registry.
-func newTestLimiter(t testing.TB, cfg configs.RateLimits, ks keyspace.Keyspace, store Store) (*Limiter, *prometheus.Registry) {
+func newTestLimiter(t testing.TB, cfg Options, ks keyspace.Keyspace, store Store) (*Limiter, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	l, err := New(cfg, testRoutes, ks, store, reg, testLogger(t))
+	l, err := New(cfg, ks, store, reg, testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -16,14 +16,13 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -37,6 +36,7 @@ type Limiter struct {
 	store     Store
 	memory    bool         // store is the embedded store: no deadline, no breaker
 	local     *MemoryStore // on_store_error: local fallback for ip rules
+	onError   Fallback
 	timeout   time.Duration
 	relaxPoll time.Duration
 	breaker   *gobreaker.CircuitBreaker[time.Time]
@@ -55,9 +55,7 @@ type Limiter struct {
 	probing atomic.Bool  // Start runs the breaker probe off the request path
 	lastLog atomic.Int64 // unix ns of the last store-error log line
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	bg startstop.Runner // the relax poller and the breaker probe (background.go)
 }
 
 const (
@@ -88,17 +86,25 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
-// New returns a Limiter for cfg's rules over routes, keys built by ks,
-// counting in store, metrics registered on reg (collectors already
-// registered there are reused). cfg is validated as configs does
-// (errors: a *configs.ValidationError naming each bad field). Call Start
-// for the relax poller and the breaker probe, and Stop at shutdown.
-func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, store Store, reg prometheus.Registerer, logger *slog.Logger, opts ...Option) (*Limiter, error) {
+// New returns a Limiter deciding opts.Rules, keys built by ks, counting
+// in store, metrics registered on reg (collectors already registered
+// there are reused). Errors: a nil store, a keyspace without prefix, a
+// registration conflict, or a Rule with an impossible value (unknown
+// scope, algorithm or mode; a limit or window that is not positive). The
+// rules of a file are validated by configs, which names each field. Call
+// Start for the relax poller and the breaker probe, and Stop at shutdown.
+func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registerer, logger *slog.Logger, options ...Option) (*Limiter, error) {
 	if store == nil {
 		return nil, errors.New("creating the rate limiter: store is nil")
 	}
 	if ks.Prefix() == "" {
 		return nil, errors.New("creating the rate limiter: keyspace has no prefix")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.RelaxPoll <= 0 {
+		opts.RelaxPoll = DefaultRelaxPoll
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -107,9 +113,9 @@ func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, s
 	if err != nil {
 		return nil, fmt.Errorf("registering rate-limit metrics: %w", err)
 	}
-	rs, err := compile(cfg, routes, m)
+	rs, err := compile(opts.Rules, m)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating the rate limiter: %w", err)
 	}
 	_, memory := store.(*MemoryStore)
 	l := &Limiter{
@@ -117,14 +123,15 @@ func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, s
 		store:     store,
 		memory:    memory,
 		local:     NewMemoryStore(DenyCacheSize),
-		timeout:   cfg.Timeout.D(),
-		relaxPoll: cfg.RelaxPoll.D(),
+		onError:   opts.OnStoreError,
+		timeout:   opts.Timeout,
+		relaxPoll: opts.RelaxPoll,
 		deny:      newDenyCache(DenyCacheSize),
 		m:         m,
 		log:       logger.With("component", "ratelimit"),
 		now:       time.Now,
 	}
-	for _, o := range opts {
+	for _, o := range options {
 		o(l)
 	}
 	l.local.SetClock(l.now)
@@ -133,11 +140,11 @@ func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, s
 		m.storeErrors.WithLabelValues("error"),
 		m.storeErrors.WithLabelValues("breaker_open"),
 	}
-	failures := uint32(max(cfg.Breaker.Failures, 1))
+	failures := uint32(max(opts.BreakerFailures, 1))
 	l.breaker = gobreaker.NewCircuitBreaker[time.Time](gobreaker.Settings{
 		Name:        "ratelimit-store",
 		MaxRequests: 1,
-		Timeout:     max(cfg.Breaker.OpenFor.D(), time.Millisecond),
+		Timeout:     max(opts.BreakerOpenFor, time.Millisecond),
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			l.log.Warn("rate-limit store breaker", "from", from.String(), "to", to.String())
@@ -147,12 +154,12 @@ func New(cfg configs.RateLimits, routes []configs.Route, ks keyspace.Keyspace, s
 	return l, nil
 }
 
-// Reload swaps the rules for cfg's over routes (on SIGHUP). A bad cfg is
-// refused with the *configs.ValidationError and the current rules stay.
+// Reload swaps the rules for rules (on SIGHUP). Rules with an impossible
+// value are refused with the error of New and the current rules stay.
 // The store, timeout and breaker settings are not reloaded. The deny cache
 // is cleared, so a raised limit applies at once.
-func (l *Limiter) Reload(cfg configs.RateLimits, routes []configs.Route) error {
-	rs, err := compile(cfg, routes, l.m)
+func (l *Limiter) Reload(rules []Rule) error {
+	rs, err := compile(rules, l.m)
 	if err != nil {
 		return fmt.Errorf("reloading rate-limit rules: %w", err)
 	}
@@ -216,7 +223,7 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 	case len(hits) > 0:
 		counts := make([]Count, len(hits))
 		if at, err := l.hitStore(ctx, hits, counts); err != nil {
-			l.fallback(rs, rules, ds, hits, pending)
+			l.fallback(rules, ds, hits, pending)
 		} else {
 			// The store's clock decided; a clock-aligned window's reset was
 			// computed on the estimate of it: correct both by what it said.
@@ -279,10 +286,10 @@ func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
 // fallback decides the pending rules after a store failure: ip rules in
 // process when on_store_error is local (on the Limiter's clock), every
 // other rule fails open.
-func (l *Limiter) fallback(rs *ruleset, rules []*rule, ds []Decision, hits []Hit, pending []int) {
+func (l *Limiter) fallback(rules []*rule, ds []Decision, hits []Hit, pending []int) {
 	for j, i := range pending {
 		r := rules[i]
-		if !rs.local || r.scope != "ip" {
+		if l.onError != LocalIP || r.scope != ScopeIP {
 			ds[i].Outcome = OutcomeError
 			continue
 		}

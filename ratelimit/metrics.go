@@ -1,17 +1,15 @@
 package ratelimit
 
 import (
-	"context"
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 )
 
 // Purposes of Redis commands, the label of borda_redis_commands_total.
 const (
-	PurposeRateLimit = "ratelimit"
-	PurposeRelax     = "relax"
+	purposeRateLimit = "ratelimit"
+	purposeRelax     = "relax"
 )
 
 const outcomeCount = 5
@@ -64,70 +62,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"reason"})); err != nil {
 		return nil, err
 	}
-	if m.commands, err = RedisCommands(reg); err != nil {
+	if m.commands, err = redisCommands(reg); err != nil {
 		return nil, err
 	}
-	m.rlCommands = m.commands.WithLabelValues(PurposeRateLimit)
-	m.relaxCommands = m.commands.WithLabelValues(PurposeRelax)
+	m.rlCommands = m.commands.WithLabelValues(purposeRateLimit)
+	m.relaxCommands = m.commands.WithLabelValues(purposeRelax)
 	return m, nil
 }
 
-// RedisCommands returns borda_redis_commands_total{purpose}, registering it
-// on reg the first time and returning the registered one afterwards, so
-// every package that sends Redis commands (ratelimit, telemetry, relax,
-// aggregate) counts into the same series and an operator can project a
-// per-command bill. Add to it directly, or install CommandsHook on a
-// go-redis client and tag contexts with WithPurpose.
-func RedisCommands(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+// redisCommands returns borda_redis_commands_total{purpose}, registering
+// it on reg the first time and returning the registered one afterwards,
+// so every Limiter on one registry counts into the same series and an
+// operator can project a per-command bill (purposes ratelimit and relax).
+func redisCommands(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	return register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "borda_redis_commands_total",
-		Help: "Redis commands sent, by purpose (ratelimit, relax, telemetry, aggregate).",
+		Help: "Redis commands sent by the rate limiter, by purpose (ratelimit, relax).",
 	}, []string{"purpose"}))
-}
-
-type purposeKey struct{}
-
-// WithPurpose tags ctx so CommandsHook counts the commands sent with it
-// under purpose.
-func WithPurpose(ctx context.Context, purpose string) context.Context {
-	return context.WithValue(ctx, purposeKey{}, purpose)
-}
-
-// CommandsHook returns a go-redis hook that counts every command (each
-// command of a pipeline too) sent with a context tagged by WithPurpose
-// into counter, labelled with that purpose. Untagged commands are not
-// counted: the rate limiter counts its own (ratelimit, relax) without
-// tagging, so installing the hook on the client it shares never counts a
-// command twice. Install it with client.AddHook.
-func CommandsHook(counter *prometheus.CounterVec) redis.Hook {
-	return commandsHook{counter}
-}
-
-type commandsHook struct{ c *prometheus.CounterVec }
-
-func purposeOf(ctx context.Context) (string, bool) {
-	p, ok := ctx.Value(purposeKey{}).(string)
-	return p, ok && p != ""
-}
-
-func (h commandsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h commandsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if p, ok := purposeOf(ctx); ok {
-			h.c.WithLabelValues(p).Inc()
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h commandsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if p, ok := purposeOf(ctx); ok {
-			h.c.WithLabelValues(p).Add(float64(len(cmds)))
-		}
-		return next(ctx, cmds)
-	}
 }
 
 // register registers c on reg, or returns the collector already registered

@@ -7,22 +7,21 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
 
-func seedRules() configs.RateLimits {
+func seedRules() Options {
 	return rulesConfig(
 		burstRule(50, 5*time.Second),
-		configs.Rule{Name: "api", Scope: "user", Limit: 600, Window: configs.Duration(time.Minute), Routes: []string{"*"}},
-		configs.Rule{Name: "escola", Scope: "escola", Limit: 6000, Window: configs.Duration(time.Minute), Routes: []string{"*"}},
+		Rule{Name: "api", Scope: ScopeUser, Limit: 600, Window: time.Minute, Routes: []string{"*"}},
+		Rule{Name: "escola", Scope: ScopeEscola, Limit: 6000, Window: time.Minute, Routes: []string{"*"}},
 	)
 }
 
 // TestDecide_ThreeRulesOneRedisCommand proves one round trip: ip, user and
 // escola rules cost exactly one Redis command per request (a go-redis hook
-// counts them), and the keys are those of docs/rate-limiting.md ("Keys") with their TTLs.
+// counts them), and the keys are those of docs/rate-limiting.md with their TTLs.
 func TestDecide_ThreeRulesOneRedisCommand(t *testing.T) {
 	t.Parallel()
 	prefix := servicetest.KeyPrefix(t)
@@ -36,7 +35,7 @@ func TestDecide_ThreeRulesOneRedisCommand(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 20, 58, 0, time.UTC)
 	pinStoreClock(store, now)
 	reg := prometheus.NewRegistry()
-	l, err := New(seedRules(), testRoutes, ks, store, reg, testLogger(t), WithClock(func() time.Time { return now }))
+	l, err := New(seedRules(), ks, store, reg, testLogger(t), WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +79,7 @@ func TestDecide_NoRuleSendsNoRedisCommand(t *testing.T) {
 	rdb := testRedis(t, prefix)
 	counter := &commandCounter{}
 	rdb.AddHook(counter)
-	cfg := rulesConfig(configs.Rule{Name: "burst", Scope: "ip", Limit: 5, Window: configs.Duration(5 * time.Second), Routes: []string{"api"}})
+	cfg := rulesConfig(Rule{Name: "burst", Scope: ScopeIP, Limit: 5, Window: 5 * time.Second, Routes: []string{"api"}})
 	l, _ := newTestLimiter(t, cfg, keyspace.MustNew(prefix), NewRedisStore(rdb))
 	for range 10 {
 		l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.9"})

@@ -6,27 +6,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/keyspace"
 )
 
 // Default PT-BR messages per scope, used when a rule sets no message.
 // {retry_after} is replaced by the whole seconds of Retry-After.
-var defaultMessages = map[string]string{
-	"ip":     "Muitas requisições deste endereço. Tente novamente em {retry_after} segundos.",
-	"user":   "Você fez muitas requisições. Tente novamente em {retry_after} segundos.",
-	"escola": "Sua escola atingiu o limite de requisições. Tente novamente em {retry_after} segundos.",
-	"route":  "Este serviço recebeu muitas requisições. Tente novamente em {retry_after} segundos.",
+var defaultMessages = map[Scope]string{
+	ScopeIP:     "Muitas requisições deste endereço. Tente novamente em {retry_after} segundos.",
+	ScopeUser:   "Você fez muitas requisições. Tente novamente em {retry_after} segundos.",
+	ScopeEscola: "Sua escola atingiu o limite de requisições. Tente novamente em {retry_after} segundos.",
+	ScopeRoute:  "Este serviço recebeu muitas requisições. Tente novamente em {retry_after} segundos.",
 }
 
 // alignedWindowExtra is how long a clock-aligned key outlives its window
 // (docs/rate-limiting.md, "Keys": a 1-minute window's key has TTL 2 min).
 const alignedWindowExtra = time.Minute
 
-// rule is a configs.Rule compiled for the request path.
+// rule is a Rule compiled for the request path.
 type rule struct {
 	name         string
-	scope        string
+	scope        Scope
 	algorithm    Algorithm
 	limit        int64
 	observeLimit int64
@@ -36,7 +35,7 @@ type rule struct {
 	// clock-aligned keys {prefix}rl:{rule}:{subject}:{YYYYMMDDHHMM}.
 	aligned  bool
 	message  string
-	routes   []string // the rule's own routes list ("*" for all)
+	routes   []string // the routes the rule applies to (AllRoutes for all)
 	outcomes [outcomeCount]prometheus.Counter
 }
 
@@ -45,8 +44,7 @@ type rule struct {
 type ruleset struct {
 	rules    []*rule
 	byRoute  map[string][]*rule
-	wildcard []*rule // rules with routes ["*"], for routes not configured
-	local    bool    // on_store_error: local
+	wildcard []*rule // rules with routes ["*"], for routes no rule names
 }
 
 func (rs *ruleset) forRoute(route string) []*rule {
@@ -56,35 +54,33 @@ func (rs *ruleset) forRoute(route string) []*rule {
 	return rs.wildcard
 }
 
-// compile validates cfg against routes and builds the ruleset.
-func compile(cfg configs.RateLimits, routes []configs.Route, m *metrics) (*ruleset, error) {
-	cfg.Rules = slices.Clone(cfg.Rules)
-	if err := configs.ValidateRateLimits(&cfg, routes); err != nil {
-		return nil, err
-	}
-	rs := &ruleset{byRoute: map[string][]*rule{}, local: cfg.OnStoreError == "local"}
-	for _, c := range cfg.Rules {
-		if c.Mode == "off" {
+// compile builds the ruleset of rules; an impossible typed value is
+// refused (the file's rules were validated by configs).
+func compile(rules []Rule, m *metrics) (*ruleset, error) {
+	rs := &ruleset{byRoute: map[string][]*rule{}}
+	var named []string // route names any rule lists, in order
+	for _, c := range rules {
+		if err := c.check(); err != nil {
+			return nil, err
+		}
+		if c.Mode == Off {
 			continue
 		}
 		r := &rule{
 			name:         c.Name,
 			scope:        c.Scope,
-			algorithm:    FixedWindow,
+			algorithm:    c.Algorithm,
 			limit:        c.Limit,
 			observeLimit: c.ObserveLimit,
-			window:       c.Window.D(),
-			observe:      c.Mode == "observe",
+			window:       c.Window,
+			observe:      c.Mode == Observe,
 			message:      c.Message,
-			routes:       c.Routes,
+			routes:       slices.Clone(c.Routes),
 		}
-		switch c.Algorithm {
-		case "gcra":
-			r.algorithm = GCRA
-		case "sliding_window":
-			r.algorithm = SlidingWindow
+		if r.algorithm == 0 {
+			r.algorithm = FixedWindow
 		}
-		r.aligned = r.algorithm == FixedWindow && (r.scope == "user" || r.scope == "escola") &&
+		r.aligned = r.algorithm == FixedWindow && (r.scope == ScopeUser || r.scope == ScopeEscola) &&
 			r.window%time.Minute == 0
 		if r.message == "" {
 			r.message = defaultMessages[r.scope]
@@ -93,18 +89,23 @@ func compile(cfg configs.RateLimits, routes []configs.Route, m *metrics) (*rules
 			r.outcomes[o] = m.decisions.WithLabelValues(r.name, string(outcomeNames[o]))
 		}
 		rs.rules = append(rs.rules, r)
-		if slices.Contains(c.Routes, "*") {
+		if slices.Contains(r.routes, AllRoutes) {
 			rs.wildcard = append(rs.wildcard, r)
 		}
+		for _, rt := range r.routes {
+			if rt != AllRoutes && !slices.Contains(named, rt) {
+				named = append(named, rt)
+			}
+		}
 	}
-	for _, rt := range routes {
+	for _, rt := range named {
 		var list []*rule
 		for _, r := range rs.rules {
-			if slices.Contains(r.routes, "*") || slices.Contains(r.routes, rt.Name) || slices.Contains(rt.RateLimits, r.name) {
+			if slices.Contains(r.routes, AllRoutes) || slices.Contains(r.routes, rt) {
 				list = append(list, r)
 			}
 		}
-		rs.byRoute[rt.Name] = list
+		rs.byRoute[rt] = list
 	}
 	return rs, nil
 }
@@ -112,11 +113,11 @@ func compile(cfg configs.RateLimits, routes []configs.Route, m *metrics) (*rules
 // subject returns what r counts for s ("" when s lacks it: no identity).
 func (r *rule) subject(s Subject) string {
 	switch r.scope {
-	case "ip":
+	case ScopeIP:
 		return s.IP
-	case "user":
+	case ScopeUser:
 		return s.User
-	case "escola":
+	case ScopeEscola:
 		return s.Escola
 	default:
 		return s.Route

@@ -6,12 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/keyspace"
 )
 
-// TestRuleKeys_DesignSection4 pins the key names and TTLs of docs/rate-limiting.md ("Keys").
-func TestRuleKeys_DesignSection4(t *testing.T) {
+// TestRuleKeys_NamesAndTTLsOfTheKeyspace pins the key names and TTLs of docs/rate-limiting.md, "Keys".
+func TestRuleKeys_NamesAndTTLsOfTheKeyspace(t *testing.T) {
 	t.Parallel()
 	ks := keyspace.MustNew("olp:")
 	now := time.Date(2026, 11, 30, 8, 50, 42, 0, time.UTC)
@@ -21,13 +20,13 @@ func TestRuleKeys_DesignSection4(t *testing.T) {
 	}
 	cfg := rulesConfig(
 		burstRule(50, 5*time.Second),
-		configs.Rule{Name: "api", Scope: "user", Limit: 600, Window: configs.Duration(time.Minute), Routes: []string{"*"}},
-		configs.Rule{Name: "escola", Scope: "escola", Limit: 6000, Window: configs.Duration(5 * time.Minute), Routes: []string{"*"}},
-		configs.Rule{Name: "fast", Scope: "user", Limit: 10, Window: configs.Duration(10 * time.Second), Routes: []string{"*"}},
-		configs.Rule{Name: "upload", Scope: "route", Limit: 100, Window: configs.Duration(time.Second), Routes: []string{"*"}},
-		configs.Rule{Name: "login", Scope: "ip", Algorithm: "gcra", Limit: 10, Window: configs.Duration(time.Minute), Routes: []string{"*"}},
+		Rule{Name: "api", Scope: ScopeUser, Limit: 600, Window: time.Minute, Routes: []string{"*"}},
+		Rule{Name: "escola", Scope: ScopeEscola, Limit: 6000, Window: 5 * time.Minute, Routes: []string{"*"}},
+		Rule{Name: "fast", Scope: ScopeUser, Limit: 10, Window: 10 * time.Second, Routes: []string{"*"}},
+		Rule{Name: "upload", Scope: ScopeRoute, Limit: 100, Window: time.Second, Routes: []string{"*"}},
+		Rule{Name: "login", Scope: ScopeIP, Algorithm: GCRA, Limit: 10, Window: time.Minute, Routes: []string{"*"}},
 	)
-	rs, err := compile(cfg, testRoutes, m)
+	rs, err := compile(cfg.Rules, m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -53,12 +52,12 @@ func trafficPatterns(w time.Duration, limit int) map[string][]time.Duration {
 // passTimes runs times through a Limiter with one rule (enforce, deny
 // cache on) whose clock and store's clock are the virtual time, and
 // returns the offsets of the requests that passed.
-func passTimes(t *testing.T, store Store, ks keyspace.Keyspace, rule configs.Rule, times []time.Duration) []time.Duration {
+func passTimes(t *testing.T, store Store, ks keyspace.Keyspace, rule Rule, times []time.Duration) []time.Duration {
 	t.Helper()
 	virt := envelopeBase
 	cfg := rulesConfig(rule)
-	cfg.Timeout = configs.Duration(time.Second)
-	l, err := New(cfg, testRoutes, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return virt }))
+	cfg.Timeout = time.Second
+	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return virt }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +103,7 @@ func TestSlidingWindow_NoIntervalPassesMoreThanTheTolerance(t *testing.T) {
 	t.Parallel()
 	const limit = 50
 	w := 5 * time.Second
-	rule := configs.Rule{Name: "burst", Scope: "ip", Algorithm: "sliding_window", Limit: limit, Window: configs.Duration(w), Routes: []string{"*"}}
+	rule := Rule{Name: "burst", Scope: ScopeIP, Algorithm: SlidingWindow, Limit: limit, Window: w, Routes: []string{"*"}}
 	for name, times := range trafficPatterns(w, limit) {
 		t.Run(name, func(t *testing.T) {
 			passed := passTimes(t, NewMemoryStore(0), testKS, rule, times)
@@ -142,7 +141,7 @@ func TestSlidingWindow_SteadyFloodPassesTheLimitPerWindow(t *testing.T) {
 	t.Parallel()
 	const limit = 50
 	w := 5 * time.Second
-	rule := configs.Rule{Name: "burst", Scope: "ip", Algorithm: "sliding_window", Limit: limit, Window: configs.Duration(w), Routes: []string{"*"}}
+	rule := Rule{Name: "burst", Scope: ScopeIP, Algorithm: SlidingWindow, Limit: limit, Window: w, Routes: []string{"*"}}
 	for _, phase := range []time.Duration{0, w / 2, w - time.Millisecond} {
 		var times []time.Duration
 		for at := phase; at < phase+5*w; at += time.Millisecond {
@@ -170,7 +169,7 @@ func TestFixedWindow_EdgeAttackPassesTwiceTheLimitAcrossTheReset(t *testing.T) {
 	t.Parallel()
 	const limit = 50
 	w := 5 * time.Second
-	rule := configs.Rule{Name: "burst", Scope: "ip", Limit: limit, Window: configs.Duration(w), Routes: []string{"*"}}
+	rule := Rule{Name: "burst", Scope: ScopeIP, Limit: limit, Window: w, Routes: []string{"*"}}
 	passed := passTimes(t, NewMemoryStore(0), testKS, rule, trafficPatterns(w, limit)["edge_attack"])
 	n, d, _ := worstInterval(passed[1:], limit, 300*time.Millisecond)
 	if n != 2*limit-1 || d > 280*time.Millisecond {
@@ -225,12 +224,12 @@ func TestDecide_SlidingWindowModesRelaxDenyCacheAndHeaders(t *testing.T) {
 	store := &countingStore{Store: inner}
 	virt := envelopeBase.Add(2500 * time.Millisecond)
 	pinStoreClock(inner, virt)
-	enforce := configs.Rule{Name: "sw", Scope: "ip", Algorithm: "sliding_window", Limit: 3, Window: configs.Duration(5 * time.Second), Routes: []string{"*"}}
+	enforce := Rule{Name: "sw", Scope: ScopeIP, Algorithm: SlidingWindow, Limit: 3, Window: 5 * time.Second, Routes: []string{"*"}}
 	observe := enforce
-	observe.Name, observe.Mode = "swo", "observe"
+	observe.Name, observe.Mode = "swo", Observe
 	cfg := rulesConfig(enforce, observe)
-	cfg.Timeout = configs.Duration(time.Second)
-	l, err := New(cfg, testRoutes, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return virt }))
+	cfg.Timeout = time.Second
+	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return virt }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // RESTStore is the Store on Upstash's REST API (UPSTASH_REDIS_REST_URL,
@@ -49,7 +49,7 @@ func (e *RESTError) Error() string {
 // keeps enough idle connections for a gateway; timeouts come from each
 // call's context (rate_limits.timeout). Errors: a baseURL that is not an
 // absolute http(s) URL, or an empty token.
-func NewRESTStore(baseURL string, token configs.Secret, httpClient *http.Client) (*RESTStore, error) {
+func NewRESTStore(baseURL string, token string, httpClient *http.Client) (*RESTStore, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("parsing the upstash rest url: want an absolute http(s) URL")
@@ -64,7 +64,7 @@ func NewRESTStore(baseURL string, token configs.Secret, httpClient *http.Client)
 	}
 	return &RESTStore{
 		base:   strings.TrimRight(u.String(), "/"),
-		auth:   "Bearer " + token.Reveal(),
+		auth:   "Bearer " + token,
 		client: httpClient,
 	}, nil
 }
@@ -84,8 +84,8 @@ func (s *RESTStore) Do(ctx context.Context, cmd ...any) (any, error) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		// *url.Error holds redis.rest_url whole (configs.RedactError).
-		return nil, fmt.Errorf("calling upstash rest: %w", configs.RedactError(err))
+		// *url.Error holds redis.rest_url whole (redact.Error).
+		return nil, fmt.Errorf("calling upstash rest: %w", redact.Error(err))
 	}
 	defer resp.Body.Close()
 	reply, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -6,7 +6,7 @@
 //     not only the wait for a pooled connection;
 //   - MaxRetries -1 and DialerRetries 1: no retry multiplies a dead
 //     server's latency (go-redis otherwise dials 5 times, 100 ms apart);
-//   - short dial, read, write and pool timeouts (configs.Redis).
+//   - short dial, read, write and pool timeouts (Options).
 package redisconn
 
 import (
@@ -14,40 +14,74 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/olp-edu/borda/configs"
 )
 
-// ErrNoURL is returned by New when cfg.URL is empty.
+// ErrNoURL is returned by New when Options.URL is empty.
 var ErrNoURL = errors.New("redisconn: redis.url is empty")
 
-// New returns a client for cfg.URL (redis:// or rediss://; a Redis Cluster
-// seed when cfg.Cluster). It does not dial: the first command does, so a
+// Defaults of Options' zero values (the configuration's defaults too).
+const (
+	DefaultDialTimeout  = 200 * time.Millisecond
+	DefaultReadTimeout  = 100 * time.Millisecond
+	DefaultWriteTimeout = 100 * time.Millisecond
+)
+
+// Options configures New.
+type Options struct {
+	// URL is redis:// or rediss:// (it may carry the password).
+	URL string
+	// Cluster treats URL as a Redis Cluster seed
+	// (redis[s]://host:port?addr=host2:port2).
+	Cluster bool
+	// DialTimeout bounds a new connection and a wait for a pooled one
+	// (0: DefaultDialTimeout).
+	DialTimeout time.Duration
+	// ReadTimeout and WriteTimeout bound one command on the wire (0:
+	// DefaultReadTimeout, DefaultWriteTimeout).
+	ReadTimeout  time.Duration
+	WriteTimeout time.Duration
+	// PoolSize is the connection pool size per node (0: 10 × GOMAXPROCS).
+	PoolSize int
+}
+
+// New returns a client for o.URL (redis:// or rediss://; a Redis Cluster
+// seed when o.Cluster). It does not dial: the first command does, so a
 // gateway starts while Redis is down. Errors: ErrNoURL, or a parse error
-// naming the URL's problem.
-func New(cfg configs.Redis) (redis.UniversalClient, error) {
-	raw := cfg.URL.Reveal()
+// naming the URL's problem (never the URL itself: it holds the password).
+func New(o Options) (redis.UniversalClient, error) {
+	raw := o.URL
 	if raw == "" {
 		return nil, ErrNoURL
 	}
-	pool := cfg.PoolSize
+	pool := o.PoolSize
 	if pool == 0 {
 		pool = 10 * runtime.GOMAXPROCS(0)
+	}
+	dial, read, write := o.DialTimeout, o.ReadTimeout, o.WriteTimeout
+	if dial <= 0 {
+		dial = DefaultDialTimeout
+	}
+	if read <= 0 {
+		read = DefaultReadTimeout
+	}
+	if write <= 0 {
+		write = DefaultWriteTimeout
 	}
 	opt := &redis.UniversalOptions{
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		DialerRetries:         1,
-		DialTimeout:           cfg.DialTimeout.D(),
-		ReadTimeout:           cfg.ReadTimeout.D(),
-		WriteTimeout:          cfg.WriteTimeout.D(),
-		PoolTimeout:           cfg.DialTimeout.D(),
+		DialTimeout:           dial,
+		ReadTimeout:           read,
+		WriteTimeout:          write,
+		PoolTimeout:           dial,
 		PoolSize:              pool,
 		DisableIdentity:       true,
 	}
-	if cfg.Cluster {
+	if o.Cluster {
 		c, err := redis.ParseClusterURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("parsing redis.url as a cluster URL: %w", withoutURL(err))

@@ -8,21 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/redisconn"
 )
 
 func TestNewRefusesAnEmptyURL(t *testing.T) {
-	if _, err := redisconn.New(configs.Redis{}); !errors.Is(err, redisconn.ErrNoURL) {
+	if _, err := redisconn.New(redisconn.Options{}); !errors.Is(err, redisconn.ErrNoURL) {
 		t.Errorf("err = %v, want ErrNoURL", err)
 	}
 }
 
 func TestClientTalksToTheLocalRedis(t *testing.T) {
-	cfg := configs.Default().Redis
-	cfg.URL = configs.Secret(servicetest.RedisURL(t))
-	c, err := redisconn.New(cfg)
+	c, err := redisconn.New(redisconn.Options{URL: servicetest.RedisURL(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,9 +38,7 @@ func TestRefusedDialIsNotRetried(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cfg := configs.Default().Redis
-	cfg.URL = configs.Secret("redis://" + addr)
-	c, err := redisconn.New(cfg)
+	c, err := redisconn.New(redisconn.Options{URL: "redis://" + addr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +53,7 @@ func TestRefusedDialIsNotRetried(t *testing.T) {
 }
 
 func TestParseErrorNeverEchoesThePassword(t *testing.T) {
-	cfg := configs.Default().Redis
-	cfg.URL = "redis://default:ab/cdSecret@127.0.0.1:6379/0"
-	_, err := redisconn.New(cfg)
+	_, err := redisconn.New(redisconn.Options{URL: "redis://default:ab/cdSecret@127.0.0.1:6379/0"})
 	if err == nil || strings.Contains(err.Error(), "Secret") {
 		t.Errorf("err = %v, want a parse error without the password", err)
 	}

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -50,21 +49,31 @@ type Recorder struct {
 
 	started atomic.Bool
 	stopped atomic.Bool
-	stopReq chan struct{}
-	stopOne sync.Once
-	done    chan struct{}
+	bg      startstop.Runner // the flusher
 }
 
-// NewRecorder returns a Recorder that queues up to cfg.QueueSize events,
-// writes them to sink every cfg.FlushEvery (or sooner, by 500 event shapes)
-// and caps endpoints at cfg.MaxEndpointsPerRoute per route per minute. It
+// Options configures a Recorder (docs/telemetry.md).
+type Options struct {
+	// QueueSize bounds the events waiting for the next batch (≥ 1).
+	QueueSize int
+	// FlushEvery is the longest an event waits before its batch is
+	// written (> 0).
+	FlushEvery time.Duration
+	// MaxEndpointsPerRoute caps distinct endpoint templates per route per
+	// minute (≥ 1); the overflow counts as "{route}:other".
+	MaxEndpointsPerRoute int
+}
+
+// NewRecorder returns a Recorder that queues up to o.QueueSize events,
+// writes them to sink every o.FlushEvery (or sooner, by 500 event shapes)
+// and caps endpoints at o.MaxEndpointsPerRoute per route per minute. It
 // registers borda_telemetry_dropped_total{reason} and
 // borda_telemetry_flush_duration_seconds on reg. Errors: a registration
-// conflict, or a cfg value configs.Validate would refuse.
-func NewRecorder(cfg configs.Telemetry, ks keyspace.Keyspace, sink Sink, reg prometheus.Registerer, logger *slog.Logger) (*Recorder, error) {
-	if cfg.QueueSize < 1 || cfg.FlushEvery <= 0 || cfg.MaxEndpointsPerRoute < 1 {
+// conflict, a nil sink, or an o value that is not positive.
+func NewRecorder(o Options, ks keyspace.Keyspace, sink Sink, reg prometheus.Registerer, logger *slog.Logger) (*Recorder, error) {
+	if o.QueueSize < 1 || o.FlushEvery <= 0 || o.MaxEndpointsPerRoute < 1 {
 		return nil, fmt.Errorf("creating telemetry recorder: queue_size, flush_every and max_endpoints_per_route must be positive (got %d, %s, %d)",
-			cfg.QueueSize, cfg.FlushEvery.D(), cfg.MaxEndpointsPerRoute)
+			o.QueueSize, o.FlushEvery, o.MaxEndpointsPerRoute)
 	}
 	if sink == nil {
 		return nil, errors.New("creating telemetry recorder: sink is nil")
@@ -74,16 +83,14 @@ func NewRecorder(cfg configs.Telemetry, ks keyspace.Keyspace, sink Sink, reg pro
 		return nil, err
 	}
 	return &Recorder{
-		events:      make(chan Event, cfg.QueueSize),
+		events:      make(chan Event, o.QueueSize),
 		sink:        sink,
 		ks:          ks,
-		flushEvery:  cfg.FlushEvery.D(),
-		maxPerRoute: cfg.MaxEndpointsPerRoute,
+		flushEvery:  o.FlushEvery,
+		maxPerRoute: o.MaxEndpointsPerRoute,
 		logger:      logger,
 		metrics:     m,
 		now:         time.Now,
-		stopReq:     make(chan struct{}),
-		done:        make(chan struct{}),
 	}, nil
 }
 
@@ -107,13 +114,12 @@ func (r *Recorder) Record(e Event) {
 
 // Start runs the flusher until Stop is called or ctx is done; either way
 // the events queued by then are flushed in a last batch. It returns at
-// once; ErrStarted when called twice.
+// once; ErrStarted when called twice, startstop.ErrStopped after Stop.
 func (r *Recorder) Start(ctx context.Context) error {
 	if !r.started.CompareAndSwap(false, true) {
 		return ErrStarted
 	}
-	go r.run(ctx)
-	return nil
+	return r.bg.Start(ctx, r.run)
 }
 
 // Stop makes Record drop new events, flushes the queued ones and waits for
@@ -121,16 +127,10 @@ func (r *Recorder) Start(ctx context.Context) error {
 // never started returns at once. Stop may be called more than once.
 func (r *Recorder) Stop(ctx context.Context) error {
 	r.stopped.Store(true)
-	r.stopOne.Do(func() { close(r.stopReq) })
-	if !r.started.Load() {
-		return nil
+	if err := r.bg.Stop(ctx); err != nil {
+		return fmt.Errorf("stopping telemetry recorder: %w", err)
 	}
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stopping telemetry recorder: %w", ctx.Err())
-	}
+	return nil
 }
 
 // foldEvery is how often the flusher wakes to fold the queued events.
@@ -144,7 +144,6 @@ const foldEvery = 20 * time.Millisecond
 // run is the flusher goroutine: the only reader of r.events and the only
 // owner of the batch and the endpoint cap.
 func (r *Recorder) run(ctx context.Context) {
-	defer close(r.done)
 	wctx := context.WithoutCancel(ctx) // the last batch is written after ctx ends
 	b := newBatch(r.maxPerRoute)
 	tick := time.NewTicker(r.flushEvery)
@@ -158,11 +157,8 @@ func (r *Recorder) run(ctx context.Context) {
 		case <-tick.C:
 			r.fold(wctx, b)
 			r.flush(wctx, b)
-		case <-ctx.Done():
+		case <-ctx.Done(): // ctx's end or Stop
 			r.stopped.Store(true)
-			r.drain(wctx, b)
-			return
-		case <-r.stopReq:
 			r.drain(wctx, b)
 			return
 		}

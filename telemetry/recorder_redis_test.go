@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -120,7 +119,7 @@ func TestAtMostOneRoundTripPer100Events(t *testing.T) {
 	cleanKeys(t, rdb, ks)
 	hook := &roundTrips{}
 	rdb.AddHook(hook)
-	cfg := configs.Default().Telemetry // flush_every 1s
+	cfg := defaultOptions() // flush_every 1s
 	r, _ := newTestRecorder(t, cfg, ks, NewRedisSink(rdb))
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -60,14 +59,20 @@ func (s *memSink) get(key string) int64 {
 
 func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func testConfig(queue int) configs.Telemetry {
-	c := configs.Default().Telemetry
+// defaultOptions are the configuration's defaults (telemetry.queue_size
+// 65536, flush_every 1s, max_endpoints_per_route 200).
+func defaultOptions() Options {
+	return Options{QueueSize: 65536, FlushEvery: time.Second, MaxEndpointsPerRoute: 200}
+}
+
+func testConfig(queue int) Options {
+	c := defaultOptions()
 	c.QueueSize = queue
-	c.FlushEvery = configs.Duration(50 * time.Millisecond)
+	c.FlushEvery = 50 * time.Millisecond
 	return c
 }
 
-func newTestRecorder(t *testing.T, cfg configs.Telemetry, ks keyspace.Keyspace, sink Sink) (*Recorder, *prometheus.Registry) {
+func newTestRecorder(t *testing.T, cfg Options, ks keyspace.Keyspace, sink Sink) (*Recorder, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	r, err := NewRecorder(cfg, ks, sink, reg, discard())
@@ -140,7 +145,7 @@ func TestRecordNeverBlocksWhenQueueIsFull(t *testing.T) {
 	t.Parallel()
 	sink := &memSink{block: make(chan struct{})}
 	cfg := testConfig(10)
-	cfg.FlushEvery = configs.Duration(time.Millisecond)
+	cfg.FlushEvery = time.Millisecond
 	r, _ := newTestRecorder(t, cfg, keyspace.MustNew("olp-dev:t:"), sink)
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -199,7 +204,7 @@ func TestFailedBatchIsDroppedAndCounted(t *testing.T) {
 func TestStopFlushesTheLastBatch(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(1000)
-	cfg.FlushEvery = configs.Duration(time.Hour) // only Stop flushes
+	cfg.FlushEvery = time.Hour // only Stop flushes
 	ks := keyspace.MustNew("olp-dev:t:")
 	sink := &memSink{}
 	r, _ := newTestRecorder(t, cfg, ks, sink)
@@ -236,7 +241,7 @@ func TestStartTwiceFails(t *testing.T) {
 func TestCancelledStartContextFlushesAndStops(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(100)
-	cfg.FlushEvery = configs.Duration(time.Hour)
+	cfg.FlushEvery = time.Hour
 	ks := keyspace.MustNew("olp-dev:t:")
 	sink := &memSink{}
 	r, _ := newTestRecorder(t, cfg, ks, sink)
@@ -304,7 +309,7 @@ func TestRecordersShareARegistry(t *testing.T) {
 func TestBatchFlushesOnSize(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(10_000)
-	cfg.FlushEvery = configs.Duration(time.Hour)
+	cfg.FlushEvery = time.Hour
 	cfg.MaxEndpointsPerRoute = 10_000
 	sink := &memSink{}
 	r, _ := newTestRecorder(t, cfg, keyspace.MustNew("olp-dev:t:"), sink)

@@ -43,7 +43,7 @@ func runAggregate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2
 	}
-	rdb, err := redisconn.New(cfg.Redis)
+	rdb, err := redisconn.New(redisOptions(cfg.Redis))
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
-	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/redisconn"
@@ -31,7 +31,7 @@ type app struct {
 	limiter   *ratelimit.Limiter
 	recorder  *telemetry.Recorder // nil when telemetry is off
 	publisher *webhook.Publisher  // nil when the ingress is off
-	verifier  *cookies.Verifier   // nil without auth.jwt_secret_env's secret or auth.jwks_url
+	verifier  *identity.Verifier  // nil without auth.jwt_secret_env's secret or auth.jwks_url
 	gateway   *gateway.Server
 	stopBg    context.CancelFunc
 	bgDone    chan struct{}
@@ -50,7 +50,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	if err != nil {
 		return nil, err
 	}
-	a.limiter, err = ratelimit.New(cfg.RateLimits, cfg.Routes, ks, store, a.registry, logger)
+	a.limiter, err = ratelimit.New(limiterOptions(cfg), ks, store, a.registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("building rate limiter: %w", err)
 	}
@@ -62,7 +62,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	case a.redis == nil:
 		logger.Info("telemetry counters off: they need redis.url (the embedded and REST stores do not keep them)")
 	default:
-		a.recorder, err = telemetry.NewRecorder(cfg.Telemetry, ks, telemetry.NewRedisSink(a.redis), a.registry, logger)
+		a.recorder, err = telemetry.NewRecorder(recorderOptions(cfg.Telemetry), ks, telemetry.NewRedisSink(a.redis), a.registry, logger)
 		if err != nil {
 			return nil, fmt.Errorf("building telemetry recorder: %w", err)
 		}
@@ -98,7 +98,10 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 
 	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stopBg = stop
-	a.limiter.Start(bg)
+	if err := a.limiter.Start(bg); err != nil {
+		stop()
+		return nil, fmt.Errorf("starting rate limiter: %w", err)
+	}
 	if a.recorder != nil {
 		if err := a.recorder.Start(bg); err != nil {
 			stop()
@@ -113,27 +116,19 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 }
 
 // store picks the rate-limit store: Redis (redis.url), Upstash REST
-// (rest_url + rest_token), or the embedded in-memory store. The shared
-// go-redis client counts its commands by purpose
-// (borda_redis_commands_total), so an operator can project a hosted
-// Redis bill.
+// (rest_url + rest_token), or the embedded in-memory store.
 func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	switch cfg.StoreKind() {
 	case "redis":
-		rdb, err := redisconn.New(cfg.Redis)
+		rdb, err := redisconn.New(redisOptions(cfg.Redis))
 		if err != nil {
 			return nil, err
 		}
 		a.redis = rdb
-		vec, err := ratelimit.RedisCommands(a.registry)
-		if err != nil {
-			return nil, fmt.Errorf("registering redis command metrics: %w", err)
-		}
-		rdb.AddHook(ratelimit.CommandsHook(vec))
 	case "memory":
 		a.log.Warn("no Redis configured: rate limits use the embedded in-memory store, which counts for this instance only")
 	}
-	return ratelimit.NewStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second})
+	return newStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second})
 }
 
 // aggregate runs the hourly aggregation when database.url and redis.url
@@ -189,12 +184,14 @@ func (a *app) close() {
 	a.shutdown(ctx, a.log) // a no-op after runServe's own shutdown
 	cancel()
 	if a.limiter != nil {
-		a.limiter.Stop()
+		_ = a.limiter.Stop(context.Background()) // waits for the relax poller's one-second read at most
 	}
 	if a.gateway != nil {
 		_ = a.gateway.Close()
 	}
-	a.verifier.Close() // safe on nil
+	if a.verifier != nil {
+		_ = a.verifier.Stop(context.Background())
+	}
 	if a.db != nil {
 		a.db.Close()
 	}

@@ -25,7 +25,7 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return code
 	}
 	log := newLogger(stderr)
-	rdb, err := redisconn.New(cfg.Redis)
+	rdb, err := redisconn.New(redisOptions(cfg.Redis))
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: forward needs redis.url (REDIS_URL) for its idempotency keys: %v\n", err)
 		return 2

@@ -190,12 +190,12 @@ func sharedStore(cfg configs.Config) (ratelimit.Store, keyspace.Keyspace, func()
 	var rdb redis.UniversalClient
 	closeStore := func() {}
 	if cfg.StoreKind() == "redis" {
-		if rdb, err = redisconn.New(cfg.Redis); err != nil {
+		if rdb, err = redisconn.New(redisOptions(cfg.Redis)); err != nil {
 			return nil, ks, nil, err
 		}
 		closeStore = func() { _ = rdb.Close() }
 	}
-	store, err := ratelimit.NewStore(cfg, rdb, nil)
+	store, err := newStore(cfg, rdb, nil)
 	if err != nil {
 		closeStore()
 		return nil, ks, nil, err

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
 
 	"github.com/olp-edu/borda/configs"
-	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/telemetry"
 	"github.com/olp-edu/borda/webhook"
@@ -18,7 +17,7 @@ import (
 // "The import rule").
 var (
 	_ gateway.Limiter          = (*ratelimit.Limiter)(nil)
-	_ gateway.IdentityVerifier = (*cookies.Verifier)(nil)
+	_ gateway.IdentityVerifier = (*identity.Verifier)(nil)
 	_ gateway.Recorder         = (*telemetry.Recorder)(nil)
 	_ gateway.Webhook          = (*webhook.Ingress)(nil)
 	_ gateway.Webhook          = (*webhook.Unconfigured)(nil)
@@ -60,7 +59,7 @@ func gatewayOptions(cfg configs.Config) (gateway.Options, error) {
 			Upstream:      gateway.Upstream{URL: u, Timeout: rc.Timeout.D(), FlushInterval: rc.FlushInterval.D()},
 			ExposeHeaders: rc.ExposeHeaders,
 			Cookies: gateway.RouteCookies{
-				Forward:  cookies.ForwardFromConfig(rc.Cookies.Forward),
+				Forward:  cookieForward(rc.Cookies.Forward),
 				Domain:   rc.Cookies.Domain,
 				SameSite: rc.Cookies.SameSite,
 			},
@@ -114,7 +113,7 @@ func pprofMode(s string) gateway.PprofMode {
 // neither a secret nor a JWKS URL is set; app.close stops its JWKS
 // refresh) and a.gateway from cfg and deps.
 func (a *app) buildGateway(cfg configs.Config, deps gateway.Deps) error {
-	v, err := cookies.NewVerifier(context.Background(), cfg.Auth, cfg.Auth.JWKSRefresh.D(), a.log.With("component", "gateway"))
+	v, err := startVerifier(cfg.Auth, a.log.With("component", "gateway"))
 	if err != nil {
 		return fmt.Errorf("building identity verifier: %w", err)
 	}

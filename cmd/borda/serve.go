@@ -104,14 +104,16 @@ loop:
 	return exit
 }
 
-// reload re-reads the rate-limit rules from path (SIGHUP).
+// reload re-reads the rate-limit rules from path (SIGHUP): load and
+// validate the whole file (configs names each bad field), map the rules,
+// swap them.
 func (a *app) reload(path string) {
 	cfg, err := configs.Load(path)
 	if err != nil {
 		a.log.Error("reload refused: keeping the running rules", "config", path, "err", err)
 		return
 	}
-	if err := a.limiter.Reload(cfg.RateLimits, cfg.Routes); err != nil {
+	if err := a.limiter.Reload(limiterRules(cfg)); err != nil {
 		a.log.Error("reload refused: keeping the running rules", "config", path, "err", err)
 		return
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/redisconn"
 )
 
@@ -14,9 +13,7 @@ import (
 // when cluster), closed at cleanup.
 func RedisClient(t testing.TB, url string, cluster bool) redis.UniversalClient {
 	t.Helper()
-	cfg := configs.Default().Redis
-	cfg.URL, cfg.Cluster = configs.Secret(url), cluster
-	c, err := redisconn.New(cfg)
+	c, err := redisconn.New(redisconn.Options{URL: url, Cluster: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 		}
 		conn.Close()
 	})
-	rdb, _ := redisconn.New(cfg.Redis)
+	rdb, _ := redisconn.New(redisconn.Options{URL: cfg.Redis.URL.Reveal(), Cluster: cfg.Redis.Cluster})
 	keys := keyspace.MustNew(cfg.KeyPrefix())
 	t.Cleanup(func() { rdb.Del(context.Background(), keys.Forward(eventID)); rdb.Close() })
 

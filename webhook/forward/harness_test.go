@@ -183,7 +183,7 @@ func newHarness(t *testing.T, end *legacy, mutate func(*configs.Config)) *harnes
 		}
 		conn.Close()
 	})
-	rdb, err := redisconn.New(cfg.Redis)
+	rdb, err := redisconn.New(redisconn.Options{URL: cfg.Redis.URL.Reveal(), Cluster: cfg.Redis.Cluster})
 	if err != nil {
 		t.Fatalf("redis client: %v", err)
 	}

@@ -1,4 +1,4 @@
-package cookies
+package identity
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/cookies"
 )
 
 // tokenOfSize signs an HS256 token for user whose length is exactly n
@@ -38,57 +38,57 @@ func tokenOfSize(t *testing.T, user string, n int) string {
 	return ""
 }
 
-// A valid token over MaxTokenBytes (12 KiB here, and one byte over) is
+// A valid token over cookies.MaxTokenBytes (12 KiB here, and one byte over) is
 // what the limiter cannot read: in the cookie form it must not reach the
 // upstream either (as Bearer or as the cookie), and in the header form
-// BearerTooLarge tells the gateway to refuse it. At exactly the bound
+// cookies.BearerTooLarge tells the gateway to refuse it. At exactly the bound
 // the limiter and the upstream both get it.
 func TestTokenOverTheBoundIsNeitherVerifiedNorForwarded(t *testing.T) {
 	t.Parallel()
 	v := newHS256Verifier(t)
-	asCookie := ForwardFromConfig([]configs.CookieForward{{Cookie: "olp_auth"}})
-	for _, n := range []int{12 << 10, MaxTokenBytes + 1} {
+	asCookie := []cookies.Forward{{Cookie: "olp_auth"}}
+	for _, n := range []int{12 << 10, cookies.MaxTokenBytes + 1} {
 		big := tokenOfSize(t, "u-big", n)
 		if _, ok := v.Verify(big); ok {
 			t.Errorf("%d bytes: verified", n)
 		}
 		h := http.Header{"Cookie": {"olp_auth=" + big + "; _ga=1"}}
-		if _, ok := v.FromRequest(h, DefaultForward()); ok {
+		if _, ok := v.FromRequest(h, cookies.DefaultForward()); ok {
 			t.Errorf("%d bytes: cookie verified", n)
 		}
 		out := h.Clone()
-		ApplyRequest(out, DefaultForward())
+		cookies.ApplyRequest(out, cookies.DefaultForward())
 		if out.Get("Authorization") != "" || out.Get("Cookie") != "_ga=1" {
 			t.Errorf("%d bytes, as authorization: upstream got Authorization %d bytes, Cookie %q", n, len(out.Get("Authorization")), out.Get("Cookie"))
 		}
 		out = h.Clone()
-		ApplyRequest(out, asCookie)
+		cookies.ApplyRequest(out, asCookie)
 		if out.Get("Cookie") != "_ga=1" {
 			t.Errorf("%d bytes, as cookie: upstream got Cookie of %d bytes", n, len(out.Get("Cookie")))
 		}
-		if !BearerTooLarge(http.Header{"Authorization": {"Bearer " + big}}) {
+		if !cookies.BearerTooLarge(http.Header{"Authorization": {"Bearer " + big}}) {
 			t.Errorf("%d bytes: Bearer header not reported too large", n)
 		}
-		if !BearerTooLarge(http.Header{"Authorization": {"bearer\t" + big}}) {
+		if !cookies.BearerTooLarge(http.Header{"Authorization": {"bearer\t" + big}}) {
 			t.Errorf("%d bytes: tab-separated Bearer header not reported too large", n)
 		}
 	}
-	exact := tokenOfSize(t, "u-exact", MaxTokenBytes)
+	exact := tokenOfSize(t, "u-exact", cookies.MaxTokenBytes)
 	h := http.Header{"Cookie": {"olp_auth=" + exact}}
-	if id, ok := v.FromRequest(h, DefaultForward()); !ok || id.UserID != "u-exact" {
-		t.Errorf("token of exactly MaxTokenBytes: %+v %v", id, ok)
+	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "u-exact" {
+		t.Errorf("token of exactly cookies.MaxTokenBytes: %+v %v", id, ok)
 	}
-	ApplyRequest(h, DefaultForward())
+	cookies.ApplyRequest(h, cookies.DefaultForward())
 	if h.Get("Authorization") != "Bearer "+exact {
-		t.Error("token of exactly MaxTokenBytes not forwarded as Bearer")
+		t.Error("token of exactly cookies.MaxTokenBytes not forwarded as Bearer")
 	}
-	if BearerTooLarge(http.Header{"Authorization": {"Bearer " + exact}}) {
-		t.Error("token of exactly MaxTokenBytes reported too large")
+	if cookies.BearerTooLarge(http.Header{"Authorization": {"Bearer " + exact}}) {
+		t.Error("token of exactly cookies.MaxTokenBytes reported too large")
 	}
-	if BearerTooLarge(http.Header{"Authorization": {"Basic " + strings.Repeat("a", 12<<10)}}) {
+	if cookies.BearerTooLarge(http.Header{"Authorization": {"Basic " + strings.Repeat("a", 12<<10)}}) {
 		t.Error("a large Basic credential is not a Bearer token")
 	}
-	if BearerTooLarge(http.Header{"Authorization": {"Bearer " + strings.Repeat("a", 12<<10)}, "Connection": {"Authorization"}}) {
+	if cookies.BearerTooLarge(http.Header{"Authorization": {"Bearer " + strings.Repeat("a", 12<<10)}, "Connection": {"Authorization"}}) {
 		t.Error("an Authorization named in Connection is never forwarded")
 	}
 }
@@ -101,10 +101,10 @@ func TestIdentityIsTheCookieTheRouteTurnsIntoTheBearerToken(t *testing.T) {
 	exp := time.Now().Add(time.Hour).Unix()
 	a := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u-auth", "exp": exp}, "")
 	b := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u-sess", "exp": exp}, "")
-	fw := ForwardFromConfig([]configs.CookieForward{{Cookie: "olp_sess", As: "authorization"}})
+	fw := []cookies.Forward{{Cookie: "olp_sess", AsAuthorization: true}}
 	h := http.Header{"Cookie": {"olp_auth=" + a + "; olp_sess=" + b}}
 	id, ok := v.FromRequest(h, fw)
-	ApplyRequest(h, fw)
+	cookies.ApplyRequest(h, fw)
 	if h.Get("Authorization") != "Bearer "+b {
 		t.Fatalf("upstream Authorization %q, want olp_sess's token", h.Get("Authorization"))
 	}
@@ -120,12 +120,12 @@ func TestBearerSchemeSeparatedByTabIsVerified(t *testing.T) {
 	v := newHS256Verifier(t)
 	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u-tab", "exp": time.Now().Add(time.Hour).Unix()}, "")
 	for _, auth := range []string{"Bearer\t" + tok, "Bearer \t " + tok, "BEARER  " + tok} {
-		if id, ok := v.FromRequest(http.Header{"Authorization": {auth}}, DefaultForward()); !ok || id.UserID != "u-tab" {
+		if id, ok := v.FromRequest(http.Header{"Authorization": {auth}}, cookies.DefaultForward()); !ok || id.UserID != "u-tab" {
 			t.Errorf("%q: %+v %v", auth[:10], id, ok)
 		}
 	}
 	for _, auth := range []string{"Bearer", "Bearer ", "Bearer\t", "Bearerx " + tok} {
-		if _, ok := v.FromRequest(http.Header{"Authorization": {auth}}, DefaultForward()); ok {
+		if _, ok := v.FromRequest(http.Header{"Authorization": {auth}}, cookies.DefaultForward()); ok {
 			t.Errorf("%q verified", auth)
 		}
 	}
@@ -142,11 +142,11 @@ func TestRegisteredClaimsChecked(t *testing.T) {
 	cfg.RequireExp = true
 	cfg.Issuer = "https://auth.example.org"
 	cfg.Audience = "authenticated"
-	v, err := NewVerifier(context.Background(), cfg, 0, nil)
+	v, err := NewVerifier(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(v.Close)
+	t.Cleanup(func() { _ = v.Stop(context.Background()) })
 	base := func(extra jwt.MapClaims) jwt.MapClaims {
 		c := jwt.MapClaims{"sub": "u1", "exp": at(time.Hour), "iss": cfg.Issuer, "aud": cfg.Audience}
 		for k, x := range extra {
@@ -183,8 +183,8 @@ func TestRegisteredClaimsChecked(t *testing.T) {
 		}
 	}
 	cfg.RequireExp = false
-	lax, _ := NewVerifier(context.Background(), cfg, 0, nil)
-	t.Cleanup(lax.Close)
+	lax, _ := NewVerifier(context.Background(), cfg, nil)
+	t.Cleanup(func() { _ = lax.Stop(context.Background()) })
 	if _, ok := lax.Verify(sign(t, jwt.SigningMethodHS256, []byte(secret), base(jwt.MapClaims{"exp": nil}), "")); !ok {
 		t.Error("require_exp false: a token without exp did not verify")
 	}

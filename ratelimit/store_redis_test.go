@@ -3,14 +3,11 @@ package ratelimit
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -45,124 +42,6 @@ func TestRedisStore_ClusterPathPerKeyPipeline(t *testing.T) {
 	vals, err := s.ReadRelax(context.Background(), []string{ks.Relax("a"), ks.Relax("b")})
 	if err != nil || len(vals) != 2 {
 		t.Fatalf("ReadRelax = %v, %v", vals, err)
-	}
-}
-
-func TestMemoryStore_MemoryIsBounded(t *testing.T) {
-	t.Parallel()
-	s := NewMemoryStore(64)
-	out := make([]Count, 1)
-	for i := range 10_000 {
-		_ = storeHit(context.Background(), s, []Hit{{Key: "k" + strconv.Itoa(i), Algorithm: FixedWindow, TTL: time.Hour}}, out)
-	}
-	if n := s.Len(); n > 64 {
-		t.Fatalf("store holds %d keys, bound 64", n)
-	}
-}
-
-func TestReload_ConcurrentWithDecide(t *testing.T) {
-	t.Parallel()
-	l, _ := newTestLimiter(t, rulesConfig(burstRule(1000, 5*time.Second)), testKS, NewMemoryStore(0))
-	var wg sync.WaitGroup
-	for g := range 4 {
-		wg.Go(func() {
-			for i := range 500 {
-				l.Decide(context.Background(), Subject{Route: "portal", IP: "192.0.2." + strconv.Itoa(g), User: strconv.Itoa(i)})
-			}
-		})
-	}
-	for i := range 50 {
-		cfg := rulesConfig(burstRule(int64(1000+i), 5*time.Second),
-			configs.Rule{Name: "api", Scope: "user", Limit: 10, Window: configs.Duration(time.Minute), Routes: []string{"*"}})
-		if err := l.Reload(cfg, testRoutes); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wg.Wait()
-}
-
-func TestBreakerOpen_OnStoreErrorLocalStillLimitsIPs(t *testing.T) {
-	t.Parallel()
-	cfg := rulesConfig(burstRule(3, 5*time.Second))
-	cfg.OnStoreError = "local"
-	cfg.Breaker = configs.Breaker{Failures: 1, OpenFor: configs.Duration(time.Minute)}
-	store := &countingStore{Store: NewMemoryStore(0)}
-	store.fail.Store(true)
-	l, _ := newTestLimiter(t, cfg, testKS, store)
-	l.Start(context.Background())
-	defer l.Stop()
-	s := Subject{Route: "portal", IP: "203.0.113.9"}
-	var v Verdict
-	for range 4 {
-		v = l.Decide(context.Background(), s)
-	}
-	if !v.Blocked() || store.hits.Load() != 1 {
-		t.Fatalf("breaker open, local: %s after %d store calls", outcomes(v), store.hits.Load())
-	}
-}
-
-// TestRelax_AppliedByRunningInstanceWithinPoll: `borda limits relax` writes
-// the key; a started Limiter on real Redis applies it within relax_poll.
-func TestRelax_AppliedByRunningInstanceWithinPoll(t *testing.T) {
-	t.Parallel()
-	prefix := servicetest.KeyPrefix(t)
-	store := NewRedisStore(testRedis(t, prefix))
-	ks := keyspace.MustNew(prefix)
-	cfg := rulesConfig(burstRule(10, 5*time.Second))
-	cfg.RelaxPoll = configs.Duration(100 * time.Millisecond)
-	l, reg := newTestLimiter(t, cfg, ks, store)
-	l.Start(context.Background())
-	defer l.Stop()
-	if err := Relax(context.Background(), store, ks, "burst", 3, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for l.Decide(context.Background(), Subject{Route: "portal", IP: "192.0.2.9"}).Decisions[0].Limit != 30 {
-		if time.Now().After(deadline) {
-			t.Fatal("relax not applied within 2s with relax_poll 100ms")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "relax"}) < 1 {
-		t.Fatal("relax polls not counted")
-	}
-}
-
-// TestCommandsHook_CountsTaggedCommandsOnly: telemetry-style callers tag
-// their context; the limiter's own (untagged) commands are not counted
-// twice.
-func TestCommandsHook_CountsTaggedCommandsOnly(t *testing.T) {
-	t.Parallel()
-	prefix := servicetest.KeyPrefix(t)
-	rdb := testRedis(t, prefix)
-	reg := prometheus.NewRegistry()
-	vec, err := RedisCommands(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.AddHook(CommandsHook(vec))
-	// Untagged warm-up: the connection handshakes (HELLO, on the command and
-	// the pipeline pools) are real commands but not counted below.
-	rdb.Ping(context.Background())
-	wp := rdb.Pipeline()
-	wp.Ping(context.Background())
-	_, _ = wp.Exec(context.Background())
-	ctx := WithPurpose(context.Background(), "telemetry")
-	rdb.Set(ctx, prefix+"m:x", 1, time.Minute)
-	p := rdb.Pipeline()
-	p.Incr(ctx, prefix+"m:x")
-	p.Expire(ctx, prefix+"m:x", time.Minute)
-	_, _ = p.Exec(ctx)
-	l, err := New(rulesConfig(burstRule(10, 5*time.Second)), testRoutes, keyspace.MustNew(prefix), NewRedisStore(rdb), reg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Decide(context.Background(), Subject{Route: "portal", IP: "192.0.2.1"})
-	if got := counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "telemetry"}); got != 3 {
-		t.Fatalf("telemetry commands = %v, want 3", got)
-	}
-	if got := counterValue(t, reg, "borda_redis_commands_total", map[string]string{"purpose": "ratelimit"}); got != 1 {
-		t.Fatalf("ratelimit commands = %v, want 1", got)
 	}
 }
 

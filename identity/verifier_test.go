@@ -1,4 +1,4 @@
-package cookies
+package identity
 
 import (
 	"context"
@@ -16,24 +16,24 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/cookies"
 )
 
 const secret = "test-secret-for-hs256-0123456789"
 
-func authConfig() configs.Auth {
-	return configs.Auth{UserClaim: "sub", EscolaClaim: "app_metadata.escola_id", Leeway: configs.Duration(30 * time.Second), JWTSecret: secret}
+func authConfig() Options {
+	return Options{UserClaim: "sub", EscolaClaim: "app_metadata.escola_id", Leeway: 30 * time.Second, Secret: []byte(secret)}
 }
 
 // newHS256Verifier returns the Verifier of authConfig, closed at the end
 // of the test.
 func newHS256Verifier(t testing.TB) *Verifier {
 	t.Helper()
-	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
+	v, err := NewVerifier(context.Background(), authConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(v.Close)
+	t.Cleanup(func() { _ = v.Stop(context.Background()) })
 	return v
 }
 
@@ -87,26 +87,26 @@ func TestVerifyHS256(t *testing.T) {
 
 func TestFromRequestPrecedence(t *testing.T) {
 	t.Parallel()
-	v, _ := NewVerifier(context.Background(), authConfig(), 0, nil)
+	v, _ := NewVerifier(context.Background(), authConfig(), nil)
 	good := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "cookie-user"}, "")
 	header := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "header-user"}, "")
 	h := http.Header{"Cookie": {"x=1; olp_auth=" + good}}
-	if id, ok := v.FromRequest(h, DefaultForward()); !ok || id.UserID != "cookie-user" {
+	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "cookie-user" {
 		t.Errorf("cookie: %+v %v", id, ok)
 	}
 	h.Set("Authorization", "bearer "+header)
-	if id, ok := v.FromRequest(h, DefaultForward()); !ok || id.UserID != "header-user" {
+	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "header-user" {
 		t.Errorf("Authorization wins (it is what the upstream sees): %+v %v", id, ok)
 	}
 	h.Set("Authorization", "Basic dXNlcjpwYXNz")
-	if _, ok := v.FromRequest(h, DefaultForward()); ok {
+	if _, ok := v.FromRequest(h, cookies.DefaultForward()); ok {
 		t.Error("Basic credentials verified as a JWT")
 	}
 	var nilV *Verifier
-	if _, ok := nilV.FromRequest(h, DefaultForward()); ok {
+	if _, ok := nilV.FromRequest(h, cookies.DefaultForward()); ok {
 		t.Error("nil verifier verified something")
 	}
-	if v, err := NewVerifier(context.Background(), configs.Auth{}, 0, nil); v != nil || err != nil {
+	if v, err := NewVerifier(context.Background(), Options{}, nil); v != nil || err != nil {
 		t.Errorf("no secret, no JWKS: %v %v, want nil nil", v, err)
 	}
 }
@@ -128,13 +128,13 @@ func TestVerifyJWKS(t *testing.T) {
 	}))
 	defer srv.Close()
 	cfg := authConfig()
-	cfg.JWTSecret = ""
-	cfg.JWKSURL = srv.URL
-	v, err := NewVerifier(context.Background(), cfg, time.Hour, nil)
+	cfg.Secret = nil
+	cfg.JWKSURL, cfg.JWKSRefresh = srv.URL, time.Hour
+	v, err := NewVerifier(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer v.Close()
+	defer v.Stop(context.Background())
 	claims := jwt.MapClaims{"sub": "u7", "app_metadata": map[string]any{"escola_id": "3"}, "exp": time.Now().Add(time.Hour).Unix()}
 	if id, ok := v.Verify(sign(t, jwt.SigningMethodRS256, rsaKey, claims, "r1")); !ok || id != (Identity{"u7", "3"}) {
 		t.Errorf("RS256: %+v %v", id, ok)
@@ -159,7 +159,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.")
 	f.Add("a.b.c")
 	f.Add("")
-	v, err := NewVerifier(context.Background(), authConfig(), 0, nil)
+	v, err := NewVerifier(context.Background(), authConfig(), nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func FuzzVerify(f *testing.F) {
 				t.Fatalf("verified a token jwt.Parse rejects: %v", err)
 			}
 		}
-		_, _ = v.FromRequest(http.Header{"Cookie": {"olp_auth=" + token}, "Authorization": {token}}, DefaultForward())
+		_, _ = v.FromRequest(http.Header{"Cookie": {"olp_auth=" + token}, "Authorization": {token}}, cookies.DefaultForward())
 	})
 }
 

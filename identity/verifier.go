@@ -1,4 +1,13 @@
-package cookies
+// Package identity says who a request is, from a verified token only:
+// the Verifier checks the JWT the upstream will see as the request's
+// credential (cookies.Credential) with golang-jwt/jwt/v5 (HS256 from a
+// shared secret, or RS256/ES256 from a JWKS document fetched at start and
+// refreshed in the background, github.com/MicahParks/jwkset), so
+// verification never costs a network call on the request path. An
+// unverifiable token makes the request anonymous; it is never rejected
+// here (the upstream is the authority on authentication). See
+// docs/edge.md, Identity.
+package identity
 
 import (
 	"context"
@@ -16,7 +25,9 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/internal/redact"
+	"github.com/olp-edu/borda/internal/startstop"
 )
 
 // Identity is who a request is, from a verified token only. The zero
@@ -32,30 +43,33 @@ type Identity struct {
 // Anonymous reports whether the identity carries nothing verified.
 func (id Identity) Anonymous() bool { return id.UserID == "" && id.EscolaID == "" }
 
-type identityKey struct{}
-
-// WithIdentity returns ctx carrying id.
-func WithIdentity(ctx context.Context, id Identity) context.Context {
-	return context.WithValue(ctx, identityKey{}, id)
-}
-
-// IdentityFrom returns the identity WithIdentity stored in ctx, and
-// whether there was one that is not anonymous.
-func IdentityFrom(ctx context.Context) (Identity, bool) {
-	id, _ := ctx.Value(identityKey{}).(Identity)
-	return id, !id.Anonymous()
-}
-
-// AuthCookie is the cookie holding the portal's access token.
-const AuthCookie = "olp_auth"
-
 // maxClaimBytes bounds an identity value (it becomes part of Redis keys).
 const maxClaimBytes = 256
 
-// Verifier verifies access tokens: HS256 with the shared secret
-// (auth.jwt_secret_env) and/or RS256/ES256 with the keys of auth.jwks_url.
-// A nil *Verifier verifies nothing (every request is anonymous). Safe for
-// concurrent use.
+// Options configures NewVerifier (docs/configuration.md, auth).
+type Options struct {
+	// Secret is the HS256 shared secret; empty: no HS256.
+	Secret []byte
+	// JWKSURL is the JWKS document of RS256/ES256 keys; empty: none.
+	JWKSURL string
+	// JWKSRefresh is how often the JWKS is fetched again (0: 1 minute).
+	JWKSRefresh time.Duration
+	// UserClaim and EscolaClaim are dotted claim paths ("sub",
+	// "app_metadata.escola_id").
+	UserClaim   string
+	EscolaClaim string
+	// Leeway is the clock skew allowed on exp, nbf and iat.
+	Leeway time.Duration
+	// RequireExp refuses a token without exp.
+	RequireExp bool
+	// Issuer and Audience, when set, must match iss and aud.
+	Issuer   string
+	Audience string
+}
+
+// Verifier verifies access tokens: HS256 with the shared secret and/or
+// RS256/ES256 with the keys of a JWKS document. A nil *Verifier verifies
+// nothing (every request is anonymous). Safe for concurrent use.
 type Verifier struct {
 	parser      *jwt.Parser
 	secret      []byte
@@ -64,12 +78,16 @@ type Verifier struct {
 	refetcher   jwkset.Storage // refetches the JWKS when asked for a kid it does not hold
 	refetching  atomic.Bool    // one unknown-kid refetch at a time
 	kidLimiter  *rate.Limiter  // unknown-kid refetches: one per UnknownKIDRefetchEvery
-	ctx         context.Context
+	refresh     time.Duration  // the JWKS refresh interval (Start)
 	userClaim   []string
 	escolaClaim []string
-	cancel      context.CancelFunc
 	cache       *verifiedCache
 	now         func() time.Time // the parser's and the refetch limiter's clock too
+
+	// ctx bounds the unknown-kid refetches; Stop cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	bg     startstop.Runner // the JWKS refresher
 }
 
 // UnknownKIDRefetchEvery is the least time between two JWKS fetches
@@ -82,56 +100,53 @@ const UnknownKIDRefetchEvery = 10 * time.Second
 // jwksHTTPTimeout bounds one JWKS fetch.
 const jwksHTTPTimeout = 5 * time.Second
 
-// NewVerifier builds the Verifier of cfg, or returns nil (no error) when
-// neither auth.jwt_secret_env's variable nor auth.jwks_url is set.
+// NewVerifier builds the Verifier of o, or returns nil (no error) when o
+// has neither a secret nor a JWKS URL.
 //
-// With a JWKS URL the key set is fetched once here (a failure is logged,
-// not returned: tokens stay anonymous until a fetch succeeds) and again
-// every refresh interval in a goroutine that lives until Close or ctx
-// ends; each fetch replaces the whole key set, so a key removed from the
-// document stops verifying at the next fetch (verified tokens cached
-// under the old set are forgotten). A token whose kid is not in the set
-// is anonymous and starts a fetch in the background, at most one every
+// With a JWKS URL the key set is fetched once here, within ctx (a failure
+// is logged, not returned: tokens stay anonymous until a fetch succeeds);
+// Start fetches it again every o.JWKSRefresh until Stop. Each fetch
+// replaces the whole key set, so a key removed from the document stops
+// verifying at the next fetch (verified tokens cached under the old set
+// are forgotten). A token whose kid is not in the set is anonymous and
+// starts a fetch in the background, at most one every
 // UnknownKIDRefetchEvery: verification itself never waits on the
-// network. refresh ≤ 0 means cfg.JWKSRefresh, and 1 minute when that is
-// not set either.
-func NewVerifier(ctx context.Context, cfg configs.Auth, refresh time.Duration, logger *slog.Logger) (*Verifier, error) {
-	secret := cfg.JWTSecret.Reveal()
-	if secret == "" && cfg.JWKSURL == "" {
+// network. Errors: a JWKS URL the client refuses (redacted).
+func NewVerifier(ctx context.Context, o Options, logger *slog.Logger) (*Verifier, error) {
+	if len(o.Secret) == 0 && o.JWKSURL == "" {
 		return nil, nil
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if refresh <= 0 {
-		refresh = cfg.JWKSRefresh.D()
-	}
+	refresh := o.JWKSRefresh
 	if refresh <= 0 {
 		refresh = time.Minute
 	}
 	var methods []string
 	v := &Verifier{
-		userClaim:   strings.Split(cfg.UserClaim, "."),
-		escolaClaim: strings.Split(cfg.EscolaClaim, "."),
-		cancel:      func() {},
-		cache:       newVerifiedCache(cfg.Leeway.D()),
+		userClaim:   strings.Split(o.UserClaim, "."),
+		escolaClaim: strings.Split(o.EscolaClaim, "."),
+		cache:       newVerifiedCache(o.Leeway),
 		now:         time.Now,
-		ctx:         ctx,
+		refresh:     refresh,
 		keys:        &keySet{Storage: jwkset.NewMemoryStorage()},
 	}
-	if secret != "" {
-		v.secret = []byte(secret)
+	v.ctx, v.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if len(o.Secret) > 0 {
+		v.secret = append([]byte(nil), o.Secret...)
 		methods = append(methods, "HS256")
 	}
-	if cfg.JWKSURL != "" {
-		if err := v.loadJWKS(ctx, cfg.JWKSURL, refresh, logger); err != nil {
+	if o.JWKSURL != "" {
+		if err := v.loadJWKS(ctx, o.JWKSURL, logger); err != nil {
+			v.cancel()
 			return nil, err
 		}
 		methods = append(methods, "RS256", "ES256")
 	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(methods),
-		jwt.WithLeeway(cfg.Leeway.D()),
+		jwt.WithLeeway(o.Leeway),
 		jwt.WithIssuedAt(),
 		jwt.WithJSONNumber(),
 		// Canonical base64url only (no trailing bits set): the spelling the
@@ -139,38 +154,36 @@ func NewVerifier(ctx context.Context, cfg configs.Auth, refresh time.Duration, l
 		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(func() time.Time { return v.now() }),
 	}
-	if cfg.RequireExp {
+	if o.RequireExp {
 		opts = append(opts, jwt.WithExpirationRequired())
 	}
-	if cfg.Issuer != "" {
-		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	if o.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(o.Issuer))
 	}
-	if cfg.Audience != "" {
-		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	if o.Audience != "" {
+		opts = append(opts, jwt.WithAudience(o.Audience))
 	}
 	v.parser = jwt.NewParser(opts...)
 	return v, nil
 }
 
 // loadJWKS builds the key set of url: one jwkset HTTP storage (fetched
-// now and every refresh, into v.keys) read through two clients, one for
-// the request path that never fetches and one that fetches on an unknown
-// kid, used only by refetchUnknownKID's goroutine.
-func (v *Verifier) loadJWKS(ctx context.Context, url string, refresh time.Duration, logger *slog.Logger) error {
-	ctx, cancel := context.WithCancel(ctx)
+// now, within ctx, into v.keys; again by Start's refresher) read through
+// two clients, one for the request path that never fetches and one that
+// fetches on an unknown kid, used by refetchUnknownKID's goroutine and by
+// the refresher.
+func (v *Verifier) loadJWKS(ctx context.Context, url string, logger *slog.Logger) error {
 	store, err := jwkset.NewStorageFromHTTP(url, jwkset.HTTPClientStorageOptions{
 		Ctx:                       ctx,
 		HTTPTimeout:               jwksHTTPTimeout,
 		NoErrorReturnFirstHTTPReq: true,
-		RefreshInterval:           refresh,
 		Storage:                   v.keys,
 		RefreshErrorHandler: func(ctx context.Context, err error) {
-			logger.WarnContext(ctx, "fetching JWKS failed", "error", configs.RedactError(err))
+			logger.WarnContext(ctx, "fetching JWKS failed", "error", redact.Error(err))
 		},
 	})
 	if err != nil {
-		cancel()
-		return fmt.Errorf("loading JWKS: %w", configs.RedactError(err))
+		return fmt.Errorf("loading JWKS: %w", redact.Error(err))
 	}
 	reader, err := jwkset.NewHTTPClient(jwkset.HTTPClientOptions{HTTPURLs: map[string]jwkset.Storage{url: store}})
 	if err == nil {
@@ -180,15 +193,51 @@ func (v *Verifier) loadJWKS(ctx context.Context, url string, refresh time.Durati
 		})
 	}
 	if err == nil {
-		v.jwks, err = keyfunc.New(keyfunc.Options{Ctx: ctx, Storage: reader})
+		v.jwks, err = keyfunc.New(keyfunc.Options{Ctx: v.ctx, Storage: reader})
 	}
 	if err != nil {
-		cancel()
-		return fmt.Errorf("loading JWKS: %w", configs.RedactError(err))
+		return fmt.Errorf("loading JWKS: %w", redact.Error(err))
 	}
 	v.kidLimiter = rate.NewLimiter(rate.Every(UnknownKIDRefetchEvery), 1)
-	v.ctx, v.cancel = ctx, cancel
 	return nil
+}
+
+// refreshKID is a kid no JWKS holds: reading it through the refetcher
+// fetches the document again (jwkset refreshes on an unknown kid).
+const refreshKID = "\x00borda:jwks-refresh"
+
+// Start runs the JWKS refresher (every Options.JWKSRefresh) until ctx
+// ends or Stop is called; without a JWKS URL it does nothing. It returns
+// at once; a second Start is a no-op. Safe on nil.
+func (v *Verifier) Start(ctx context.Context) error {
+	if v == nil || v.refetcher == nil {
+		return nil
+	}
+	return v.bg.Start(ctx, func(ctx context.Context) {
+		t := time.NewTicker(v.refresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fctx, cancel := context.WithTimeout(ctx, jwksHTTPTimeout)
+				_, _ = v.refetcher.KeyRead(fctx, refreshKID) // fetch errors go to the RefreshErrorHandler
+				cancel()
+			}
+		}
+	})
+}
+
+// Stop ends the refresher and any unknown-kid refetch, waiting for the
+// refresher at most until ctx ends. A Stop without Start, a second Stop,
+// and Stop on nil return nil.
+func (v *Verifier) Stop(ctx context.Context) error {
+	if v == nil {
+		return nil
+	}
+	v.cancel()
+	return v.bg.Stop(ctx)
 }
 
 // refetchUnknownKID fetches the JWKS again in the background for a token
@@ -210,85 +259,19 @@ func (v *Verifier) refetchUnknownKID(kid string) {
 	}()
 }
 
-// Close stops the JWKS refresh goroutine. Safe on nil.
-func (v *Verifier) Close() {
-	if v != nil {
-		v.cancel()
-	}
-}
-
 // FromRequest verifies the token the upstream of a route with cookie
-// policy forward will see as the request's credential: the
-// Authorization: Bearer token when the request has Authorization, else
-// the cookie ApplyRequest turns into the Bearer token (the first olp_*
-// cookie forward lists AsAuthorization with a usable value), else the
-// olp_auth cookie. A header the client names in Connection is not
-// forwarded (RFC 9110 §7.6.1), so it is ignored here too: otherwise
-// `Connection: Authorization` with a non-Bearer Authorization would leave
-// the request anonymous while the upstream gets the olp_auth cookie as its
-// Bearer token. It returns the anonymous Identity and false when there is
-// no token or it does not verify.
-func (v *Verifier) FromRequest(h http.Header, forward []Forward) (Identity, bool) {
+// policy forward will see as the request's credential
+// (cookies.Credential). It returns the anonymous Identity and false when
+// there is no token or it does not verify.
+func (v *Verifier) FromRequest(h http.Header, forward []cookies.Forward) (Identity, bool) {
 	if v == nil {
 		return Identity{}, false
 	}
-	h = forwardedView(h)
-	if auth := h.Get("Authorization"); auth != "" {
-		token, ok := bearerToken(auth)
-		if !ok {
-			return Identity{}, false
-		}
-		return v.Verify(token)
+	token, ok := cookies.Credential(h, forward)
+	if !ok {
+		return Identity{}, false
 	}
-	if token, ok := bearerCookie(h, forward); ok {
-		return v.Verify(token)
-	}
-	if token, ok := cookieToken(h, AuthCookie); ok {
-		return v.Verify(token)
-	}
-	return Identity{}, false
-}
-
-// BearerTooLarge reports whether the request's Authorization header, as
-// the upstream would receive it, carries a Bearer token longer than
-// MaxTokenBytes. The gateway answers such a request 431 instead of
-// forwarding a credential Verify refuses to read (docs/edge.md,
-// Identity). Works without a Verifier.
-func BearerTooLarge(h http.Header) bool {
-	auth := forwardedView(h).Get("Authorization")
-	if len(auth) <= MaxTokenBytes {
-		return false
-	}
-	token, ok := bearerToken(auth)
-	return ok && len(token) > MaxTokenBytes
-}
-
-// forwardedView returns h without the Authorization and Cookie headers a
-// Connection header names (they are hop-by-hop and never forwarded); h
-// itself is not modified.
-func forwardedView(h http.Header) http.Header {
-	if len(h["Connection"]) > 0 && (connectionNames(h, "Authorization") || connectionNames(h, "Cookie")) {
-		h = h.Clone()
-		for _, name := range []string{"Authorization", "Cookie"} {
-			if connectionNames(h, name) {
-				delete(h, name)
-			}
-		}
-	}
-	return h
-}
-
-// bearerToken returns the token of an Authorization value with the
-// Bearer scheme (any case), separated from it by spaces or tabs (RFC 9110
-// §11.4 allows one or more SP; servers commonly accept HTAB too, so
-// identity does as well), without surrounding whitespace.
-func bearerToken(auth string) (string, bool) {
-	i := strings.IndexAny(auth, " \t")
-	if i < 0 || !strings.EqualFold(auth[:i], "Bearer") {
-		return "", false
-	}
-	token := strings.Trim(auth[i:], " \t")
-	return token, token != ""
+	return v.Verify(token)
 }
 
 // Verify checks token's signature (HS256, RS256, ES256) and its
@@ -297,7 +280,7 @@ func bearerToken(auth string) (string, bool) {
 // not be in the future), iss and aud when auth.issuer / auth.audience are
 // set; then it reads the user and escola claims (strings or JSON numbers;
 // dotted paths walk nested objects). Any failure, a token longer than
-// MaxTokenBytes, or a token without the user claim returns the anonymous
+// cookies.MaxTokenBytes, or a token without the user claim returns the anonymous
 // Identity and false. Verify never waits on network I/O (an unknown kid
 // starts a background JWKS fetch, see NewVerifier).
 //
@@ -306,7 +289,7 @@ func bearerToken(auth string) (string, bool) {
 // one it verified under, so the signature of a session's token is not
 // checked on every request; tokens that fail are checked every time.
 func (v *Verifier) Verify(token string) (Identity, bool) {
-	if v == nil || token == "" || len(token) > MaxTokenBytes {
+	if v == nil || token == "" || len(token) > cookies.MaxTokenBytes {
 		return Identity{}, false
 	}
 	now := v.now()
@@ -324,20 +307,6 @@ func (v *Verifier) Verify(token string) (Identity, bool) {
 	}
 	v.cache.add(token, id, claims, now, gen)
 	return id, true
-}
-
-// connectionNames reports whether any Connection line of h names the
-// header name (case-insensitively), as the hop-by-hop removal of
-// net/http/httputil.ReverseProxy reads them.
-func connectionNames(h http.Header, name string) bool {
-	for _, line := range h["Connection"] {
-		for tok := range strings.SplitSeq(line, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), name) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 var errNoKey = errors.New("no key for the token's algorithm")

@@ -1,4 +1,4 @@
-package cookies
+package identity
 
 import (
 	"context"
@@ -77,13 +77,16 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func jwksVerifier(t *testing.T, url string, refresh time.Duration) *Verifier {
 	t.Helper()
 	cfg := authConfig()
-	cfg.JWTSecret = ""
-	cfg.JWKSURL = url
-	v, err := NewVerifier(context.Background(), cfg, refresh, nil)
+	cfg.Secret = nil
+	cfg.JWKSURL, cfg.JWKSRefresh = url, refresh
+	v, err := NewVerifier(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(v.Close)
+	if err := v.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = v.Stop(context.Background()) })
 	return v
 }
 

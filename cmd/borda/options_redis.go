@@ -1,0 +1,18 @@
+package main
+
+import (
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/redisconn"
+)
+
+// redisOptions maps the redis section to the shared client's options.
+func redisOptions(r configs.Redis) redisconn.Options {
+	return redisconn.Options{
+		URL:          r.URL.Reveal(),
+		Cluster:      r.Cluster,
+		DialTimeout:  r.DialTimeout.D(),
+		ReadTimeout:  r.ReadTimeout.D(),
+		WriteTimeout: r.WriteTimeout.D(),
+		PoolSize:     r.PoolSize,
+	}
+}

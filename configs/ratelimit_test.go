@@ -1,0 +1,52 @@
+package configs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+// rulesYAML is a minimal valid file with rule as its only rate-limit rule.
+func rulesYAML(rule string) []byte {
+	return []byte("environment: development\nroutes:\n  - name: portal\n    path_prefix: /\n    upstream: http://127.0.0.1:1\nrate_limits:\n  rules:\n" + rule)
+}
+
+// The one validation path of the rules (the limiter compiles only what
+// passed it): a reload with a bad rule is refused by configs naming each
+// bad field, every problem at once.
+func TestValidateRateLimitsNamesEveryBadRuleField(t *testing.T) {
+	t.Parallel()
+	_, err := configs.Parse(rulesYAML("    - {name: burst, scope: planet, limit: 0, window: 1s, routes: ['*']}\n"), noEnv)
+	var ve *configs.ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) < 2 {
+		t.Fatalf("err = %v, want a ValidationError with both problems", err)
+	}
+	for _, field := range []string{"rate_limits.rules[0].scope", "rate_limits.rules[0].limit"} {
+		if !strings.Contains(err.Error(), field) {
+			t.Errorf("error %q does not name %s", err, field)
+		}
+	}
+}
+
+// gcra and sliding_window count only the hits they let pass, so they have
+// one limit: observe_limit is refused naming the field.
+func TestObserveLimitIsRefusedWithGCRAAndSlidingWindow(t *testing.T) {
+	t.Parallel()
+	for _, algo := range []string{"gcra", "sliding_window"} {
+		_, err := configs.Parse(rulesYAML("    - {name: burst, scope: ip, algorithm: "+algo+", limit: 10, observe_limit: 5, window: 1s, routes: ['*']}\n"), noEnv)
+		if err == nil || !strings.Contains(err.Error(), "rate_limits.rules[0].observe_limit") {
+			t.Errorf("%s with observe_limit: err = %v", algo, err)
+		}
+	}
+}
+
+// An unknown algorithm names the three.
+func TestUnknownAlgorithmNamesTheThree(t *testing.T) {
+	t.Parallel()
+	_, err := configs.Parse(rulesYAML("    - {name: burst, scope: ip, algorithm: sliding, limit: 10, window: 1s, routes: ['*']}\n"), noEnv)
+	if err == nil || !strings.Contains(err.Error(), "fixed_window, gcra, sliding_window") {
+		t.Fatalf("algorithm sliding: err = %v", err)
+	}
+}

@@ -1,0 +1,164 @@
+package ratelimit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Scope is what a rule counts: the client IP, the verified user, the
+// verified school (escola) or the route itself.
+type Scope uint8
+
+// Scopes.
+const (
+	ScopeIP Scope = iota + 1
+	ScopeUser
+	ScopeEscola
+	ScopeRoute
+)
+
+// String returns the scope's configuration name (ip, user, escola,
+// route), as the 429 body, metrics and logs spell it.
+func (s Scope) String() string {
+	switch s {
+	case ScopeIP:
+		return "ip"
+	case ScopeUser:
+		return "user"
+	case ScopeEscola:
+		return "escola"
+	case ScopeRoute:
+		return "route"
+	}
+	return fmt.Sprintf("Scope(%d)", uint8(s))
+}
+
+// String returns the algorithm's configuration name (fixed_window, gcra,
+// sliding_window).
+func (a Algorithm) String() string {
+	switch a {
+	case FixedWindow:
+		return "fixed_window"
+	case GCRA:
+		return "gcra"
+	case SlidingWindow:
+		return "sliding_window"
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// Mode is what a rule does with a request over its limit.
+type Mode uint8
+
+// Modes.
+const (
+	// Enforce refuses the request with 429.
+	Enforce Mode = iota + 1
+	// Observe lets it pass, marked X-RateLimit-Would-Block.
+	Observe
+	// Off keeps the rule configured but never evaluates it.
+	Off
+)
+
+// String returns the mode's configuration name (enforce, observe, off).
+func (m Mode) String() string {
+	switch m {
+	case Enforce:
+		return "enforce"
+	case Observe:
+		return "observe"
+	case Off:
+		return "off"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Fallback is what the Limiter decides while its store fails.
+type Fallback uint8
+
+// Fallbacks.
+const (
+	// FailOpen lets every pending rule pass (OutcomeError).
+	FailOpen Fallback = iota
+	// LocalIP keeps ip rules in process, per instance; other rules fail
+	// open.
+	LocalIP
+)
+
+// AllRoutes in Rule.Routes applies the rule to every route, routes no
+// other rule names and requests no route matched included.
+const AllRoutes = "*"
+
+// Rule is one rate-limit rule, already validated (configs validates the
+// file and names each bad field; docs/rate-limiting.md describes them).
+type Rule struct {
+	// Name identifies the rule in keys, headers and metrics.
+	Name string
+	// Scope is what is counted.
+	Scope Scope
+	// Algorithm is how a key counts (zero: FixedWindow).
+	Algorithm Algorithm
+	// Mode is Enforce, Observe or Off (zero: Enforce).
+	Mode Mode
+	// Limit is the requests allowed per Window (> 0).
+	Limit int64
+	// ObserveLimit, when > 0, is a tighter FixedWindow limit tried in
+	// observe mode while Limit keeps enforcing.
+	ObserveLimit int64
+	// Window is the period Limit applies to (whole seconds, ≥ 1s).
+	Window time.Duration
+	// Routes names every route the rule applies to (AllRoutes for all):
+	// the rule's own routes list and the routes that name the rule.
+	Routes []string
+	// Message is the PT-BR detail of the 429 ("{retry_after}" is replaced
+	// by the seconds to wait); empty: the scope's default.
+	Message string
+}
+
+// Defaults of Options' zero values (the configuration's defaults too).
+const (
+	DefaultTimeout   = 30 * time.Millisecond
+	DefaultRelaxPoll = 5 * time.Second
+)
+
+// Options configures a Limiter (New).
+type Options struct {
+	// Rules are evaluated together, in one store round trip per request,
+	// in this order.
+	Rules []Rule
+	// Timeout is the hard deadline of one store decision; passing it fails
+	// open. 0: DefaultTimeout.
+	Timeout time.Duration
+	// OnStoreError is what is decided while the store fails.
+	OnStoreError Fallback
+	// BreakerFailures consecutive store failures open the breaker (≥ 1;
+	// 0 means 1).
+	BreakerFailures int
+	// BreakerOpenFor is how long the breaker stays open before a probe
+	// (0 means 1ms).
+	BreakerOpenFor time.Duration
+	// RelaxPoll is how often relax factors are read from the store. 0:
+	// DefaultRelaxPoll.
+	RelaxPoll time.Duration
+}
+
+// check refuses a typed value the Limiter cannot work with. The file's
+// rules are validated by configs, field by field; this only guards a
+// caller that builds Options by hand.
+func (r Rule) check() error {
+	switch {
+	case r.Name == "":
+		return fmt.Errorf("rate-limit rule without a name")
+	case r.Scope < ScopeIP || r.Scope > ScopeRoute:
+		return fmt.Errorf("rate-limit rule %q: unknown scope %v", r.Name, r.Scope)
+	case r.Algorithm > SlidingWindow:
+		return fmt.Errorf("rate-limit rule %q: unknown algorithm %v", r.Name, r.Algorithm)
+	case r.Mode > Off:
+		return fmt.Errorf("rate-limit rule %q: unknown mode %v", r.Name, r.Mode)
+	case r.Limit <= 0:
+		return fmt.Errorf("rate-limit rule %q: limit %d is not positive", r.Name, r.Limit)
+	case r.Window < time.Second:
+		return fmt.Errorf("rate-limit rule %q: window %s is under 1s", r.Name, r.Window)
+	}
+	return nil
+}
