@@ -1,5 +1,5 @@
 // Package envelope defines the message the webhook ingress publishes to
-// RabbitMQ and every consumer reads (design.md §6): the provider's raw
+// RabbitMQ and every consumer reads (docs/webhooks.md §5): the provider's raw
 // request bytes, untouched, with the event id and the request metadata.
 //
 // Wire form (JSON, content type application/json):

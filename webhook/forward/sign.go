@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Headers the forwarder adds to every POST (design.md §7).
+// Headers the forwarder adds to every POST (docs/forwarder.md, "The POST").
 const (
 	// HeaderTimestamp carries the signing time in unix seconds.
 	HeaderTimestamp = "X-Webhook-Timestamp"
