@@ -19,7 +19,8 @@ import (
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/redisconn"
 	"github.com/olp-edu/borda/telemetry"
-	"github.com/olp-edu/borda/webhook"
+	"github.com/olp-edu/borda/webhook/ingress"
+	"github.com/olp-edu/borda/webhook/publish"
 )
 
 // app holds every component `borda serve` runs, built once at start.
@@ -30,7 +31,7 @@ type app struct {
 	db        *pgxpool.Pool         // nil without database.url
 	limiter   *ratelimit.Limiter
 	recorder  *telemetry.Recorder // nil when telemetry is off
-	publisher *webhook.Publisher  // nil when the ingress is off
+	publisher *publish.Publisher  // nil when the ingress is off
 	verifier  *identity.Verifier  // nil without auth.jwt_secret_env's secret or auth.jwks_url
 	gateway   *gateway.Server
 	stopBg    context.CancelFunc
@@ -69,24 +70,23 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 		deps.Recorder = a.recorder
 	}
 
-	if cfg.Webhook.Path != "" || len(cfg.Webhook.Sources) > 0 {
-		a.publisher, err = webhook.NewPublisher(cfg, logger, a.registry)
+	if webhookEnabled(cfg.Webhook) {
+		a.publisher, err = publish.New(ingressPublisherOptions(cfg, logger, a.registry))
 		if err != nil {
 			return nil, fmt.Errorf("building webhook publisher: %w", err)
 		}
-		ingress, err := webhook.NewIngress(cfg, a.publisher, logger, a.registry)
+		in, err := newIngress(cfg.Webhook, a.publisher, logger, a.registry)
 		if err != nil {
 			// The portal keeps being served; the webhook paths answer 503
 			// (providers retry) and /readyz/webhook names the problem.
 			logger.Error("webhook ingress not configured; its paths answer 503 until fixed", "err", err)
-			_ = a.publisher.Close(context.Background())
 			a.publisher = nil
-			u := webhook.NewUnconfigured(cfg, err)
+			u := ingress.NewUnconfigured(webhookPaths(cfg.Webhook), err)
 			deps.Webhook = u
 			deps.Checks["webhook"] = func(context.Context) error { return u.Ready() }
 		} else {
-			ingress.SetClientIP(gateway.ClientSubject) // the failed-auth throttle's key
-			deps.Webhook = ingress
+			in.SetClientIP(gateway.ClientSubject) // the failed-auth throttle's key
+			deps.Webhook = in
 			deps.Checks["webhook"] = func(context.Context) error { return a.publisher.Ready() }
 		}
 	}
@@ -101,6 +101,12 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	if err := a.limiter.Start(bg); err != nil {
 		stop()
 		return nil, fmt.Errorf("starting rate limiter: %w", err)
+	}
+	if a.publisher != nil {
+		if err := a.publisher.Start(bg); err != nil {
+			stop()
+			return nil, fmt.Errorf("starting webhook publisher: %w", err)
+		}
 	}
 	if a.recorder != nil {
 		if err := a.recorder.Start(bg); err != nil {
@@ -159,7 +165,7 @@ func (a *app) aggregate(ctx context.Context, cfg configs.Config, ks keyspace.Key
 // (shutdown.confirm_drain): outstanding confirms, telemetry flush.
 func (a *app) shutdown(ctx context.Context, logger *slog.Logger) {
 	if a.publisher != nil {
-		if err := a.publisher.Close(ctx); err != nil {
+		if err := a.publisher.Stop(ctx); err != nil {
 			logger.Warn("closing webhook publisher", "err", err)
 		}
 		a.publisher = nil

@@ -7,8 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/olp-edu/borda/webhook/instances"
-	"github.com/olp-edu/borda/webhook/topology"
+	"github.com/olp-edu/borda/instances"
 )
 
 // runConsumeEvents is `borda consume-events [--config FILE] [--admin
@@ -45,7 +44,7 @@ func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) i
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2
 	}
-	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), topology.FromConfig(cfg)); err != nil {
+	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), topologyOf(cfg)); err != nil {
 		log.Error("declaring topology", "err", err)
 		return 1
 	}

@@ -51,7 +51,13 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer conn.Close()
-	letters, err := deadletter.List(ctx, conn, cfg.Forward.DLQ, *limit)
+	pub, err := startDLQPublisher(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: %v\n", err)
+		return 1
+	}
+	defer stopDLQPublisher(pub)
+	letters, err := deadletter.List(ctx, conn, pub, cfg.Forward.DLQ, *limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: listing %s: %s\n", cfg.Forward.DLQ, printable(err.Error()))
 		return 1
@@ -116,7 +122,13 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 1
 	}
 	defer conn.Close()
-	out, err := deadletter.Replay(ctx, conn, pool, deadletter.ReplayOptions{
+	pub, err := startDLQPublisher(ctx, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: %v\n", err)
+		return 1
+	}
+	defer stopDLQPublisher(pub)
+	out, err := deadletter.Replay(ctx, conn, pub, pool, deadletter.ReplayOptions{
 		DLQ: cfg.Forward.DLQ, ForwardQueue: cfg.Forward.Queue, Select: sel,
 		Operator: *operator, Reason: *reason, Force: *force, Limit: *limit,
 	})

@@ -8,7 +8,6 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
 	"github.com/olp-edu/borda/webhook/forward"
-	"github.com/olp-edu/borda/webhook/topology"
 )
 
 // runForward is `borda forward [--config FILE] [--admin ADDR]`: re-deliver
@@ -37,11 +36,10 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 2
 	}
 	reg := newCommandRegistry()
-	top := topology.FromConfig(cfg)
-	f, err := forward.New(forward.Options{
-		Forward: cfg.Forward, Topology: top, AMQPURL: cfg.AMQP.URL.Reveal(),
-		Redis: rdb, Keys: keys, Logger: log, Registerer: reg,
-	})
+	opts := forwardOptions(cfg)
+	opts.Redis, opts.Keys, opts.Logger, opts.Registerer = rdb, keys, log, reg
+	top := opts.Topology
+	f, err := forward.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2

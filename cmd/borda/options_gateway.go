@@ -10,7 +10,6 @@ import (
 	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/telemetry"
-	"github.com/olp-edu/borda/webhook"
 )
 
 // The gateway's collaborators, checked where they meet (docs/architecture.md,
@@ -19,8 +18,6 @@ var (
 	_ gateway.Limiter          = (*ratelimit.Limiter)(nil)
 	_ gateway.IdentityVerifier = (*identity.Verifier)(nil)
 	_ gateway.Recorder         = (*telemetry.Recorder)(nil)
-	_ gateway.Webhook          = (*webhook.Ingress)(nil)
-	_ gateway.Webhook          = (*webhook.Unconfigured)(nil)
 )
 
 // gatewayOptions maps a validated configuration (configs.Load) into the

@@ -17,17 +17,6 @@ const module = "github.com/olp-edu/borda"
 // package's options (docs/architecture.md, "The import rule").
 var configsReaders = []string{module + "/configs", module + "/cmd/borda"}
 
-// notYetConverted are packages that still import configs while their
-// typed options are being written on other branches. TEMPORARY: the lead
-// empties this list after merging them, and the test fails on an entry
-// that no longer imports configs (or no longer exists), so the list can
-// only shrink.
-var notYetConverted = []string{
-	module + "/webhook",
-	module + "/webhook/forward",
-	module + "/webhook/topology",
-}
-
 // imports returns, for every package of the module (tests excluded), its
 // direct imports, as `go list` reports them.
 func imports(t *testing.T) map[string][]string {
@@ -68,16 +57,7 @@ func TestOnlyCmdImportsConfigs(t *testing.T) {
 		if !slices.Contains(imps, configs) || slices.Contains(configsReaders, pkg) {
 			continue
 		}
-		if slices.Contains(notYetConverted, pkg) {
-			t.Logf("%s still imports configs (temporarily allowed)", pkg)
-			continue
-		}
 		t.Errorf("%s imports configs: declare typed options in the package and map them in cmd/borda", pkg)
-	}
-	for _, pkg := range notYetConverted {
-		if !slices.Contains(pkgs[pkg], configs) {
-			t.Errorf("%s no longer imports configs: remove it from notYetConverted", pkg)
-		}
 	}
 }
 

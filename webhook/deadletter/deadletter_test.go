@@ -59,6 +59,7 @@ func testPool(t *testing.T) *pgxpool.Pool {
 // every replay is in webhook_replays.
 func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	amqpURL := servicetest.AMQPURL(t)
+	pub := newRepublisher(t, amqpURL)
 	redisURL := servicetest.RedisURL(t)
 	pool := testPool(t)
 	name := servicetest.Name(t)
@@ -93,8 +94,12 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	top := topology.FromConfig(cfg)
-	top.RetryExchange, top.DLXExchange = name+"-retry", name+"-dlx"
+	top := topology.Topology{
+		Exchange: cfg.Webhook.Exchange, RoutingKey: cfg.Webhook.RoutingKey,
+		ForwardQueue: cfg.Forward.Queue, EventsQueue: cfg.Forward.EventsQueue, EventsBinding: configs.EventsBindingFor(cfg.Webhook.RoutingKey),
+		DLQ: cfg.Forward.DLQ, Retry: []topology.Delay{{Name: "200ms", TTL: 200 * time.Millisecond}},
+		QueueType: topology.QueueType(cfg.Webhook.QueueType), RetryExchange: name + "-retry", DLXExchange: name + "-dlx",
+	}
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +122,14 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	keys := keyspace.MustNew(cfg.KeyPrefix())
 	t.Cleanup(func() { rdb.Del(context.Background(), keys.Forward(eventID)); rdb.Close() })
 
-	f, err := forward.New(forward.Options{Forward: cfg.Forward, Topology: top, AMQPURL: amqpURL, Redis: rdb, Keys: keys})
+	fw := cfg.Forward
+	f, err := forward.New(forward.Options{
+		URL: fw.URL, HMACSecret: []byte(fw.HMACSecret.Reveal()),
+		Scrub:    func(text string) string { return configs.ScrubSecrets(text, configs.URLSecrets(fw.URL)) },
+		Prefetch: fw.Prefetch, Timeout: fw.Timeout.D(), LeaseTTL: fw.LeaseTTL.D(), RetentionTTL: fw.RetentionTTL.D(),
+		Breaker:  forward.BreakerOptions{Failures: fw.Breaker.Failures, OpenFor: fw.Breaker.OpenFor.D()},
+		Topology: top, AMQPURL: amqpURL, Redis: rdb, Keys: keys,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +148,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 
 	// list twice: nothing is lost.
 	for range 2 {
-		letters, err := List(ctx, conn, top.DLQ, 0)
+		letters, err := List(ctx, conn, pub, top.DLQ, 0)
 		if err != nil || len(letters) != 1 {
 			t.Fatalf("List = %v, %v; want one letter", letters, err)
 		}
@@ -150,7 +162,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 
 	// The fix, then the replay.
 	fixed.Store(true)
-	out, err := Replay(ctx, conn, pool, ReplayOptions{DLQ: top.DLQ, ForwardQueue: top.ForwardQueue,
+	out, err := Replay(ctx, conn, pub, pool, ReplayOptions{DLQ: top.DLQ, ForwardQueue: top.ForwardQueue,
 		Select: Selection{ID: eventID}, Operator: "ana", Reason: "legacy instance registered"})
 	if err != nil || len(out) != 1 || out[0].Outcome != OutcomeRepublished {
 		t.Fatalf("Replay = %+v, %v", out, err)
@@ -167,7 +179,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	}
 	waitDepth(t, ch, top.DLQ, 1)
 	since := time.Now().Add(-time.Minute)
-	if out, err := Replay(ctx, conn, pool, ReplayOptions{DLQ: top.DLQ, ForwardQueue: top.ForwardQueue,
+	if out, err := Replay(ctx, conn, pub, pool, ReplayOptions{DLQ: top.DLQ, ForwardQueue: top.ForwardQueue,
 		Select: Selection{Since: since}, Operator: "ana", Reason: "again"}); err != nil || len(out) != 1 {
 		t.Fatalf("second Replay = %+v, %v", out, err)
 	}
@@ -182,7 +194,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDepth(t, ch, top.DLQ, 1)
-	if out, err := Replay(ctx, conn, pool, ReplayOptions{DLQ: top.DLQ, ForwardQueue: top.ForwardQueue,
+	if out, err := Replay(ctx, conn, pub, pool, ReplayOptions{DLQ: top.DLQ, ForwardQueue: top.ForwardQueue,
 		Select: Selection{ID: eventID}, Operator: "bia", Reason: "legacy lost it", Force: true}); err != nil || len(out) != 1 {
 		t.Fatalf("forced Replay = %+v, %v", out, err)
 	}

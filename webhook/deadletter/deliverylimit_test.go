@@ -21,6 +21,7 @@ import (
 // replay then moves exactly the chosen one, same id and body, audited.
 func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
 	amqpURL := servicetest.AMQPURL(t)
+	pub := newRepublisher(t, amqpURL)
 	pool := testPool(t)
 	name := servicetest.Name(t)
 	dlq, fwd := name+"-dlq", name+"-fwd"
@@ -55,7 +56,7 @@ func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
 		pool.Exec(context.Background(), `DELETE FROM webhook_replays WHERE event_id LIKE $1`, name+"%")
 	})
 	for run := range 25 {
-		letters, err := List(ctx, conn, dlq, 0)
+		letters, err := List(ctx, conn, pub, dlq, 0)
 		if err != nil {
 			t.Fatalf("list %d: %v", run+1, err)
 		}
@@ -68,7 +69,7 @@ func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
 				t.Fatalf("list %d, letter %d = %+v", run+1, i, l)
 			}
 		}
-		out, err := Replay(ctx, conn, pool, ReplayOptions{DLQ: dlq, ForwardQueue: fwd,
+		out, err := Replay(ctx, conn, pub, pool, ReplayOptions{DLQ: dlq, ForwardQueue: fwd,
 			Select: Selection{ID: "no-such-event"}, Operator: "ana", Reason: "looking"})
 		if err != nil || len(out) != 0 {
 			t.Fatalf("replay %d of nothing = %+v, %v", run+1, out, err)
@@ -77,7 +78,7 @@ func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
 	waitDepth(t, ch, dlq, n)
 
 	chosen := fmt.Sprintf("%s-%d", name, 3)
-	out, err := Replay(ctx, conn, pool, ReplayOptions{DLQ: dlq, ForwardQueue: fwd,
+	out, err := Replay(ctx, conn, pub, pool, ReplayOptions{DLQ: dlq, ForwardQueue: fwd,
 		Select: Selection{ID: chosen}, Operator: "ana", Reason: "legacy fixed (INC-42)"})
 	if err != nil || len(out) != 1 || out[0].Outcome != OutcomeRepublished {
 		t.Fatalf("Replay = %+v, %v", out, err)
@@ -96,7 +97,7 @@ func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
 		Scan(&operator, &reason, &outcome); err != nil || operator != "ana" || reason != "legacy fixed (INC-42)" || outcome != OutcomeRepublished {
 		t.Errorf("audit row: %q %q %q, %v", operator, reason, outcome, err)
 	}
-	left, err := List(ctx, conn, dlq, 0)
+	left, err := List(ctx, conn, pub, dlq, 0)
 	if err != nil || len(left) != n-1 {
 		t.Fatalf("after the replay List = %d letters, %v; want %d", len(left), err, n-1)
 	}

@@ -1,4 +1,4 @@
-// Package deadletter implements `borda dlq list|replay` (docs/forwarder.md): it
+// Package deadletter implements `borda dlq list|replay` (docs/forwarder.md, "Replay runbook"): it
 // inspects the forwarder's dead-letter queue without losing a message, and
 // replays chosen dead letters to the forward queue with an audit row in
 // PostgreSQL webhook_replays.
@@ -30,6 +30,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/webhook/forward"
+	"github.com/olp-edu/borda/webhook/publish"
 )
 
 // DefaultLimit bounds one pass over the DLQ.
@@ -126,16 +127,22 @@ func pass(ctx context.Context, ch *amqp.Channel, queue string, limit int) ([]amq
 	return out, nil
 }
 
-// putBackTimeout bounds each put-back copy's confirm.
-const putBackTimeout = 5 * time.Second
+// Republisher publishes msg with a confirm and returns nil only when the
+// broker acked it without returning it: *publish.Publisher, whose confirm
+// timeout bounds each put-back and replay.
+type Republisher interface {
+	PublishTo(ctx context.Context, exchange, key string, msg amqp.Publishing) error
+}
+
+var _ Republisher = (*publish.Publisher)(nil)
 
 // putBack keeps d in queue without spending a delivery: it publishes a
 // copy (forward.Republishing) to queue through the default exchange with
 // a confirm, then acks d. When the copy is not confirmed, d is left
 // unacked (the broker returns it when the channel closes, one delivery)
 // and the error says so.
-func putBack(ctx context.Context, pub *forward.Publisher, queue string, d amqp.Delivery) error {
-	if err := pub.Publish(context.WithoutCancel(ctx), "", queue, forward.Republishing(d)); err != nil {
+func putBack(ctx context.Context, pub Republisher, queue string, d amqp.Delivery) error {
+	if err := pub.PublishTo(context.WithoutCancel(ctx), "", queue, forward.Republishing(d)); err != nil {
 		return fmt.Errorf("putting %q back into %s: %w", d.MessageId, queue, err)
 	}
 	if err := d.Ack(false); err != nil {
@@ -150,13 +157,8 @@ func putBack(ctx context.Context, pub *forward.Publisher, queue string, d amqp.D
 // was). Listing spends no delivery: it can run any number of times on a
 // queue with a delivery limit. With more than limit letters a pass sees
 // the first limit ones and moves them behind the others, so the next pass
-// sees the next ones.
-func List(ctx context.Context, conn *amqp.Connection, queue string, limit int) ([]Letter, error) {
-	pub, err := forward.NewPublisher(conn, putBackTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer pub.Close()
+// sees the next ones. conn reads the queue; pub puts the letters back.
+func List(ctx context.Context, conn *amqp.Connection, pub Republisher, queue string, limit int) ([]Letter, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("opening channel: %w", err)

@@ -18,6 +18,7 @@ import (
 // show every dead letter, oldest first, and lose none.
 func TestList_StaysOldestFirstAfterAPartialPass(t *testing.T) {
 	amqpURL := servicetest.AMQPURL(t)
+	pub := newRepublisher(t, amqpURL)
 	for _, qt := range []string{"quorum", "classic"} {
 		t.Run(qt, func(t *testing.T) {
 			conn, err := amqp.Dial(amqpURL)
@@ -54,7 +55,7 @@ func TestList_StaysOldestFirstAfterAPartialPass(t *testing.T) {
 			}
 			ctx := context.Background()
 			for _, limit := range []int{2, 0, 5, 0} {
-				letters, err := List(ctx, conn, q, limit)
+				letters, err := List(ctx, conn, pub, q, limit)
 				if err != nil {
 					t.Fatal(err)
 				}

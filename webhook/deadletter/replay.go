@@ -49,8 +49,6 @@ type ReplayOptions struct {
 	Force bool
 	// Limit bounds the pass over the DLQ (0: DefaultLimit).
 	Limit int
-	// PublishTimeout bounds each confirm (0: 5s).
-	PublishTimeout time.Duration
 }
 
 // Outcome is one replayed dead letter.
@@ -78,21 +76,15 @@ var ErrNoSelection = errors.New("deadletter: give --id or --all-since")
 // and after (republished or failed) the publish. A dead letter leaves the
 // DLQ only once its republish is confirmed. Replaying an event twice does
 // not POST it twice: the forwarder's idempotency key holds, unless Force.
-func Replay(ctx context.Context, conn *amqp.Connection, pg db, opts ReplayOptions) ([]Outcome, error) {
+// conn reads the DLQ; pub republishes (and puts back what is not
+// replayed).
+func Replay(ctx context.Context, conn *amqp.Connection, pub Republisher, pg db, opts ReplayOptions) ([]Outcome, error) {
 	if opts.Select.ID == "" && opts.Select.Since.IsZero() {
 		return nil, ErrNoSelection
 	}
 	if strings.TrimSpace(opts.Operator) == "" || strings.TrimSpace(opts.Reason) == "" {
 		return nil, errors.New("deadletter: --operator and --reason are required")
 	}
-	if opts.PublishTimeout == 0 {
-		opts.PublishTimeout = 5 * time.Second
-	}
-	pub, err := forward.NewPublisher(conn, opts.PublishTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer pub.Close()
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("opening channel: %w", err)
@@ -123,7 +115,7 @@ func Replay(ctx context.Context, conn *amqp.Connection, pg db, opts ReplayOption
 	return out, errors.Join(errs...)
 }
 
-func replayOne(ctx context.Context, pub *forward.Publisher, pg db, d amqp.Delivery, l Letter, opts ReplayOptions) Outcome {
+func replayOne(ctx context.Context, pub Republisher, pg db, d amqp.Delivery, l Letter, opts ReplayOptions) Outcome {
 	o := Outcome{Letter: l, Replayed: time.Now().UTC()}
 	err := pg.QueryRow(ctx, `INSERT INTO webhook_replays (event_id, source, operator, reason, forced, replayed_at, outcome)
 VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, l.ID, l.Source, opts.Operator, opts.Reason, opts.Force, o.Replayed, outcomePending).Scan(&o.AuditID)
@@ -145,7 +137,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, l.ID, l.Source, opts.Operator
 		msg.MessageId = l.ID
 	}
 	o.Outcome = OutcomeRepublished
-	if o.Err = pub.Publish(ctx, "", opts.ForwardQueue, msg); o.Err != nil {
+	if o.Err = pub.PublishTo(ctx, "", opts.ForwardQueue, msg); o.Err != nil {
 		o.Outcome = OutcomeFailed
 	}
 	errText := ""

@@ -25,7 +25,7 @@ func readPayload(t *testing.T, name string) []byte {
 	return b
 }
 
-func TestEdgeCase30_EmojiAndFormBodiesArriveByteExact(t *testing.T) {
+func TestForward_EmojiAndFormBodiesArriveByteExact(t *testing.T) {
 	end := newLegacy(t, always(action{status: 200}))
 	h := newHarness(t, end, nil)
 	h.start(nil)
@@ -321,7 +321,7 @@ func TestForward_GracefulStopFinishesInFlightAndLosesNothing(t *testing.T) {
 	var started atomic.Int32
 	end := newLegacy(t, func(int, string) action { started.Add(1); return action{status: 200} })
 	h := newHarness(t, end, func(c *configs.Config) { c.Forward.Prefetch = 2 })
-	f, err := New(Options{Forward: h.cfg.Forward, Topology: h.top, AMQPURL: h.cfg.AMQP.URL.Reveal(), Redis: h.rdb, Keys: h.keys, Registerer: h.reg})
+	f, err := New(h.options())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,18 +24,35 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/webhook/publish"
 	"github.com/olp-edu/borda/webhook/topology"
 )
 
-// Options configure a Forwarder. Forward, Topology, AMQPURL, Redis and Keys
-// are required.
+// Options configure a Forwarder. Topology, AMQPURL, Redis, Keys, URL,
+// HMACSecret, Scrub, Prefetch, Timeout, LeaseTTL (longer than Timeout),
+// RetentionTTL and Breaker are required.
 type Options struct {
-	// Forward is the validated forward section (queue, prefetch, POST
-	// timeout, ladder, breaker, lease and retention TTLs, URL, secret).
-	Forward configs.Forward
-	// Topology names the queues and the retry and dead-letter exchanges.
+	// URL is the legacy endpoint (LEGACY_WEBHOOK_URL) and HMACSecret the
+	// key that signs each POST (LEGACY_WEBHOOK_HMAC_SECRET).
+	URL        string
+	HMACSecret []byte
+	// Scrub returns text the endpoint or the transport wrote (a reply
+	// excerpt, an error) with URL's secrets and the HMAC secret removed and
+	// every URL redacted: the excerpt goes to logs and to a dead letter's
+	// headers (docs/forwarder.md).
+	Scrub func(text string) string
+	// Prefetch is the number of unacked deliveries (and of POSTs at once).
+	Prefetch int
+	// Timeout bounds one POST.
+	Timeout time.Duration
+	// LeaseTTL is how long an event's idempotency key is held while it is
+	// POSTed; RetentionTTL how long "forwarded" is remembered.
+	LeaseTTL, RetentionTTL time.Duration
+	// Breaker opens after Failures consecutive failed POSTs, for OpenFor.
+	Breaker BreakerOptions
+	// Topology names the queues (the forward queue is consumed) and the
+	// retry and dead-letter exchanges.
 	Topology topology.Topology
 	// AMQPURL is the broker; the forwarder opens its own connection.
 	AMQPURL string
@@ -51,6 +68,9 @@ type Options struct {
 	Now func() time.Time
 	// PublishTimeout bounds a republish's confirm (0: 5s).
 	PublishTimeout time.Duration
+	// PublishRegisterer receives the metrics of the republishing
+	// connection (webhook/publish; nil: not exported).
+	PublishRegisterer prometheus.Registerer
 	// SampleEvery is how often queue depths and the head's age are sampled
 	// (0: 15s).
 	SampleEvery time.Duration
@@ -67,6 +87,7 @@ type Forwarder struct {
 	poster  *poster
 	policy  Policy
 	breaker *Breaker
+	pub     *publish.Publisher // retries, dead letters, give-backs
 	m       *metrics
 	log     *slog.Logger
 	now     func() time.Time
@@ -93,9 +114,15 @@ type Forwarder struct {
 	paused chan struct{}
 }
 
+// BreakerOptions configure the circuit breaker in front of the endpoint.
+type BreakerOptions struct {
+	Failures int
+	OpenFor  time.Duration
+}
+
 // New validates opts and builds a Forwarder. It does not connect.
 func New(opts Options) (*Forwarder, error) {
-	f := opts.Forward
+	f := opts
 	switch {
 	case opts.AMQPURL == "":
 		return nil, errors.New("forward: AMQPURL is required")
@@ -103,12 +130,14 @@ func New(opts Options) (*Forwarder, error) {
 		return nil, errors.New("forward: Redis is required (redis.url)")
 	case f.URL == "":
 		return nil, errors.New("forward: forward.url is required (LEGACY_WEBHOOK_URL)")
-	case f.HMACSecret == "":
+	case len(f.HMACSecret) == 0:
 		return nil, errors.New("forward: the HMAC secret is required (LEGACY_WEBHOOK_HMAC_SECRET)")
 	case f.LeaseTTL <= f.Timeout:
 		return nil, fmt.Errorf("forward: lease TTL %s must exceed the POST timeout %s", f.LeaseTTL, f.Timeout)
 	case len(opts.Topology.Retry) == 0:
 		return nil, errors.New("forward: the topology has no retry ladder")
+	case opts.Scrub == nil:
+		return nil, errors.New("forward: Scrub is required (the reply excerpts reach logs and headers)")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -137,17 +166,32 @@ func New(opts Options) (*Forwarder, error) {
 		return nil, fmt.Errorf("registering forward metrics: %w", err)
 	}
 	log := opts.Logger.With("component", "forward")
+	top := opts.Topology
+	pub, err := publish.New(publish.Options{
+		URL:            opts.AMQPURL,
+		ConnectionName: "borda-forward-publisher",
+		Topology:       &top,
+		Channels:       1,
+		MaxInFlight:    max(2*opts.Prefetch, 64),
+		ConfirmTimeout: opts.PublishTimeout,
+		Logger:         opts.Logger,
+		Registerer:     opts.PublishRegisterer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("forward: %w", err)
+	}
 	delays := make([]time.Duration, len(opts.Topology.Retry))
 	for i, d := range opts.Topology.Retry {
-		delays[i] = d.D
+		delays[i] = d.TTL
 	}
 	return &Forwarder{
 		opts:    opts,
 		top:     opts.Topology,
-		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL.D(), f.RetentionTTL.D()),
-		poster:  &poster{client: client, url: f.URL, secret: []byte(f.HMACSecret.Reveal()), timeout: f.Timeout.D(), scrub: append(configs.URLSecrets(f.URL), f.HMACSecret.Reveal())},
+		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL),
+		poster:  &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub},
 		policy:  Policy{Delays: delays},
-		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor.D(), m.breaker, log),
+		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, m.breaker, log),
+		pub:     pub,
 		m:       m,
 		log:     log,
 		now:     opts.Now,
@@ -163,8 +207,20 @@ func (f *Forwarder) Breaker() *Breaker { return f.breaker }
 // yet started, waits for the in-flight ones to finish (each bounded by the
 // POST and publish timeouts) and returns nil. No delivery is acked before
 // its outcome is durable (delivered, republished with a confirm, or
-// dead-lettered with a confirm), so a crash loses nothing.
+// dead-lettered with a confirm), so a crash loses nothing. Republishes go
+// through one webhook/publish Publisher with its own connection and
+// reconnect loop, started here and stopped when Run returns.
 func (f *Forwarder) Run(ctx context.Context) error {
+	if err := f.pub.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), f.opts.PublishTimeout)
+		defer cancel()
+		if err := f.pub.Stop(sctx); err != nil {
+			f.log.Warn("stopping the republishing connection", "err", err)
+		}
+	}()
 	for {
 		err := f.session(ctx)
 		if ctx.Err() != nil {
@@ -179,8 +235,9 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	}
 }
 
-// session runs one broker connection: a consuming channel with the
-// prefetch, a confirm-mode publishing channel and the sampler.
+// session runs one consuming connection: a channel with the prefetch and
+// the sampler. It consumes once the republishing connection is ready, so
+// a delivery is never taken that could not be given back.
 func (f *Forwarder) session(ctx context.Context) error {
 	conn, err := amqp.DialConfig(f.opts.AMQPURL, amqp.Config{
 		Heartbeat:  10 * time.Second,
@@ -192,39 +249,24 @@ func (f *Forwarder) session(ctx context.Context) error {
 	defer conn.Close()
 	f.connected.Store(true)
 	defer f.connected.Store(false)
-	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
-	pub, err := NewPublisher(conn, f.opts.PublishTimeout)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
-	// A channel error (a 404 on a missing exchange) closes the publishing
-	// channel for good: end the session as for a lost connection, else
-	// every retry and dead letter fails and is requeued forever.
-	closed := make(chan *amqp.Error, 1)
-	pubClosed := pub.ch.NotifyClose(make(chan *amqp.Error, 1))
-	go func() {
-		select {
-		case e := <-connClosed:
-			closed <- e
-		case e := <-pubClosed:
-			closed <- e
-		}
-	}()
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening consume channel: %w", err)
 	}
-	if err := ch.Qos(f.opts.Forward.Prefetch, 0, false); err != nil {
+	if err := ch.Qos(f.opts.Prefetch, 0, false); err != nil {
 		return fmt.Errorf("setting prefetch: %w", err)
 	}
 	sctx, stopSampler := context.WithCancel(ctx)
 	var sampler sync.WaitGroup
 	sampler.Go(func() { f.sample(sctx, conn) })
 	defer func() { stopSampler(); sampler.Wait() }()
+	if err := f.pub.WaitReady(ctx); err != nil {
+		return nil // ctx ended
+	}
 
-	w := &worker{f: f, ch: ch, pub: pub, run: ctx}
-	poll := min(f.opts.Forward.Breaker.OpenFor.D()/10, 250*time.Millisecond)
+	w := &worker{f: f, ch: ch, pub: f.pub, run: ctx}
+	poll := min(f.opts.Breaker.OpenFor/10, 250*time.Millisecond)
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -259,7 +301,7 @@ func (f *Forwarder) session(ctx context.Context) error {
 type worker struct {
 	f   *Forwarder
 	ch  *amqp.Channel
-	pub *Publisher
+	pub *publish.Publisher
 	// run ends when the forwarder shuts down (handlers themselves run on
 	// a context without its cancellation, so in-flight deliveries finish).
 	run context.Context
@@ -280,9 +322,9 @@ func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
 	default:
 	}
 	tag := "borda-forward-" + newToken()
-	deliveries, err := w.ch.Consume(w.f.opts.Forward.Queue, tag, false, false, false, false, nil)
+	deliveries, err := w.ch.Consume(w.f.opts.Topology.ForwardQueue, tag, false, false, false, false, nil)
 	if err != nil {
-		return fmt.Errorf("consuming %s: %w", w.f.opts.Forward.Queue, err)
+		return fmt.Errorf("consuming %s: %w", w.f.opts.Topology.ForwardQueue, err)
 	}
 	hctx := context.WithoutCancel(ctx) // in-flight deliveries finish on shutdown
 	w.f.consuming.Store(true)
@@ -335,7 +377,7 @@ func (w *worker) consume(ctx context.Context, closed <-chan *amqp.Error) error {
 // idempotency key absorbs the second. When the copy cannot be published
 // (the broker refuses it) the delivery is nacked with requeue after all.
 func (w *worker) giveBack(ctx context.Context, d amqp.Delivery) {
-	if err := w.pub.Publish(ctx, "", w.f.top.ForwardQueue, Republishing(d)); err != nil {
+	if err := w.pub.PublishTo(ctx, "", w.f.top.ForwardQueue, Republishing(d)); err != nil {
 		w.f.log.Warn("giving a delivery back by republish failed; requeueing it (this spends a delivery)",
 			"message_id", d.MessageId, "err", err)
 		_ = d.Nack(false, true)
@@ -408,11 +450,14 @@ func (f *Forwarder) Readiness() []string {
 	case gobreaker.StateHalfOpen:
 		out = append(out, "breaker: half-open, probing the legacy endpoint")
 	}
+	if f.pub.Ready() != nil { // its error may name the broker's address: not served
+		out = append(out, "publish: the republishing connection to the broker is not ready")
+	}
 	if n := f.publishHeld.Load(); n > 0 {
 		out = append(out, fmt.Sprintf("publish: the broker does not confirm republishes (%d deliveries held)", n))
 	}
 	if len(out) == 0 && !f.consuming.Load() {
-		out = append(out, "consumer: not consuming "+f.opts.Forward.Queue)
+		out = append(out, "consumer: not consuming "+f.opts.Topology.ForwardQueue)
 	}
 	return out
 }
@@ -420,9 +465,9 @@ func (f *Forwarder) Readiness() []string {
 // probe fetches one message (basic.get) while the breaker is half-open and
 // handles it synchronously: the breaker's single trial request.
 func (w *worker) probe(ctx context.Context, closed <-chan *amqp.Error, poll time.Duration) error {
-	d, ok, err := w.ch.Get(w.f.opts.Forward.Queue, false)
+	d, ok, err := w.ch.Get(w.f.opts.Topology.ForwardQueue, false)
 	if err != nil {
-		return fmt.Errorf("getting a probe from %s: %w", w.f.opts.Forward.Queue, err)
+		return fmt.Errorf("getting a probe from %s: %w", w.f.opts.Topology.ForwardQueue, err)
 	}
 	if ok {
 		w.handle(context.WithoutCancel(ctx), d)

@@ -8,7 +8,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -157,7 +156,7 @@ func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.E
 	msg := Republishing(d)
 	msg.Headers[HeaderDLQReason] = l.reason
 	msg.Headers[HeaderDLQStatus] = int64(l.status)
-	msg.Headers[HeaderDLQExcerpt] = configs.RedactURLs(l.excerpt) // the poster scrubbed it already; no URL secret in a header either way
+	msg.Headers[HeaderDLQExcerpt] = f.poster.scrub(l.excerpt) // the poster scrubbed it already; no URL secret in a header either way
 	msg.Headers[HeaderAttempt] = int64(l.failures)
 	msg.Headers[HeaderDeadLetteredAt] = formatTime(now)
 	msg.Headers[HeaderSource] = env.Source
@@ -193,10 +192,11 @@ func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.E
 // maxHoldPause, with consuming paused: the outcome is decided, and a nack
 // with requeue would spend one of the event's deliveries per try
 // (docs/forwarder.md, "RabbitMQ 4"). It gives up, returning the last
-// error, only when the forwarder shuts down or the publishing channel is
-// closed (the session then reconnects); the caller then requeues.
+// error, only when the forwarder shuts down or the consuming channel is
+// closed (the broker has requeued the delivery; the session reconnects);
+// the caller then requeues. The publisher reconnects on its own.
 func (w *worker) publishHolding(ctx context.Context, exchange, key string, msg amqp.Publishing, id string) error {
-	err := w.pub.Publish(ctx, exchange, key, msg)
+	err := w.pub.PublishTo(ctx, exchange, key, msg)
 	if err == nil {
 		return nil
 	}
@@ -205,7 +205,7 @@ func (w *worker) publishHolding(ctx context.Context, exchange, key string, msg a
 	w.f.pause()
 	wait := storeErrorPause
 	for tries := 1; ; tries++ {
-		if w.pub.ch.IsClosed() || w.run.Err() != nil {
+		if w.ch.IsClosed() || w.run.Err() != nil {
 			return err
 		}
 		w.f.log.Error("the broker did not confirm a republish; holding the delivery and trying again",
@@ -216,7 +216,7 @@ func (w *worker) publishHolding(ctx context.Context, exchange, key string, msg a
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, maxHoldPause)
-		if err = w.pub.Publish(ctx, exchange, key, msg); err == nil {
+		if err = w.pub.PublishTo(ctx, exchange, key, msg); err == nil {
 			return nil
 		}
 	}

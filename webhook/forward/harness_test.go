@@ -152,7 +152,7 @@ func newHarness(t *testing.T, end *legacy, mutate func(*configs.Config)) *harnes
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	top := topology.FromConfig(cfg)
+	top := topologyOf(cfg)
 	top.RetryExchange = name + "-retry"
 	top.DLXExchange = name + "-dlx"
 
@@ -199,19 +199,48 @@ func newHarness(t *testing.T, end *legacy, mutate func(*configs.Config)) *harnes
 	return &harness{t: t, cfg: cfg, top: top, conn: conn, ch: ch, rdb: rdb, keys: keys, end: end, reg: prometheus.NewRegistry()}
 }
 
+// topologyOf names the broker objects of the test's config as `borda
+// forward` does (cmd/borda topologyOf).
+func topologyOf(cfg configs.Config) topology.Topology {
+	retry := make([]topology.Delay, len(cfg.Forward.RetryDelays))
+	for i, d := range cfg.Forward.RetryDelays {
+		retry[i] = topology.Delay{Name: d.Name, TTL: d.D}
+	}
+	binding := cfg.Forward.EventsBinding
+	if binding == "" {
+		binding = configs.EventsBindingFor(cfg.Webhook.RoutingKey)
+	}
+	return topology.Topology{
+		Exchange: cfg.Webhook.Exchange, RoutingKey: cfg.Webhook.RoutingKey,
+		ForwardQueue: cfg.Forward.Queue, EventsQueue: cfg.Forward.EventsQueue, EventsBinding: binding,
+		DLQ: cfg.Forward.DLQ, Retry: retry, QueueType: topology.QueueType(cfg.Webhook.QueueType),
+		RetryExchange: topology.RetryExchange, DLXExchange: topology.DLXExchange,
+	}
+}
+
+// options are the forwarder's options of the test's config, as `borda
+// forward` maps them (cmd/borda forwardOptions).
+func (h *harness) options() Options {
+	f := h.cfg.Forward
+	secret := f.HMACSecret.Reveal()
+	scrub := append(configs.URLSecrets(f.URL), secret)
+	return Options{
+		URL: f.URL, HMACSecret: []byte(secret),
+		Scrub:    func(text string) string { return configs.ScrubSecrets(text, scrub) },
+		Prefetch: f.Prefetch, Timeout: f.Timeout.D(), LeaseTTL: f.LeaseTTL.D(), RetentionTTL: f.RetentionTTL.D(),
+		Breaker:  BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},
+		Topology: h.top, AMQPURL: h.cfg.AMQP.URL.Reveal(),
+		Redis: h.rdb, Keys: h.keys, Registerer: h.reg,
+	}
+}
+
 // start runs a forwarder until the test ends.
 func (h *harness) start(tweak func(*Forwarder)) *Forwarder {
 	h.t.Helper()
-	f, err := New(Options{
-		Forward:     h.cfg.Forward,
-		Topology:    h.top,
-		AMQPURL:     h.cfg.AMQP.URL.Reveal(),
-		Redis:       h.rdb,
-		Keys:        h.keys,
-		Registerer:  h.reg,
-		SampleEvery: 100 * time.Millisecond,
-		Reconnect:   100 * time.Millisecond,
-	})
+	opts := h.options()
+	opts.SampleEvery = 100 * time.Millisecond
+	opts.Reconnect = 100 * time.Millisecond
+	f, err := New(opts)
 	if err != nil {
 		h.t.Fatalf("New: %v", err)
 	}

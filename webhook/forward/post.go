@@ -16,7 +16,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -67,11 +66,11 @@ type poster struct {
 	url     string
 	secret  []byte
 	timeout time.Duration
-	// scrub are the password and query values of url
-	// (configs.URLSecrets) and the HMAC secret: removed from every
-	// excerpt, so neither a transport error nor a reply that echoes the
-	// request line puts them in a log line or a dead letter's headers.
-	scrub []string
+	// scrub removes the password and query values of url and the HMAC
+	// secret from an excerpt, and redacts its URLs (Options.Scrub), so
+	// neither a transport error nor a reply that echoes the request line
+	// puts them in a log line or a dead letter's headers.
+	scrub func(string) string
 }
 
 // post sends env's body, signed at now. It never returns an error: a
@@ -109,12 +108,12 @@ func (p *poster) post(ctx context.Context, env envelope.Envelope, now time.Time)
 }
 
 // excerpt is safeExcerpt with the legacy URL's secrets removed and every
-// URL redacted (configs.ScrubSecrets).
+// URL redacted (Options.Scrub).
 func (p *poster) excerpt(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	return safeExcerpt([]byte(configs.ScrubSecrets(string(b), p.scrub)))
+	return safeExcerpt([]byte(p.scrub(string(b))))
 }
 
 func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {

@@ -16,7 +16,9 @@ import (
 // newSecretPoster is a poster on legacyURL as forward.New builds it.
 func newSecretPoster(legacyURL, hmac string) *poster {
 	return &poster{client: &http.Client{}, url: legacyURL, secret: []byte(hmac), timeout: 5 * time.Second,
-		scrub: append(configs.URLSecrets(legacyURL), hmac)}
+		scrub: func(text string) string {
+			return configs.ScrubSecrets(text, append(configs.URLSecrets(legacyURL), hmac))
+		}}
 }
 
 // TestPostNetworkErrorDoesNotLeakTheLegacyURLToken: net/http's *url.Error

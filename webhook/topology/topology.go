@@ -1,5 +1,5 @@
 // Package topology declares Borda's RabbitMQ exchanges and queues
-// (docs/architecture.md, docs/forwarder.md) idempotently, for the ingress, the forwarder, the status
+// (docs/forwarder.md) idempotently, for the ingress, the forwarder, the status
 // consumer and the DLQ tools alike.
 //
 //	yzex.events        topic   ← ingress publishes (routing key …legacy_forward)
@@ -27,10 +27,9 @@ package topology
 
 import (
 	"fmt"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-
-	"github.com/olp-edu/borda/configs"
 )
 
 // Exchange names fixed by the contract.
@@ -42,40 +41,38 @@ const (
 	EventsBinding = "yzex.events.connect.whatsapp.#"
 )
 
-// Topology names every exchange and queue.
+// QueueType is the type of the forward queue, the events queue, the DLQ
+// and the retry queues.
+type QueueType string
+
+// Queue types.
+const (
+	Quorum  QueueType = "quorum"
+	Classic QueueType = "classic"
+)
+
+// Delay is one rung of the retry ladder: its queue is named
+// "<forward queue>-retry-<Name>" and holds a message for TTL.
+type Delay struct {
+	Name string
+	TTL  time.Duration
+}
+
+// Topology names every exchange and queue. Every field is required but
+// EventsBinding (empty: the EventsBinding constant).
 type Topology struct {
 	Exchange     string // topic, where the ingress publishes
 	RoutingKey   string // the forward queue's binding
 	ForwardQueue string
 	EventsQueue  string
 	// EventsBinding binds EventsQueue to Exchange (forward.events_binding,
-	// or derived from RoutingKey: configs.EventsBindingFor).
+	// or derived from the routing key; docs/forwarder.md).
 	EventsBinding string
 	DLQ           string
-	Retry         []configs.Delay
-	QueueType     string // quorum or classic
+	Retry         []Delay
+	QueueType     QueueType
 	RetryExchange string
 	DLXExchange   string
-}
-
-// FromConfig names the topology of cfg.
-func FromConfig(cfg configs.Config) Topology {
-	binding := cfg.Forward.EventsBinding
-	if binding == "" {
-		binding = configs.EventsBindingFor(cfg.Webhook.RoutingKey)
-	}
-	return Topology{
-		EventsBinding: binding,
-		Exchange:      cfg.Webhook.Exchange,
-		RoutingKey:    cfg.Webhook.RoutingKey,
-		ForwardQueue:  cfg.Forward.Queue,
-		EventsQueue:   cfg.Forward.EventsQueue,
-		DLQ:           cfg.Forward.DLQ,
-		Retry:         cfg.Forward.RetryDelays,
-		QueueType:     cfg.Webhook.QueueType,
-		RetryExchange: RetryExchange,
-		DLXExchange:   DLXExchange,
-	}
 }
 
 // RetryQueue is the name of rung i's queue: "<forward queue>-retry-<delay>".
@@ -146,11 +143,11 @@ func (t Topology) Declare(ch Declarer) error {
 	}
 	for i, d := range t.Retry {
 		args := amqp.Table{
-			"x-message-ttl":             d.D.Milliseconds(),
+			"x-message-ttl":             d.TTL.Milliseconds(),
 			"x-dead-letter-exchange":    "",
 			"x-dead-letter-routing-key": t.ForwardQueue,
 		}
-		if t.QueueType == "quorum" {
+		if t.QueueType == Quorum {
 			args["x-dead-letter-strategy"] = "at-least-once"
 			args["x-overflow"] = "reject-publish"
 		}
@@ -162,7 +159,7 @@ func (t Topology) Declare(ch Declarer) error {
 }
 
 func (t Topology) args(extra amqp.Table) amqp.Table {
-	a := amqp.Table{"x-queue-type": t.QueueType}
+	a := amqp.Table{"x-queue-type": string(t.QueueType)}
 	for k, v := range extra {
 		a[k] = v
 	}

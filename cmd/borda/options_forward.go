@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/webhook/forward"
+	"github.com/olp-edu/borda/webhook/publish"
+)
+
+// The mapping of the validated configuration into `borda forward`'s and
+// `borda dlq`'s options (docs/architecture.md): webhook/forward and
+// webhook/deadletter never read configs.
+
+// forwardOptions maps cfg.Forward; Redis, Keys, Logger and Registerer are
+// the caller's.
+func forwardOptions(cfg configs.Config) forward.Options {
+	f := cfg.Forward
+	secret := f.HMACSecret.Reveal()
+	scrub := append(configs.URLSecrets(f.URL), secret)
+	return forward.Options{
+		URL:          f.URL,
+		HMACSecret:   []byte(secret),
+		Scrub:        func(text string) string { return configs.ScrubSecrets(text, scrub) },
+		Prefetch:     f.Prefetch,
+		Timeout:      f.Timeout.D(),
+		LeaseTTL:     f.LeaseTTL.D(),
+		RetentionTTL: f.RetentionTTL.D(),
+		Breaker:      forward.BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},
+		Topology:     topologyOf(cfg),
+		AMQPURL:      cfg.AMQP.URL.Reveal(),
+	}
+}
+
+// dlqConfirmTimeout bounds each put-back's and replay's confirm.
+const dlqConfirmTimeout = 5 * time.Second
+
+// startDLQPublisher starts the publisher `borda dlq` puts back and
+// replays through, and waits (at most 10 s) until it is connected. The
+// caller stops it with stopDLQPublisher.
+func startDLQPublisher(ctx context.Context, cfg configs.Config) (*publish.Publisher, error) {
+	pub, err := publish.New(publish.Options{
+		URL:            cfg.AMQP.URL.Reveal(),
+		ConnectionName: "borda-dlq",
+		Channels:       1,
+		MaxInFlight:    64,
+		ConfirmTimeout: dlqConfirmTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := pub.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pub.WaitReady(wctx); err != nil {
+		_ = pub.Stop(context.Background())
+		return nil, fmt.Errorf("connecting to the broker: %w", err)
+	}
+	return pub, nil
+}
+
+// stopDLQPublisher waits for the outstanding confirms (at most one
+// confirm timeout) and closes the connection.
+func stopDLQPublisher(pub *publish.Publisher) {
+	ctx, cancel := context.WithTimeout(context.Background(), dlqConfirmTimeout)
+	defer cancel()
+	_ = pub.Stop(ctx)
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/webhook/topology"
+)
+
+func TestEventsBinding_DerivedFromTheRoutingKey(t *testing.T) {
+	for _, c := range []struct{ rk, override, want string }{
+		{"yzex.events.connect.whatsapp.legacy_forward", "", topology.EventsBinding},
+		{"olp-dev.alice.connect.whatsapp.legacy_forward", "", "olp-dev.alice.connect.whatsapp.#"},
+		{"alice", "", "#"},
+		{"alice.fwd", "alice.connect.*", "alice.connect.*"},
+	} {
+		cfg := configs.Default()
+		cfg.Webhook.RoutingKey, cfg.Forward.EventsBinding = c.rk, c.override
+		if got := topologyOf(cfg).EventsBinding; got != c.want {
+			t.Errorf("routing key %q, events_binding %q: binding %q, want %q", c.rk, c.override, got, c.want)
+		}
+	}
+}
+
+// TestPrivateInstanceEventsQueueGetsItsEvents: the documented private
+// instance (its own exchange, webhook.routing_key and queues) had an
+// events queue bound to the fixed yzex.events.connect.whatsapp.#, so
+// `borda consume-events` of that instance never saw an event. Published
+// as the ingress does, an event now reaches both the forward queue and the
+// events queue.
+func TestPrivateInstanceEventsQueueGetsItsEvents(t *testing.T) {
+	amqpURL := servicetest.AMQPURL(t)
+	name := servicetest.Name(t)
+	cfg := configs.Default()
+	cfg.Webhook.Exchange = name + ".events"
+	cfg.Webhook.RoutingKey = name + ".connect.whatsapp.legacy_forward"
+	cfg.Forward.Queue, cfg.Forward.DLQ, cfg.Forward.EventsQueue = name+"-fwd", name+"-dlq", name+"-events"
+	cfg.Forward.RetryDelays = []configs.Delay{{Name: "1m", D: time.Minute}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	top := topologyOf(cfg)
+	top.RetryExchange, top.DLXExchange = name+"-retry", name+"-dlx"
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
+	if err := top.Declare(ch); err != nil {
+		t.Fatal(err)
+	}
+	servicetest.DeleteAtCleanup(t, conn,
+		[]string{top.ForwardQueue, top.EventsQueue, top.DLQ, top.RetryQueue(0)},
+		[]string{top.Exchange, top.RetryExchange, top.DLXExchange})
+	if err := ch.PublishWithContext(context.Background(), top.Exchange, top.RoutingKey, true, false,
+		amqp.Publishing{MessageId: name, Body: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{top.ForwardQueue, top.EventsQueue} {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			d, ok, err := ch.Get(q, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				if d.MessageId != name {
+					t.Errorf("%s: message %q, want %q", q, d.MessageId, name)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s got no event within 5 s", q)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// The flat section and webhook.sources map to ingress sources; a source
+// with no credential is refused with its field and the variable to set.
+func TestIngressOptionsMapSourcesAndRefuseOnesWithoutCredential(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Webhook.Path = "/webhooks/whatsapp"
+	cfg.Webhook.Tokens = configs.Secrets{"tok"}
+	cfg.Webhook.Sources = []configs.WebhookSource{
+		{Name: "zap", Path: "/webhooks/zap"}, // WEBHOOK_TOKENS, the flat routing key
+		{Name: "gh", Path: "/hooks/github", RoutingKey: "gh.key", Signature: &configs.WebhookSignature{
+			Scheme: "github", SecretEnv: "GH", Secrets: configs.Secrets{"s"}, Tolerance: configs.Duration(time.Minute)}},
+	}
+	opts, err := ingressOptions(cfg.Webhook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts.Sources) != 3 {
+		t.Fatalf("sources = %+v", opts.Sources)
+	}
+	flat, zap, gh := opts.Sources[0], opts.Sources[1], opts.Sources[2]
+	if flat.Name != flatSourceName || flat.RoutingKey != cfg.Webhook.RoutingKey || len(flat.Tokens) != 1 {
+		t.Errorf("flat source = %+v", flat)
+	}
+	if zap.RoutingKey != cfg.Webhook.RoutingKey || len(zap.Tokens) != 1 || len(zap.IDFields) != 3 {
+		t.Errorf("zap source = %+v, want the flat tokens, routing key and id fields", zap)
+	}
+	if gh.RoutingKey != "gh.key" || len(gh.Tokens) != 0 || gh.Signature == nil || gh.Signature.Tolerance != time.Minute {
+		t.Errorf("signed source = %+v", gh)
+	}
+	if got := webhookPaths(cfg.Webhook); len(got) != 3 || got[0] != "/webhooks/whatsapp" || got[2] != "/hooks/github" {
+		t.Errorf("paths = %v", got)
+	}
+
+	cfg.Webhook.Tokens = nil
+	_, err = ingressOptions(cfg.Webhook)
+	for _, want := range []string{"webhook.path: no token configured (set WEBHOOK_TOKENS)", "webhook.sources[0]: no tokens_env, no signature and WEBHOOK_TOKENS unset"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("without WEBHOOK_TOKENS: %v, want %q", err, want)
+		}
+	}
+	cfg.Webhook.Sources[1].TokensEnv = "GH_TOKENS"
+	if _, err := ingressOptions(cfg.Webhook); err == nil || !strings.Contains(err.Error(), "webhook.sources[1].tokens_env: GH_TOKENS is empty or unset") {
+		t.Errorf("empty tokens_env: %v", err)
+	}
+}

@@ -1,0 +1,48 @@
+package forward
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/configs"
+)
+
+// TestForward_SamplingKeepsTheHeadOfTheQueue: the sampler reported the
+// forward queue's lag by peeking at its head with basic.get +
+// nack(requeue); on a quorum queue (the default) that puts the message
+// behind the others, so every sample rotated the queue (and, on RabbitMQ
+// 4, counted towards the delivery limit). Sampling must leave the head in
+// place and still report the lag while messages wait.
+func TestForward_SamplingKeepsTheHeadOfTheQueue(t *testing.T) {
+	end := newLegacy(t, always(action{status: 200}))
+	h := newHarness(t, end, func(c *configs.Config) { c.Webhook.QueueType = "quorum" })
+	old := time.Now().Add(-time.Hour)
+	for i := range 3 {
+		env := jsonEnvelope(fmt.Sprintf("head-%d", i), `{}`)
+		env.ReceivedAt = old.Add(time.Duration(i) * time.Minute)
+		h.publish(env)
+	}
+	f, err := New(h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := h.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	eventually(t, 5*time.Second, "3 ready messages", func() bool { return h.depth(h.top.ForwardQueue) == 3 })
+	for range 3 {
+		f.sampleOnce(ch)
+	}
+	f.observeTaken(old) // the worker took an event received an hour ago
+	f.sampleOnce(ch)
+	if age := value(f.m.oldestAge); age < 3590 {
+		t.Errorf("lag = %.0fs while messages wait, want ≥ 3590s", age)
+	}
+	d, ok, err := ch.Get(h.top.ForwardQueue, true)
+	if err != nil || !ok || d.MessageId != "head-0" {
+		t.Fatalf("head after sampling = %q (%v, %v), want head-0", d.MessageId, ok, err)
+	}
+}

@@ -1,0 +1,112 @@
+package ingress
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strings"
+)
+
+// deliveryIDHeaders carry a provider's own delivery id, in the order they
+// are believed (docs/webhooks.md §4).
+var deliveryIDHeaders = []string{"Webhook-Id", "X-GitHub-Delivery", "Idempotency-Key"}
+
+// maxIDLen bounds an event id taken from a header or the body; a longer
+// one is derived (safeID). AMQP message_id is a short string.
+const maxIDLen = 200
+
+// derivedIDPrefix starts an id derived from an unsafe one: "sha256:" and
+// the lower-case hex SHA-256 of the raw id bytes (71 characters).
+const derivedIDPrefix = "sha256:"
+
+// eventID returns the event's identity: a delivery-id header when present,
+// else the values of fields (dotted paths into a JSON object body) joined
+// with ":" when every one is a present scalar, else the lower-case hex
+// SHA-256 of the raw body. isJSON says whether body is JSON. A header or
+// body id is used as it is only when safeID holds; otherwise it is
+// replaced by derivedIDPrefix + hex SHA-256 of its exact bytes (JSON
+// escapes decoded losslessly, see jsonString), so the id is always a
+// valid Idempotency-Key header value, a plain Redis key and a line a
+// terminal prints verbatim, and two deliveries of the same hostile id
+// still dedup to one (docs/webhooks.md §4).
+func eventID(h http.Header, body []byte, isJSON bool, fields [][]string) string {
+	for _, name := range deliveryIDHeaders {
+		if v := strings.TrimSpace(h.Get(name)); v != "" {
+			return bounded(v)
+		}
+	}
+	if isJSON && len(fields) > 0 {
+		if v, ok := fieldsID(body, fields); ok {
+			return bounded(v)
+		}
+	}
+	return digestHex(body)
+}
+
+// safeID reports whether a provider's id can be the event id as it is:
+// 1 to maxIDLen bytes of printable ASCII (0x20-0x7E: no C0/C1 control, no
+// DEL, no byte >= 0x80 so no invalid UTF-8 and no Unicode look-alike),
+// not starting or ending with a space (HTTP trims those from a header
+// value, so the receiver would see another key).
+func safeID(id string) bool {
+	if id == "" || len(id) > maxIDLen || id[0] == ' ' || id[len(id)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func fieldsID(body []byte, fields [][]string) (string, bool) {
+	if len(fields) == 1 {
+		return lookupScalar(body, fields[0]) // the common case: no join
+	}
+	vals := make([]string, 0, len(fields))
+	for _, path := range fields {
+		v, ok := lookupScalar(body, path)
+		if !ok {
+			return "", false
+		}
+		vals = append(vals, v)
+	}
+	return strings.Join(vals, ":"), true
+}
+
+// lookupScalar follows path through nested objects of the JSON object
+// body and returns a non-empty string or a number leaf as text.
+func lookupScalar(body []byte, path []string) (string, bool) {
+	if len(path) == 0 {
+		return "", false
+	}
+	raw := body
+	for _, key := range path {
+		var ok bool
+		if raw, ok = jsonMember(raw, key); !ok {
+			return "", false
+		}
+	}
+	switch {
+	case len(raw) > 0 && raw[0] == '"':
+		s, ok := jsonString(raw)
+		return s, ok && s != ""
+	case len(raw) > 0 && (raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9')):
+		return string(raw), true
+	}
+	return "", false
+}
+
+// bounded returns id when safeID holds, else its derived form.
+func bounded(id string) string {
+	if safeID(id) {
+		return id
+	}
+	return derivedIDPrefix + digestHex([]byte(id))
+}
+
+func digestHex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}

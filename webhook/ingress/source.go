@@ -1,0 +1,110 @@
+package ingress
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Source is one webhook source: a path (with its sub-paths), the
+// credentials that authenticate it, how its event id is found and where
+// its events go.
+type Source struct {
+	// Name names the source in envelopes, logs and metrics.
+	Name string
+	// Path is the URL path prefix served ("/webhooks/whatsapp" and
+	// "/webhooks/whatsapp/…").
+	Path string
+	// RoutingKey of its events on the publisher's exchange (empty: the
+	// publisher's default).
+	RoutingKey string
+	// Tokens are the accepted credentials (several during a rotation);
+	// empty: no token required (then Signature is).
+	Tokens []string
+	// Signature, when set, is verified over the raw body.
+	Signature *Signature
+	// IDFields are the dotted body paths whose values, joined with ":",
+	// identify an event when no delivery-id header is present.
+	IDFields []string
+	// RedactFields are top-level JSON members removed before publishing.
+	RedactFields []string
+}
+
+// Signature is a provider's signature scheme over the raw body.
+type Signature struct {
+	// Scheme is github, stripe or standard (Standard Webhooks).
+	Scheme string
+	// Secrets are the signing secrets (several during a rotation; a
+	// standard secret is "whsec_" + base64).
+	Secrets []string
+	// Tolerance bounds the signed timestamp's age (stripe, standard).
+	Tolerance time.Duration
+}
+
+// source is one compiled webhook source.
+type source struct {
+	name       string
+	path       string
+	routingKey string
+	tokens     tokenSet // empty: no token required (signature-only source)
+	sig        verifier // nil: unsigned
+	idFields   [][]string
+	redact     []string
+}
+
+// compileSources compiles srcs, longest path first. A source must be
+// authenticated: by tokens, by a signature, or both; one with neither is
+// an error, so an ingress never accepts everything.
+func compileSources(srcs []Source) ([]*source, error) {
+	var out []*source
+	var errs []error
+	for _, c := range srcs {
+		s := &source{
+			name:       c.Name,
+			path:       c.Path,
+			routingKey: c.RoutingKey,
+			tokens:     newTokenSet(c.Tokens),
+			idFields:   splitFields(c.IDFields),
+			redact:     c.RedactFields,
+		}
+		if c.Signature != nil {
+			v, err := newVerifier(c.Signature.Scheme, c.Signature.Secrets, c.Signature.Tolerance)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("source %q: signature (%s): %w", c.Name, c.Signature.Scheme, err))
+			}
+			s.sig = v
+		}
+		if len(s.tokens) == 0 && c.Signature == nil {
+			errs = append(errs, fmt.Errorf("source %q: no token and no signature; refusing to accept unauthenticated webhooks", c.Name))
+		}
+		out = append(out, s)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("compiling webhook sources: %w", err)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].path) > len(out[j].path) })
+	return out, nil
+}
+
+// match returns the source whose path is urlPath or a parent of it, and
+// the rest of the path ("" or starting with "/").
+func matchSource(sources []*source, urlPath string) (*source, string) {
+	for _, s := range sources {
+		if rest, ok := strings.CutPrefix(urlPath, s.path); ok && (rest == "" || rest[0] == '/') {
+			return s, rest
+		}
+	}
+	return nil, ""
+}
+
+func splitFields(fields []string) [][]string {
+	out := make([][]string, 0, len(fields))
+	for _, f := range fields {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, strings.Split(f, "."))
+		}
+	}
+	return out
+}

@@ -1,0 +1,314 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+const (
+	minBackoff     = 100 * time.Millisecond
+	maxBackoff     = 5 * time.Second
+	dialTimeout    = 5 * time.Second
+	heartbeat      = 10 * time.Second
+	closeTimeout   = time.Second
+	redeclareEvery = 2 * time.Second
+	// topologyEvery is how often the topology is redeclared while
+	// connected, so a queue deleted under the gateway comes back (a
+	// deleted forward queue does not make publishes unroutable while the
+	// events queue still matches the routing key).
+	topologyEvery = 5 * time.Second
+)
+
+// supervise is the reconnect loop: it keeps one connection up until ctx
+// ends.
+func (p *Publisher) supervise(ctx context.Context) {
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		connected, err := p.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		p.setDown(err)
+		if connected {
+			backoff = minBackoff
+		}
+		p.logger.Warn("webhook broker connection down; reconnecting", "error", err, "backoff", backoff)
+		sleep := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sleep):
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// session dials, declares the topology, opens the confirm channels and
+// serves until the connection closes or ctx ends. connected reports
+// whether the session got as far as being ready.
+func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
+	props := amqp.NewConnectionProperties()
+	props.SetClientConnectionName(p.connName)
+	stopHandshake := func() bool { return true }
+	conn, err := amqp.DialConfig(p.url, amqp.Config{
+		Properties: props,
+		Heartbeat:  heartbeat,
+		Dial: func(network, addr string) (net.Conn, error) {
+			d := net.Dialer{Timeout: dialTimeout}
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// Bound the AMQP handshake like amqp.DefaultDial; amqp091-go
+			// clears the deadline once the connection is open. Close
+			// (ctx) cuts the handshake short.
+			if err := c.SetDeadline(time.Now().Add(dialTimeout)); err != nil {
+				c.Close()
+				return nil, err
+			}
+			stopHandshake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+			return newCoalescingConn(c), nil
+		},
+	})
+	stopHandshake()
+	if err != nil {
+		return false, fmt.Errorf("dialing broker: %w", err)
+	}
+	// Close (ctx) closes the connection at once, whatever the session is
+	// doing: declaring the topology or opening channels are RPCs that ignore
+	// ctx and hang on a slow or half-open broker. The session returns only
+	// once the connection is closed, so nothing outlives Close.
+	closed := make(chan struct{})
+	stopClose := context.AfterFunc(ctx, func() {
+		defer close(closed)
+		closeConn(conn)
+	})
+	defer func() {
+		if stopClose() {
+			closeConn(conn)
+		} else {
+			<-closed
+		}
+	}()
+	connCloses := conn.NotifyClose(make(chan *amqp.Error, 1))
+	blockings := conn.NotifyBlocked(make(chan amqp.Blocking, 4))
+	p.setBlocked(false)
+
+	if err := p.declare(conn); err != nil {
+		return false, err
+	}
+	chans := make([]*confirmChannel, 0, p.channels)
+	for range p.channels {
+		c, err := p.openChannel(conn)
+		if err != nil {
+			return false, err // closing the connection closes the channels
+		}
+		chans = append(chans, c)
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	p.setUp(conn, chans)
+	p.logger.Info("webhook broker connected", "channels", len(chans), "connection_name", p.connName)
+
+	lastDeclare := time.Now()
+	tick := time.NewTicker(topologyEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			// A half-open connection (a partition that keeps TCP up) is
+			// detected by heartbeats only after 2-3 intervals; confirms
+			// stalled for 3 × confirm_timeout while not blocked start a
+			// fresh connection sooner.
+			since := p.stalled()
+			if since > 3*p.confirmTimeout && !p.blocked.Load() {
+				return true, fmt.Errorf("confirms stalled for %s; recycling the connection", since.Round(time.Millisecond))
+			}
+			if since <= p.confirmTimeout { // a stalled connection would hang the declare
+				lastDeclare = time.Now()
+				p.declareAsync(conn)
+			}
+		case <-ctx.Done():
+			p.shutdownSession(conn)
+			return true, ctx.Err()
+		case e, ok := <-connCloses:
+			if !ok || e == nil {
+				return true, errors.New("connection closed")
+			}
+			return true, fmt.Errorf("connection closed by broker: %s (%d)", e.Reason, e.Code)
+		case b := <-blockings:
+			p.setBlocked(b.Active)
+			if b.Active {
+				p.logger.Warn("webhook broker blocked the connection; answering 503 BROKER_BLOCKED", "reason", b.Reason)
+			} else {
+				p.logger.Info("webhook broker unblocked the connection")
+			}
+		case <-p.redeclare:
+			if time.Since(lastDeclare) < redeclareEvery {
+				continue
+			}
+			lastDeclare = time.Now()
+			p.declareAsync(conn)
+		case gone := <-p.dead:
+			if conn.IsClosed() || !p.current(gone) {
+				continue // connCloses follows, or a channel of an earlier session
+			}
+			p.replaceChannel(conn, gone)
+		}
+	}
+}
+
+// replaceChannel reopens a channel the broker closed (a channel error
+// such as a deleted exchange), redeclaring the topology first.
+func (p *Publisher) replaceChannel(conn *amqp.Connection, gone *confirmChannel) {
+	if err := p.declare(conn); err != nil {
+		p.logger.Warn("redeclaring webhook topology for a new channel", "error", err)
+	}
+	c, err := p.openChannel(conn)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := make([]*confirmChannel, 0, p.channels)
+	for _, x := range p.chans {
+		if x != gone {
+			kept = append(kept, x)
+		}
+	}
+	if err != nil {
+		p.logger.Warn("reopening a webhook publishing channel", "error", err)
+	} else {
+		kept = append(kept, c)
+	}
+	p.chans = kept
+	if len(kept) == 0 {
+		p.lastErr = errors.New("no publishing channel open")
+		go closeConn(conn) // start over with a fresh connection
+	}
+}
+
+func (p *Publisher) stalled() time.Duration {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return stalledFor(p.chans)
+}
+
+func (p *Publisher) current(c *confirmChannel) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, x := range p.chans {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Publisher) openChannel(conn *amqp.Connection) (*confirmChannel, error) {
+	c, err := openConfirmChannel(conn, cap(p.slots)+1, p.requestRedeclare)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		<-c.done
+		select {
+		case p.dead <- c:
+		default:
+		}
+	}()
+	return c, nil
+}
+
+// declare declares the topology on a short-lived channel.
+func (p *Publisher) declare(conn *amqp.Connection) error {
+	if p.topo == nil {
+		return nil
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening topology channel: %w", err)
+	}
+	defer ch.Close()
+	if err := p.topo.Declare(ch); err != nil {
+		return fmt.Errorf("declaring topology: %w", err)
+	}
+	return nil
+}
+
+// declareAsync redeclares the topology off the session loop (a declare is
+// a synchronous RPC that hangs on a half-open connection until heartbeats
+// give up), one at a time.
+func (p *Publisher) declareAsync(conn *amqp.Connection) {
+	if !p.declaring.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer p.declaring.Store(false)
+		if err := p.declare(conn); err != nil && !conn.IsClosed() {
+			p.logger.Warn("redeclaring webhook topology", "error", err)
+		}
+	}()
+}
+
+// requestRedeclare asks the session to redeclare the topology (a queue
+// deleted under us makes publishes unroutable); rate-limited there.
+func (p *Publisher) requestRedeclare() {
+	select {
+	case p.redeclare <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Publisher) setUp(conn *amqp.Connection, chans []*confirmChannel) {
+	p.mu.Lock()
+	p.conn, p.chans, p.lastErr = conn, chans, nil
+	close(p.upCh)
+	p.mu.Unlock()
+	p.metrics.connected.Set(1)
+}
+
+func (p *Publisher) setDown(err error) {
+	p.mu.Lock()
+	wasUp := p.conn != nil
+	if wasUp {
+		p.upCh = make(chan struct{})
+	}
+	p.conn, p.chans, p.lastErr = nil, nil, err
+	p.mu.Unlock()
+	p.setBlocked(false)
+	p.metrics.connected.Set(0)
+	if wasUp {
+		p.metrics.reconnects.Inc()
+	}
+}
+
+// shutdownSession closes the connection (and so its channels, failing
+// what is outstanding), at Close.
+func (p *Publisher) shutdownSession(conn *amqp.Connection) {
+	p.mu.Lock()
+	if p.conn != nil {
+		p.upCh = make(chan struct{})
+	}
+	p.conn, p.chans, p.lastErr = nil, nil, errors.New("publisher closed")
+	p.mu.Unlock()
+	closeConn(conn)
+	p.metrics.connected.Set(0)
+}
+
+// closeConn closes conn, bounding the close handshake: on a half-open
+// connection Close would wait for a close-ok that never comes.
+func closeConn(conn *amqp.Connection) {
+	_ = conn.CloseDeadline(time.Now().Add(closeTimeout))
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

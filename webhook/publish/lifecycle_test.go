@@ -1,0 +1,196 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/startstop"
+	"github.com/olp-edu/borda/webhook/internal/brokertest"
+)
+
+// logTape records log lines for assertions.
+type logTape struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logTape) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logTape) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Stop right after Start (what `borda serve` did when the ingress could
+// not be built) stopped nothing: the background session kept dialing,
+// declaring and opening channels on a slow broker, logged "webhook broker
+// connected" after Stop was called, and Stop waited for all of it,
+// ignoring its ctx. Stop must end the connect loop at once and leave no
+// connection behind.
+func TestStopEndsTheConnectLoop(t *testing.T) {
+	t.Parallel()
+	cfg := testOptions(t)
+	proxy := withProxy(t, &cfg)
+	// Every broker answer takes 300 ms: the handshake, the topology and
+	// the channels take several seconds to set up.
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":300}}`)); err != nil {
+		t.Fatal(err)
+	}
+	name := servicetest.Name(t)
+	tape := &logTape{}
+	logger := slog.New(slog.NewTextHandler(tape, nil))
+	reg := prometheus.NewRegistry()
+	cfg.ConnectionName, cfg.Logger, cfg.Registerer = name, logger, reg
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // mid-handshake
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_ = p.Stop(ctx)
+	took := time.Since(start)
+	if limit := time.Second + closeTimeout + 500*time.Millisecond; took > limit {
+		t.Errorf("Stop took %s, want ≤ %s (its ctx plus the close handshake)", took, limit)
+	}
+	if strings.Contains(tape.String(), "webhook broker connected") {
+		t.Errorf("the publisher connected after Stop was called:\n%s", tape.String())
+	}
+	if v := value(t, p.metrics.connected); v != 0 {
+		t.Errorf("borda_webhook_broker_connected = %v after Stop, want 0", v)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for strings.Contains(brokertest.Rabbitmqctl(t, "list_connections", "--no-table-headers", "client_properties"), `"`+name+`"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("broker connection %s still open 3 s after Stop returned", name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A publish whose socket write cannot complete (the broker stopped reading:
+// a memory alarm, flow control, a stalled link) blocked inside amqp091-go's
+// Publish, which ignores its ctx once writing, so the request hung until
+// the connection was recycled (or the alarm cleared). It must answer by
+// confirm_timeout.
+func TestPublishAnswersByItsDeadlineWhenTheSocketWriteBlocks(t *testing.T) {
+	t.Parallel()
+	cfg := testOptions(t)
+	cfg.ConfirmTimeout = time.Second
+	proxy := withProxy(t, &cfg)
+	p := newTestPublisher(t, cfg)
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"trickle","type":"bandwidth","stream":"upstream","attributes":{"rate":1}}`)); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 8<<20) // more than every socket buffer on the way
+	start := time.Now()
+	err := p.Publish(context.Background(), Message{ID: "big", Body: big})
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("Publish = nil while the broker could not read it")
+	}
+	if limit := cfg.ConfirmTimeout + time.Second; took > limit {
+		t.Errorf("Publish answered %v after %s, want ≤ %s", err, took, limit)
+	}
+	if err := proxy.Toxics.RemoveToxic(context.Background(), "trickle"); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.WaitReady(t, p, 15*time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := p.Publish(context.Background(), Message{ID: "after", Body: []byte(`{}`)})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing 10 s after the link healed: %v", err)
+		}
+		if !errors.Is(err, ErrBrokerUnavailable) && !errors.Is(err, ErrConfirmTimeout) {
+			t.Fatalf("Publish after the link healed = %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A memory alarm met by a large body: the publish that meets the alarm is
+// still being written when RabbitMQ stops reading the socket, and
+// amqp091-go's write ignores ctx, so the request hung for as long as the
+// alarm lasted. It must answer by confirm_timeout.
+func TestLargeBodyIntoAMemoryAlarmAnswersByTheDeadline(t *testing.T) {
+	cfg := testOptions(t)
+	servicetest.BrokerAlarm(t)
+	p := newTestPublisher(t, cfg)
+	// The alarm is cleared after a fixed time, whether or not the publish
+	// has answered: a hanging publish must not keep the shared broker
+	// alarmed.
+	restore := servicetest.MemoryAlarm(t)
+	timer := time.AfterFunc(faultConfirmTimeout+4*time.Second, restore)
+	defer timer.Stop()
+	big := bytes.Repeat([]byte("x"), 12<<20) // a 9 MB body's envelope
+	start := time.Now()
+	err := p.Publish(context.Background(), Message{ID: "big", Body: big})
+	took := time.Since(start)
+	restore()
+	if err == nil || took > faultConfirmTimeout+time.Second {
+		t.Errorf("a large message into the alarm: %v after %s, want an error within %s", err, took, faultConfirmTimeout+time.Second)
+	}
+	brokertest.WaitReady(t, p, 10*time.Second)
+	if err := p.Publish(context.Background(), Message{ID: "after", Body: []byte(`{}`)}); err != nil {
+		t.Errorf("Publish after the alarm cleared = %v", err)
+	}
+}
+
+// Stop without Start returns at once, as does a second Stop; a Start after
+// Stop is refused, and publishing before Start or after Stop answers
+// unavailable without touching a broker.
+func TestPublisherStopWithoutStartAndTwiceIsHarmless(t *testing.T) {
+	t.Parallel()
+	p, err := New(Options{URL: "amqp://guest:guest@127.0.0.1:1/", ConfirmTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(context.Background(), Message{ID: "early", Body: []byte(`{}`)}); !errors.Is(err, ErrBrokerUnavailable) {
+		t.Fatalf("Publish before Start = %v, want ErrBrokerUnavailable", err)
+	}
+	for i := range 2 {
+		if err := p.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop #%d without Start = %v", i+1, err)
+		}
+	}
+	if err := p.Start(context.Background()); !errors.Is(err, startstop.ErrStopped) {
+		t.Fatalf("Start after Stop = %v, want startstop.ErrStopped", err)
+	}
+	if err := p.Ready(); !errors.Is(err, ErrBrokerUnavailable) {
+		t.Fatalf("Ready after Stop = %v, want ErrBrokerUnavailable", err)
+	}
+}
+
+// New refuses options it cannot run with.
+func TestNewRefusesMissingURLOrConfirmTimeout(t *testing.T) {
+	if _, err := New(Options{ConfirmTimeout: time.Second}); err == nil {
+		t.Error("New without a URL = nil error")
+	}
+	if _, err := New(Options{URL: "amqp://127.0.0.1:1/"}); err == nil {
+		t.Error("New without a confirm timeout = nil error")
+	}
+}

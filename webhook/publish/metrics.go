@@ -1,0 +1,41 @@
+package publish
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// publisherMetrics describe the publishing connection.
+type publisherMetrics struct {
+	connected  prometheus.Gauge
+	blocked    prometheus.Gauge
+	reconnects prometheus.Counter
+}
+
+func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) (*publisherMetrics, error) {
+	m := &publisherMetrics{
+		connected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_webhook_broker_connected",
+			Help: "1 while the webhook publisher has a connection and channels to RabbitMQ.",
+		}),
+		blocked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_webhook_broker_blocked",
+			Help: "1 while RabbitMQ blocks the publishing connection (memory or disk alarm).",
+		}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "borda_webhook_broker_reconnects_total",
+			Help: "Publishing connections lost after being established.",
+		}),
+	}
+	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "borda_webhook_publish_unconfirmed",
+		Help: "Publishes awaiting the broker's confirm.",
+	}, unconfirmed)
+	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, pending} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering webhook publisher metrics: %w", err)
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,367 @@
+// Package publish is Borda's one confirm publisher (docs/webhooks.md,
+// docs/reliability.md): one long-lived AMQP connection with its reconnect
+// loop, a small pool of confirm-mode channels, the exact correlation of
+// basic.ack/basic.nack and basic.return to each publish, and the
+// coalescing socket. The webhook ingress publishes envelopes through it;
+// the forwarder's retries, dead letters and give-backs and `borda dlq`
+// republish through it too.
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/internal/startstop"
+	"github.com/olp-edu/borda/webhook/envelope"
+	"github.com/olp-edu/borda/webhook/topology"
+)
+
+// Message is one envelope to publish on Options.Exchange.
+type Message struct {
+	// ID is the event id, sent as the AMQP message_id.
+	ID string
+	// RoutingKey on the exchange; empty: Options.RoutingKey.
+	RoutingKey string
+	// Body is the encoded envelope (envelope.ContentType).
+	Body []byte
+	// Timestamp is the AMQP timestamp (the time the request was read).
+	Timestamp time.Time
+}
+
+// Publisher publishes persistent, mandatory messages over ONE long-lived
+// connection and a small pool of confirm-mode channels, and tells each
+// caller whether the broker took responsibility (ack without return) or
+// not.
+//
+// Start runs its reconnect loop: it connects in the background and
+// reconnects with capped exponential backoff (100 ms … 5 s, jittered),
+// declaring Options.Topology (when set) on every connection and
+// re-entering confirm mode on every channel. While the broker has the
+// connection blocked (memory or disk alarm, connection.blocked) a publish
+// fails at once with ErrBrokerBlocked without touching the socket. When a
+// channel or the connection closes, every publish waiting for a confirm on
+// it fails at once with ErrBrokerUnavailable. At most Options.MaxInFlight
+// publishes are unconfirmed at a time; beyond that a publish fails at
+// once. Before Start and after Stop every publish fails with
+// ErrBrokerUnavailable.
+type Publisher struct {
+	url            string
+	connName       string
+	exchange       string
+	routingKey     string
+	topo           *topology.Topology
+	channels       int
+	confirmTimeout time.Duration
+	logger         *slog.Logger
+	metrics        *publisherMetrics
+
+	slots     chan struct{} // in-flight cap; one token per unconfirmed publish
+	seq       atomic.Uint64 // per-publish correlation ids
+	blocked   atomic.Bool
+	closing   atomic.Bool
+	declaring atomic.Bool
+
+	blockMu sync.Mutex
+	blockCh chan struct{} // closed while the broker blocks the connection
+
+	redeclare chan struct{}
+	dead      chan *confirmChannel
+
+	mu      sync.RWMutex
+	conn    *amqp.Connection
+	chans   []*confirmChannel
+	lastErr error
+	upCh    chan struct{} // closed while a connection with its channels is up
+
+	runner startstop.Runner
+}
+
+// Options configure a Publisher. URL is required.
+type Options struct {
+	// URL is the broker (amqp:// or amqps://, credentials included).
+	URL string
+	// ConnectionName is the client-provided connection name the broker
+	// shows (rabbitmqctl list_connections client_properties); empty:
+	// "borda-webhook-publisher/<hostname>/<pid>".
+	ConnectionName string
+	// Exchange and RoutingKey are where Publish sends a Message (the
+	// webhook exchange and its routing key); PublishTo names its own.
+	Exchange, RoutingKey string
+	// Topology, when set, is declared on every connection, before a
+	// channel that the broker closed is reopened, and every 5 s while
+	// connected (so a queue deleted under the gateway comes back).
+	Topology *topology.Topology
+	// Channels is the number of confirm-mode channels (< 1: 1).
+	Channels int
+	// MaxInFlight caps unconfirmed publishes across all channels (< 1: 1).
+	MaxInFlight int
+	// ConfirmTimeout bounds each publish's wait for its confirm (> 0).
+	ConfirmTimeout time.Duration
+	// Logger (nil: discard) and Registerer (nil: a private registry, the
+	// metrics are not exported).
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// New returns a Publisher for opts; it does not connect (Start does), so
+// start-up never depends on the broker; Ready reports the state. It fails
+// when URL is empty, ConfirmTimeout is not positive, or its metrics cannot
+// be registered.
+func New(opts Options) (*Publisher, error) {
+	if opts.URL == "" {
+		return nil, errors.New("publish: the broker URL is required")
+	}
+	if opts.ConfirmTimeout <= 0 {
+		return nil, fmt.Errorf("publish: the confirm timeout must be positive (got %s)", opts.ConfirmTimeout)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	name := opts.ConnectionName
+	if name == "" {
+		host, _ := os.Hostname()
+		name = "borda-webhook-publisher/" + host + "/" + strconv.Itoa(os.Getpid())
+	}
+	p := &Publisher{
+		url:            opts.URL,
+		connName:       name,
+		exchange:       opts.Exchange,
+		routingKey:     opts.RoutingKey,
+		topo:           opts.Topology,
+		channels:       max(opts.Channels, 1),
+		confirmTimeout: opts.ConfirmTimeout,
+		logger:         opts.Logger.With("component", "webhook-publisher"),
+		slots:          make(chan struct{}, max(opts.MaxInFlight, 1)),
+		redeclare:      make(chan struct{}, 1),
+		lastErr:        errors.New("not connected yet"),
+		blockCh:        make(chan struct{}),
+		upCh:           make(chan struct{}),
+	}
+	p.dead = make(chan *confirmChannel, p.channels)
+	m, err := newPublisherMetrics(opts.Registerer, func() float64 { return float64(len(p.slots)) })
+	if err != nil {
+		return nil, err
+	}
+	p.metrics = m
+	return p, nil
+}
+
+// Start runs the reconnect loop until Stop or until ctx ends; it returns
+// at once. A second Start is a no-op; a Start after Stop returns
+// startstop.ErrStopped.
+func (p *Publisher) Start(ctx context.Context) error {
+	return p.runner.Start(ctx, p.supervise)
+}
+
+// WaitReady returns nil once Ready does, or ctx's error when ctx ends
+// first (the last Ready error wrapped).
+func (p *Publisher) WaitReady(ctx context.Context) error {
+	for {
+		err := p.Ready()
+		if err == nil {
+			return nil
+		}
+		p.mu.RLock()
+		up := p.upCh
+		p.mu.RUnlock()
+		select {
+		case <-up:
+			// a session is up; Ready may still fail (blocked, stalled):
+			// look again shortly rather than spin.
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", ctx.Err(), err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+	}
+}
+
+// Ready returns nil when a connection with its channels is up, the broker
+// is not blocking it and no confirm has been outstanding for longer than
+// Options.ConfirmTimeout; else an error wrapping ErrBrokerBlocked or
+// ErrBrokerUnavailable (with the last connection error).
+func (p *Publisher) Ready() error {
+	if p.closing.Load() {
+		return fmt.Errorf("%w: publisher closed", ErrBrokerUnavailable)
+	}
+	if p.blocked.Load() {
+		return ErrBrokerBlocked
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if len(p.chans) == 0 {
+		return fmt.Errorf("%w: %w", ErrBrokerUnavailable, p.lastErr)
+	}
+	if since := stalledFor(p.chans); since > p.confirmTimeout {
+		return fmt.Errorf("%w: a confirm has been outstanding for %s", ErrBrokerUnavailable, since.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// stalledFor returns how long the oldest unconfirmed publish has waited.
+func stalledFor(chans []*confirmChannel) time.Duration {
+	var d time.Duration
+	for _, c := range chans {
+		if t := c.oldestPending(); !t.IsZero() {
+			d = max(d, time.Since(t))
+		}
+	}
+	return d
+}
+
+// Publish sends m persistent and mandatory to Options.Exchange and waits
+// for the broker's answer, at most Options.ConfirmTimeout (or ctx's
+// deadline if sooner). It returns nil only when the broker acked the
+// message with no return; otherwise an error wrapping
+// ErrBrokerUnavailable, ErrBrokerBlocked, ErrConfirmTimeout, ErrNack or
+// ErrUnroutable. A caller whose ctx ends stops waiting; the in-flight slot
+// is kept until the broker answers or the channel closes.
+func (p *Publisher) Publish(ctx context.Context, m Message) error {
+	key := m.RoutingKey
+	if key == "" {
+		key = p.routingKey
+	}
+	return p.PublishTo(ctx, p.exchange, key, amqp.Publishing{
+		ContentType:  envelope.ContentType,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    m.ID,
+		Timestamp:    m.Timestamp,
+		AppId:        "borda",
+		Body:         m.Body,
+	})
+}
+
+// PublishTo sends msg mandatory to exchange ("" is the default exchange)
+// with routing key key, as it is but for its CorrelationId (replaced by the
+// publisher's own, which matches a basic.return to its publish), and waits
+// for the broker's answer as Publish does, with the same errors.
+func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	if p.closing.Load() {
+		return fmt.Errorf("%w: publisher closing", ErrBrokerUnavailable)
+	}
+	blocked := p.blockedSignal()
+	if p.blocked.Load() {
+		return ErrBrokerBlocked
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
+	defer cancel()
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		return fmt.Errorf("%w: %d publishes awaiting confirms", ErrBrokerUnavailable, cap(p.slots))
+	}
+	var once sync.Once
+	release := func() { once.Do(func() { <-p.slots }) }
+
+	p.mu.RLock()
+	chans := p.chans
+	lastErr := p.lastErr
+	p.mu.RUnlock()
+	if len(chans) == 0 {
+		release()
+		return fmt.Errorf("%w: %w", ErrBrokerUnavailable, lastErr)
+	}
+	c := pick(chans)
+	msg.CorrelationId = strconv.FormatUint(p.seq.Add(1), 36)
+	w, err := c.publish(ctx, exchange, key, msg, release)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-blocked:
+		// RabbitMQ blocks a connection when it next publishes during an
+		// alarm, so the publish that triggers connection.blocked would
+		// otherwise wait for its whole deadline. The slot stays taken
+		// until the broker answers.
+		return fmt.Errorf("%w while awaiting the confirm", ErrBrokerBlocked)
+	case <-ctx.Done():
+		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, ctx.Err())
+	}
+}
+
+// pick returns the first channel still open: publishes share one channel
+// while it lives, and the others stand by, so one closed by the broker
+// (a channel error, its replacement on the way) fails over at once. One
+// busy channel beats a round robin: the broker acks its publishes in
+// fewer, larger batches (with the coalescing socket: +16 % over four
+// channels in turn, bench/cmd/ingress, docs/performance.md). Every
+// channel's notification buffers hold the whole in-flight cap, so one
+// channel can carry it all. When every channel is closed it returns the
+// first, whose publish then fails as unavailable.
+func pick(chans []*confirmChannel) *confirmChannel {
+	for _, c := range chans {
+		select {
+		case <-c.done:
+			continue
+		default:
+			return c
+		}
+	}
+	return chans[0]
+}
+
+// setBlocked records connection.blocked / connection.unblocked.
+func (p *Publisher) setBlocked(active bool) {
+	p.blockMu.Lock()
+	defer p.blockMu.Unlock()
+	if p.blocked.Swap(active) == active {
+		return
+	}
+	if active {
+		close(p.blockCh)
+	} else {
+		p.blockCh = make(chan struct{})
+	}
+	p.metrics.blocked.Set(boolGauge(active))
+}
+
+func (p *Publisher) blockedSignal() <-chan struct{} {
+	p.blockMu.Lock()
+	defer p.blockMu.Unlock()
+	return p.blockCh
+}
+
+// Stop stops new publishes (they fail with ErrBrokerUnavailable), waits
+// until every outstanding confirm is answered or ctx ends, then ends the
+// reconnect loop, closing the channels and the connection. It returns
+// ctx's error when confirms were still outstanding at the deadline (their
+// callers get ErrBrokerUnavailable). A Stop without Start, and a second
+// Stop, return nil.
+func (p *Publisher) Stop(ctx context.Context) error {
+	var err error
+	if p.closing.CompareAndSwap(false, true) {
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for len(p.slots) > 0 && err == nil {
+			select {
+			case <-ctx.Done():
+				err = fmt.Errorf("draining %d outstanding confirms: %w", len(p.slots), ctx.Err())
+			case <-tick.C:
+			}
+		}
+	}
+	// The loop closes the connection at once on cancel, whatever it is
+	// doing, so this wait is bounded by the close handshake (closeTimeout).
+	if serr := p.runner.Stop(context.WithoutCancel(ctx)); err == nil {
+		err = serr
+	}
+	return err
+}
