@@ -306,8 +306,14 @@ func TestRefusedBatchIsCountedAndReported(t *testing.T) {
 // warnings and errors that explain the incident still get in, up to a
 // reserve of a quarter more.
 func TestWarningsOutlastTheAccessLogWhenTheOutputStalls(t *testing.T) {
-	w := New(io.Discard, Options{FlushEvery: time.Hour, FlushBytes: 1 << 20, MaxBytes: 400})
-	defer w.Close()
+	out := &stalledOutput{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	w := New(out, Options{FlushEvery: time.Hour, FlushBytes: 1 << 20, MaxBytes: 400})
+	defer func() { close(out.release); _ = w.Close() }()
+	// Stall the output first: a line of MaxBytes kicks a flush, which takes
+	// it and blocks in the output, so no later flush can empty the
+	// pending lines behind the test's back (the reserve kicks one).
+	_, _ = w.Write(append(bytes.Repeat([]byte("s"), 399), '\n'))
+	<-out.entered
 	info := []byte(`{"level":"INFO","msg":"http request","pad":"` + strings.Repeat("x", 60) + "\"}\n")
 	for range 10 {
 		_, _ = w.Write(info) // ~100 bytes each: the fifth and later do not fit
@@ -331,4 +337,20 @@ func TestWarningsOutlastTheAccessLogWhenTheOutputStalls(t *testing.T) {
 	if w.Dropped() == before+1 {
 		t.Error("warnings beyond the reserve were not dropped: the reserve is unbounded")
 	}
+}
+
+// stalledOutput blocks every Write until release is closed, and says
+// when a Write has entered.
+type stalledOutput struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (o *stalledOutput) Write(p []byte) (int, error) {
+	select {
+	case o.entered <- struct{}{}:
+	default:
+	}
+	<-o.release
+	return len(p), nil
 }
