@@ -107,8 +107,15 @@ var helps = map[string]commandHelp{
 	},
 	"dlq list": {
 		usage: "borda dlq list [--config FILE] [--limit N]",
-		about: []string{"Prints the dead-lettered webhooks of forward.dlq (non-printable data quoted) and leaves them in",
-			"the queue without spending a delivery (safe under RabbitMQ 4's delivery limit)."},
+		about: []string{"Prints the dead-lettered webhooks of forward.dlq, with the legacy endpoint's reply excerpt",
+			"(non-printable data quoted), and leaves them in the queue without spending a delivery (safe",
+			"under RabbitMQ 4's delivery limit)."},
+		env: []string{"BORDA_CONFIG", "AMQP_URL"},
+	},
+	"dlq show": {
+		usage: "borda dlq show [--config FILE] [--limit N] ID",
+		about: []string{"Prints one dead letter of forward.dlq in full: why it failed, the legacy endpoint's reply, every",
+			"header, and a redacted body preview. Leaves it in the queue, like list."},
 		env: []string{"BORDA_CONFIG", "AMQP_URL"},
 	},
 	"dlq replay": {
@@ -159,7 +166,7 @@ var helps = map[string]commandHelp{
 // groups are the commands that take a subcommand.
 var groups = map[string][]string{
 	"config": {"check"},
-	"dlq":    {"list", "replay"},
+	"dlq":    {"list", "show", "replay"},
 	"limits": {"relax", "show"},
 }
 

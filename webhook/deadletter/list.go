@@ -1,9 +1,9 @@
-// Package deadletter implements `borda dlq list|replay` (design.md §7): it
-// inspects the forwarder's dead-letter queue without losing a message, and
-// replays chosen dead letters to the forward queue with an audit row in
-// PostgreSQL webhook_replays.
+// Package deadletter implements `borda dlq list|show|replay`: it inspects
+// the forwarder's dead-letter queue without losing a message (List, Show),
+// and replays chosen dead letters to the forward queue with an audit row
+// in PostgreSQL webhook_replays.
 //
-// Both read the DLQ in one bounded pass of basic.get (until the queue has
+// All read the DLQ in one bounded pass of basic.get (until the queue has
 // no ready message, at most Limit), holding what they read unacked on
 // their own channel. Nothing read is ever returned with basic.nack
 // (requeue): on a quorum queue every return counts towards the delivery
@@ -22,7 +22,6 @@ package deadletter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -152,28 +151,8 @@ func putBack(ctx context.Context, pub *forward.Publisher, queue string, d amqp.D
 // the first limit ones and moves them behind the others, so the next pass
 // sees the next ones.
 func List(ctx context.Context, conn *amqp.Connection, queue string, limit int) ([]Letter, error) {
-	pub, err := forward.NewPublisher(conn, putBackTimeout)
-	if err != nil {
-		return nil, err
-	}
-	defer pub.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("opening channel: %w", err)
-	}
-	defer ch.Close()
-	got, err := pass(ctx, ch, queue, limit)
-	letters := make([]Letter, 0, len(got))
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, d := range got {
-		letters = append(letters, FromDelivery(d))
-		if perr := putBack(ctx, pub, queue, d); perr != nil {
-			errs = append(errs, perr)
-		}
-	}
+	var letters []Letter
+	err := readKept(ctx, conn, queue, limit, func(d amqp.Delivery) { letters = append(letters, FromDelivery(d)) })
 	slices.SortStableFunc(letters, func(a, b Letter) int { return a.DeadLetteredAt.Compare(b.DeadLetteredAt) })
-	return letters, errors.Join(errs...)
+	return letters, err
 }
