@@ -131,6 +131,7 @@ func byLine(fs []Finding) {
 var (
 	yamlLine    = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 	cannotInto  = regexp.MustCompile("^cannot unmarshal !!(\\w+) `(.*)` into (.+)$")
+	tagInto     = regexp.MustCompile(`^cannot unmarshal !!(\w+) into (.+)$`)
 	problemPath = regexp.MustCompile(`^[a-z_][a-z0-9_]*(?:\.[^.\s:\[]+|\[[^\]]*\])*$`)
 )
 
@@ -156,9 +157,15 @@ func problemFinding(doc *yaml.Node, p string) Finding {
 	return Finding{Path: canon, Line: line, Message: msg}
 }
 
+// tagKind names what a YAML tag holds, in the words of the file.
+var tagKind = map[string]string{"seq": "a list", "map": "an object", "str": "a string", "int": "an integer",
+	"float": "a number", "bool": "true or false", "null": "nothing"}
+
 // wantKind names what a Go type holds in the words of the YAML file.
 func wantKind(goType string) string {
 	switch {
+	case goType == "configs.Secret":
+		return "a string"
 	case strings.HasPrefix(goType, "[]"):
 		return "a list"
 	case strings.HasPrefix(goType, "map["):

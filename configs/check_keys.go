@@ -117,6 +117,8 @@ func (w *keyWalker) typeFinding(e string) Finding {
 	msg := m[2]
 	if c := cannotInto.FindStringSubmatch(msg); c != nil {
 		msg = fmt.Sprintf("want %s, got %s", wantKind(c[3]), strconv.Quote(c[2]))
+	} else if c := tagInto.FindStringSubmatch(msg); c != nil && tagKind[c[1]] != "" {
+		msg = fmt.Sprintf("want %s, got %s", wantKind(c[2]), tagKind[c[1]])
 	}
 	f := Finding{Line: line, Message: msg}
 	on := w.lines[line]

@@ -137,6 +137,18 @@ func TestCheckTypeErrorInFlowMappingNamesItsKey(t *testing.T) {
 	sameLines(t, "errors", findingLines(r.Errors), []string{`forward.breaker.failures: want an integer, got "ten" (line 2)`})
 }
 
+// A value of the wrong kind is named in the file's words, whatever the Go
+// type behind it.
+func TestCheckWrongKindsInTheFilesWords(t *testing.T) {
+	t.Parallel()
+	r := configs.Check([]byte("redis:\n  url: [a, b]\ntrusted_proxies: 10.0.0.0/8\nroutes: {a: 1}\n"), noEnv)
+	sameLines(t, "errors", findingLines(r.Errors), []string{
+		"redis.url: want a string, got a list (line 2)",
+		`trusted_proxies: want a list, got "10.0.0.0/8" (line 3)`,
+		"routes: want a list, got an object (line 4)",
+	})
+}
+
 // A key the environment sets (and the file does not hold) is reported
 // without a line; an empty file is the defaults.
 func TestCheckFindingWithoutLine(t *testing.T) {
