@@ -41,7 +41,10 @@ func Reference(dir string) ([]byte, error) {
 	b.WriteString("Every command takes `--config FILE` (default `" + DefaultPath + "`, or `$BORDA_CONFIG`). " +
 		"Unknown keys are refused; every section is optional; durations are Go duration strings (`30ms`, `5s`, `1m`). " +
 		"`borda config check --config FILE` validates a file and prints the effective configuration with secrets redacted; " +
-		"an invalid file exits with code 2 and one line per problem, naming the field.\n\n")
+		"an invalid file exits with code 2 listing every problem in one run, one line each naming the field and its line " +
+		"(an unknown key names the nearest valid key at its level: \"did you mean `path_prefix`?\"). " +
+		"Enabled parts that cannot work as configured (a webhook with no `WEBHOOK_TOKENS`, the forwarder with no " +
+		"`LEGACY_WEBHOOK_URL`) are warnings naming the variable to set; they do not fail the check.\n\n")
 	b.WriteString("Key paths: `a.b` is a nested key, `a[].b` a key of each list element, `a.<name>.b` a key of each map entry. " +
 		"The Default column shows the value a key takes when absent; where it is blank (keys of list and map elements, " +
 		"defaults computed from other keys) the description says \"default …\".\n\n")

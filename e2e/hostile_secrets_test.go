@@ -83,9 +83,10 @@ func secretsEnvList(m map[string]string) []string {
 // and stderr together.
 func secretsRun(t *testing.T, env []string, args ...string) (string, int) {
 	t.Helper()
+	bin := borda(t) // built first: the first caller's (race) build must not eat the command's 60 s
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, borda(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -4,11 +4,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+
+	"github.com/olp-edu/borda/configs"
 )
 
-// runConfig implements `borda config check --config FILE`: validate and
-// print the effective configuration with secrets redacted. Exit 2 on an
-// invalid file.
+// runConfig implements `borda config check --config FILE`: report every
+// problem of the file in one run (configs.Check: YAML syntax, unknown keys
+// with the nearest valid one, wrong types, validation), each with its field
+// path and line, and exit 2 when there is any; otherwise print the
+// warnings (parts that cannot work as configured, each naming the variable
+// to set; allowed production guardrails) on stderr and the effective
+// configuration, secrets redacted, on stdout, and exit 0.
 func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && isHelp(args[0]) {
 		fmt.Fprintln(stdout, groupUsage("config"))
@@ -22,10 +29,23 @@ func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args[1:]); !ok {
 		return code
 	}
-	cfg, code, ok := loadConfig(*path, stderr)
-	if !ok {
-		return code
+	data, err := os.ReadFile(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: reading config: %v\n", err)
+		return 2
 	}
+	r := configs.Check(data, os.LookupEnv)
+	for _, w := range r.Warnings {
+		fmt.Fprintf(stderr, "borda: warning: %s: %s\n", *path, configs.RedactURLs(w.String()))
+	}
+	if len(r.Errors) > 0 {
+		fmt.Fprintf(stderr, "borda: invalid config %s: %d problem(s):\n", *path, len(r.Errors))
+		for _, e := range r.Errors {
+			fmt.Fprintln(stderr, "  "+configs.RedactURLs(e.String()))
+		}
+		return 2
+	}
+	cfg := r.Config
 	out, err := cfg.Redacted()
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: rendering config: %v\n", err)

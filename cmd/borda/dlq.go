@@ -17,20 +17,24 @@ import (
 	"github.com/olp-edu/borda/webhook/deadletter"
 )
 
-// runDLQ is `borda dlq list|replay`. list prints the dead letters and
-// leaves them in the queue; replay republishes the chosen ones to the
-// forward queue and records each in webhook_replays (DATABASE_URL).
+// runDLQ is `borda dlq list|show|replay`. list prints the dead letters
+// and leaves them in the queue; show prints one in full (dlq_show.go);
+// replay republishes the chosen ones to the forward queue and records each
+// in webhook_replays (DATABASE_URL).
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && isHelp(args[0]) {
 		fmt.Fprintln(stdout, groupUsage("dlq"))
 		return 0
 	}
-	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "show" && args[0] != "replay") {
 		fmt.Fprintln(stderr, groupUsage("dlq"))
 		return 2
 	}
-	if args[0] == "list" {
+	switch args[0] {
+	case "list":
 		return runDLQList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return runDLQShow(ctx, args[1:], stdout, stderr)
 	}
 	return runDLQReplay(ctx, args[1:], stdout, stderr)
 }
@@ -64,14 +68,14 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tATTEMPTS\tAGE\tDEAD-LETTERED\tFIRST FAILURE\tLAST STATUS")
+	fmt.Fprintln(tw, "ID\tSOURCE\tATTEMPTS\tAGE\tDEAD-LETTERED\tFIRST FAILURE\tLAST STATUS\tREPLY EXCERPT")
 	for _, l := range letters {
 		dl := "-"
 		if !l.DeadLetteredAt.IsZero() {
 			dl = l.DeadLetteredAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\n", printable(l.ID), printable(l.Source), l.Attempts,
-			l.Age(now).Round(time.Second), dl, printable(l.FirstReason), l.Status)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", printable(l.ID), printable(l.Source), l.Attempts,
+			l.Age(now).Round(time.Second), dl, printable(l.FirstReason), l.Status, printable(l.Excerpt))
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "%d dead letter(s) in %s\n", len(letters), cfg.Forward.DLQ)

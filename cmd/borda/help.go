@@ -28,7 +28,7 @@ var envDoc = map[string]string{
 	"UPSTASH_REDIS_REST_TOKEN":   "redis.rest_token",
 	"AMQP_URL":                   "amqp.url",
 	"DATABASE_URL":               "database.url",
-	"WEBHOOK_TOKENS":             "webhook.tokens, comma-separated (without one the ingress answers 503)",
+	"WEBHOOK_TOKENS":             "the webhook ingress's tokens, comma-separated (no file key; without one the ingress answers 503)",
 	"LEGACY_WEBHOOK_URL":         "forward.url: the legacy endpoint",
 	"LEGACY_WEBHOOK_HMAC_SECRET": "the secret that signs each POST to the legacy endpoint",
 	"AUTH_JWKS_URL":              "auth.jwks_url",
@@ -61,7 +61,7 @@ var helps = map[string]commandHelp{
 		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
 			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET",
 			"ADMIN_PPROF_TOKEN"},
-		envNote: "and the variables named by webhook.sources[].tokens_env and .signature.secret_env",
+		envNote: "and the variables named by webhook.sources[].tokens_env and webhook.sources[].signature.secret_env",
 	},
 	"forward": {
 		usage: "borda forward [--config FILE] [--admin ADDR]",
@@ -107,8 +107,15 @@ var helps = map[string]commandHelp{
 	},
 	"dlq list": {
 		usage: "borda dlq list [--config FILE] [--limit N]",
-		about: []string{"Prints the dead-lettered webhooks of forward.dlq (non-printable data quoted) and leaves them in",
-			"the queue without spending a delivery (safe under RabbitMQ 4's delivery limit)."},
+		about: []string{"Prints the dead-lettered webhooks of forward.dlq, with the legacy endpoint's reply excerpt",
+			"(non-printable data quoted), and leaves them in the queue without spending a delivery (safe",
+			"under RabbitMQ 4's delivery limit)."},
+		env: []string{"BORDA_CONFIG", "AMQP_URL"},
+	},
+	"dlq show": {
+		usage: "borda dlq show [--config FILE] [--limit N] ID",
+		about: []string{"Prints one dead letter of forward.dlq in full: why it failed, the legacy endpoint's reply, every",
+			"header, and a redacted body preview. Leaves it in the queue, like list."},
 		env: []string{"BORDA_CONFIG", "AMQP_URL"},
 	},
 	"dlq replay": {
@@ -136,10 +143,12 @@ var helps = map[string]commandHelp{
 		usage: "borda config check [--config FILE]",
 		about: []string{
 			"Validates the file, with the environment overrides applied, and prints the effective",
-			"configuration with secrets redacted. An invalid file exits 2 with one line per problem.",
+			"configuration with secrets redacted. An invalid file exits 2 listing every problem at once,",
+			"one line each with its field path and line (unknown keys name the nearest valid one). Warnings",
+			"(enabled parts that cannot work, with the variable to set) print on stderr and do not fail.",
 		},
 		env:     append([]string{"BORDA_CONFIG"}, configEnv...),
-		envNote: "and the variables named by webhook.sources[].tokens_env and .signature.secret_env",
+		envNote: "and the variables named by webhook.sources[].tokens_env and webhook.sources[].signature.secret_env",
 	},
 	"healthcheck": {
 		usage: "borda healthcheck [--port N] [--path P] [--timeout D]",
@@ -157,7 +166,7 @@ var helps = map[string]commandHelp{
 // groups are the commands that take a subcommand.
 var groups = map[string][]string{
 	"config": {"check"},
-	"dlq":    {"list", "replay"},
+	"dlq":    {"list", "show", "replay"},
 	"limits": {"relax", "show"},
 }
 

@@ -1,9 +1,10 @@
-// Package deadletter implements `borda dlq list|replay` (docs/forwarder.md, "Replay runbook"): it
-// inspects the forwarder's dead-letter queue without losing a message, and
-// replays chosen dead letters to the forward queue with an audit row in
+// Package deadletter implements `borda dlq list|show|replay`
+// (docs/forwarder.md, "Replay runbook"): it inspects the forwarder's
+// dead-letter queue without losing a message (List, Show), and replays
+// chosen dead letters to the forward queue with an audit row in
 // PostgreSQL webhook_replays.
 //
-// Both read the DLQ in one bounded pass of basic.get (until the queue has
+// All read the DLQ in one bounded pass of basic.get (until the queue has
 // no ready message, at most Limit), holding what they read unacked on
 // their own channel. Nothing read is ever returned with basic.nack
 // (requeue): on a quorum queue every return counts towards the delivery
@@ -22,7 +23,6 @@ package deadletter
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -159,23 +159,8 @@ func putBack(ctx context.Context, pub Republisher, queue string, d amqp.Delivery
 // the first limit ones and moves them behind the others, so the next pass
 // sees the next ones. conn reads the queue; pub puts the letters back.
 func List(ctx context.Context, conn *amqp.Connection, pub Republisher, queue string, limit int) ([]Letter, error) {
-	ch, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("opening channel: %w", err)
-	}
-	defer ch.Close()
-	got, err := pass(ctx, ch, queue, limit)
-	letters := make([]Letter, 0, len(got))
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, d := range got {
-		letters = append(letters, FromDelivery(d))
-		if perr := putBack(ctx, pub, queue, d); perr != nil {
-			errs = append(errs, perr)
-		}
-	}
+	var letters []Letter
+	err := readKept(ctx, conn, pub, queue, limit, func(d amqp.Delivery) { letters = append(letters, FromDelivery(d)) })
 	slices.SortStableFunc(letters, func(a, b Letter) int { return a.DeadLetteredAt.Compare(b.DeadLetteredAt) })
-	return letters, errors.Join(errs...)
+	return letters, err
 }

@@ -1,0 +1,72 @@
+package configs
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Incomplete lists the parts c enables that cannot work as configured,
+// each naming the environment variable (or key) to set. They are warnings,
+// not problems: the file is valid, and a gateway with a webhook it cannot
+// authenticate still serves its routes (the webhook paths answer 503,
+// docs/webhooks.md). `borda config check` prints them; Line is left 0 for
+// Check to fill. Call it on a validated configuration (Parse, Check), where
+// the environment has been applied.
+//
+// The cases:
+//   - webhook.path with no WEBHOOK_TOKENS: the ingress answers 503;
+//   - a webhook source whose tokens_env or signature.secret_env variable is
+//     unset, or that has neither and no WEBHOOK_TOKENS to fall back on;
+//   - the ingress on and `borda forward` unable to start: no forward.url
+//     (LEGACY_WEBHOOK_URL), no LEGACY_WEBHOOK_HMAC_SECRET, no redis.url
+//     (REDIS_URL) for its idempotency keys;
+//   - a rate-limit rule counting users or schools with no JWT key
+//     (auth.jwt_secret_env's variable or AUTH_JWKS_URL) to verify tokens
+//     with, so no request carries a user or a school.
+func (c Config) Incomplete() []Finding {
+	var out []Finding
+	add := func(path, format string, args ...any) {
+		out = append(out, Finding{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	w := c.Webhook
+	if w.Path != "" && len(w.Tokens) == 0 {
+		add("webhook.path", "the ingress answers 503 to every webhook: no token to authenticate them; set WEBHOOK_TOKENS (comma-separated)")
+	}
+	for i, s := range w.Sources {
+		f := fmt.Sprintf("webhook.sources[%d]", i)
+		switch {
+		case s.TokensEnv != "" && len(s.Tokens) == 0:
+			add(f+".tokens_env", "source %q answers 503: %s is unset or empty; set %s (comma-separated)", s.Name, s.TokensEnv, s.TokensEnv)
+		case s.TokensEnv == "" && s.Signature == nil && len(w.Tokens) == 0:
+			add(f, "source %q answers 503: no tokens_env, no signature and no WEBHOOK_TOKENS to fall back on; set WEBHOOK_TOKENS or the source's tokens_env", s.Name)
+		}
+		if sig := s.Signature; sig != nil && sig.SecretEnv != "" && len(sig.Secrets) == 0 {
+			add(f+".signature.secret_env", "source %q answers 503: %s is unset or empty; set %s", s.Name, sig.SecretEnv, sig.SecretEnv)
+		}
+	}
+	if w.Path != "" || len(w.Sources) > 0 {
+		// The ingress fills forward.queue; `borda forward` empties it.
+		if c.Forward.URL == "" {
+			add("forward.url", "`borda forward` will not start, so accepted webhooks stay in %s: set LEGACY_WEBHOOK_URL", c.Forward.Queue)
+		}
+		if c.Forward.HMACSecret == "" {
+			add("forward", "`borda forward` will not start without the secret that signs each POST: set LEGACY_WEBHOOK_HMAC_SECRET")
+		}
+		if c.Redis.URL == "" {
+			add("redis.url", "`borda forward` will not start without Redis for its idempotency keys: set REDIS_URL")
+		}
+	}
+	if c.Auth.JWTSecret == "" && c.Auth.JWKSURL == "" {
+		for i, r := range c.RateLimits.Rules {
+			if slices.Contains([]string{"user", "escola"}, r.Scope) {
+				secret := c.Auth.JWTSecretEnv
+				if secret == "" {
+					secret = "auth.jwt_secret_env"
+				}
+				add(fmt.Sprintf("rate_limits.rules[%d].scope", i),
+					"rule %q counts per %s, but with no key to verify a JWT no request has one, so the rule never applies: set %s or AUTH_JWKS_URL", r.Name, r.Scope, secret)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,169 @@
+package deadletter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/internal/redact"
+	"github.com/olp-edu/borda/webhook/envelope"
+)
+
+// ErrNotFound is returned by Show when no dead letter in the pass has the
+// event id.
+var ErrNotFound = errors.New("no dead letter with that event id")
+
+// PreviewBytes bounds Entry.Preview.
+const PreviewBytes = 512
+
+// Entry is one dead letter in full, for `borda dlq show`: its Letter, the
+// AMQP message's properties and every header (x-death included), and a
+// redacted preview of the event's body.
+type Entry struct {
+	Letter
+	ContentType, ContentEncoding, Type, AppID string
+	// Timestamp is the message's timestamp property (zero when unset).
+	Timestamp time.Time
+	// Headers are the message's headers as the broker holds them.
+	Headers amqp.Table
+	// MessageBytes is the size of the message body (the envelope).
+	MessageBytes int
+	// Event, ReceivedContentType, ReceivedHeaders, SHA256 and BodyBytes
+	// come from the envelope (zero when the body is not one): the event
+	// name from the URL, the provider's Content-Type and allowlisted
+	// headers, the body's digest and size.
+	Event               string
+	ReceivedContentType string
+	ReceivedHeaders     map[string]string
+	SHA256              string
+	BodyBytes           int
+	// Preview is the event's body as Preview renders it.
+	Preview string
+}
+
+// Show reads the dead letters of queue in one pass (at most limit; 0:
+// DefaultLimit) and returns the ones whose event id is id, in full. Like
+// List it keeps every message it read in the queue (putBack: no delivery
+// spent), the one shown included. A letter in the DLQ twice (a process
+// that died between a put-back's confirm and its ack) is returned twice.
+// With none matching, the error is ErrNotFound.
+func Show(ctx context.Context, conn *amqp.Connection, pub Republisher, queue, id string, limit int) ([]Entry, error) {
+	var out []Entry
+	err := readKept(ctx, conn, pub, queue, limit, func(d amqp.Delivery) {
+		if l := FromDelivery(d); l.ID == id {
+			out = append(out, entryOf(l, d))
+		}
+	})
+	if err == nil && len(out) == 0 {
+		err = ErrNotFound
+	}
+	return out, err
+}
+
+// readKept is one pass over queue that keeps every message: each delivery
+// read is handed to seen, then put back (putBack). The errors of the pass
+// and of every put-back are joined. conn reads the queue; pub puts the
+// letters back.
+func readKept(ctx context.Context, conn *amqp.Connection, pub Republisher, queue string, limit int, seen func(amqp.Delivery)) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("opening channel: %w", err)
+	}
+	defer ch.Close()
+	got, err := pass(ctx, ch, queue, limit)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, d := range got {
+		seen(d)
+		if perr := putBack(ctx, pub, queue, d); perr != nil {
+			errs = append(errs, perr)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func entryOf(l Letter, d amqp.Delivery) Entry {
+	e := Entry{
+		Letter: l, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, Type: d.Type, AppID: d.AppId,
+		Timestamp: d.Timestamp, Headers: d.Headers, MessageBytes: len(d.Body),
+	}
+	env, err := envelope.Decode(d.Body)
+	if err != nil {
+		e.Preview = fmt.Sprintf("(not an envelope: %v)", err)
+		return e
+	}
+	e.Event, e.ReceivedContentType, e.ReceivedHeaders = env.Event, env.ContentType, env.Headers
+	e.SHA256, e.BodyBytes = env.SHA256, len(env.Body)
+	e.Preview = Preview(env.Body, PreviewBytes)
+	return e
+}
+
+// secretish are the parts of a JSON member name whose value Preview
+// replaces with "[redacted]" (Evolution sends its apikey in the body).
+var secretish = []string{"token", "secret", "password", "passwd", "apikey", "api_key", "authorization", "signature", "cookie", "jwt"}
+
+// Preview renders an event body for an operator's eyes: a JSON body
+// compacted, with the value of every member whose name holds a secret's
+// word (token, secret, password, apikey, authorization, signature, cookie,
+// jwt; any case, at any depth) replaced by "[redacted]", and URL passwords
+// and query values masked (redact.URLs); cut to at most max bytes
+// at a rune boundary, "…" marking the cut. A body that is not JSON is
+// not shown: "(N bytes, not JSON)".
+func Preview(body []byte, max int) string {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Sprintf("(%d bytes, not JSON)", len(body))
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(redactSecrets(v)); err != nil {
+		return fmt.Sprintf("(%d bytes, not shown: %v)", len(body), err)
+	}
+	s := redact.URLs(strings.TrimSuffix(out.String(), "\n"))
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func redactSecrets(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			if isSecretish(k) {
+				x[k] = "[redacted]"
+				continue
+			}
+			x[k] = redactSecrets(val)
+		}
+	case []any:
+		for i := range x {
+			x[i] = redactSecrets(x[i])
+		}
+	}
+	return v
+}
+
+func isSecretish(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range secretish {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
