@@ -31,6 +31,7 @@ type app struct {
 	recorder  *telemetry.Recorder // nil when telemetry is off
 	publisher *webhook.Publisher  // nil when the ingress is off
 	gateway   *gateway.Server
+	ops       *opsPage // the operator page (options_adminui.go); nil when off
 	stopBg    context.CancelFunc
 	bgDone    chan struct{}
 }
@@ -190,6 +191,7 @@ func (a *app) close() {
 	if a.limiter != nil {
 		a.limiter.Stop()
 	}
+	a.ops.close(a.log)
 	if a.gateway != nil {
 		_ = a.gateway.Close()
 	}
