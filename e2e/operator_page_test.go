@@ -286,8 +286,15 @@ rate_limits:
 		b, _ := io.ReadAll(resp.Body)
 		return strings.Contains(string(b), "opened by: <code>5xx (HTTP 503)")
 	})
+	// A few proxied requests, so the limiter section has decisions to show
+	// (the upstream is closed: 502, but each request is decided first).
+	for range 5 {
+		if resp, err := http.Get(srv.public + "/api/alunos"); err == nil {
+			resp.Body.Close()
+		}
+	}
 	body(srv.admin + "/")
-	for _, want := range []string{"portal", "burst", "enforce", "50 / 5s per ip", "observe", "api", "redis", fwdQ, fwdQ + "-retry-1s", dlq,
+	for _, want := range []string{"portal", "burst", "enforce", "50 / 5s per ip", "burst\t5\t0", "observe", "api", "redis", fwdQ, fwdQ + "-retry-1s", dlq,
 		"open", "legacy em manutencao, volte logo", "Broker", "connected"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("overview lacks %q:\n%s", want, text)
