@@ -99,6 +99,10 @@ type Config struct {
 	TrustedPrefixes []netip.Prefix `yaml:"-"`
 	// AdminPprofToken is read from ADMIN_PPROF_TOKEN (admin_pprof: token).
 	AdminPprofToken Secret `yaml:"-"`
+	// AdminToken is read from ADMIN_TOKEN: the operator token the
+	// operator page's replay form needs (docs/operations.md); empty: the
+	// page is read-only.
+	AdminToken Secret `yaml:"-"`
 	// Warnings are the production guardrails allowed by
 	// BORDA_ALLOW_WEAK_PRODUCTION=1; `borda config check` and every
 	// command print them at start.
@@ -252,7 +256,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 // ENVIRONMENT, REDIS_URL, UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN,
 // AMQP_URL, DATABASE_URL, WEBHOOK_TOKENS (comma-separated),
 // LEGACY_WEBHOOK_URL, LEGACY_WEBHOOK_HMAC_SECRET, AUTH_JWKS_URL,
-// ADMIN_PPROF_TOKEN and the
+// ADMIN_PPROF_TOKEN, ADMIN_TOKEN and the
 // variable named by auth.jwt_secret_env (AUTH_JWT_SECRET). An empty
 // variable counts as unset.
 func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
@@ -293,6 +297,9 @@ func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 	}
 	if v, ok := get("ADMIN_PPROF_TOKEN"); ok {
 		cfg.AdminPprofToken = Secret(v)
+	}
+	if v, ok := get("ADMIN_TOKEN"); ok {
+		cfg.AdminToken = Secret(v)
 	}
 	if name := cfg.Auth.JWTSecretEnv; name != "" {
 		if v, ok := get(name); ok {

@@ -75,6 +75,7 @@ func (c *Config) validateProduction(p *problems, lookup func(string) (string, bo
 	if c.AdminPprof == PprofToken {
 		short(AdminPprofTokenEnv+" (admin_pprof: token)", c.AdminPprofToken)
 	}
+	short(AdminTokenEnv, c.AdminToken)
 	if len(g) == 0 {
 		return
 	}
@@ -117,6 +118,10 @@ const (
 // AdminPprofTokenEnv is the environment variable holding the admin_pprof
 // token.
 const AdminPprofTokenEnv = "ADMIN_PPROF_TOKEN"
+
+// AdminTokenEnv is the environment variable holding the operator token of
+// the operator page's replay form (docs/operations.md).
+const AdminTokenEnv = "ADMIN_TOKEN"
 
 func (c *Config) validateAdmin(p *problems) {
 	switch c.AdminPprof {

@@ -71,10 +71,11 @@ webhook:
 		"AUTH_JWT_SECRET":            "short",
 		"LEGACY_WEBHOOK_HMAC_SECRET": "short",
 		"ADMIN_PPROF_TOKEN":          "short",
+		"ADMIN_TOKEN":                "short",
 	}
 	_, probs := parseProblems(t, yaml, weak)
 	for _, field := range []string{"WEBHOOK_TOKENS[1]", "webhook.sources[0].tokens_env (CRM_TOKENS)[0]",
-		"webhook.sources[1].signature.secret_env (GH_SECRET)[0]", "AUTH_JWT_SECRET", "LEGACY_WEBHOOK_HMAC_SECRET", "ADMIN_PPROF_TOKEN"} {
+		"webhook.sources[1].signature.secret_env (GH_SECRET)[0]", "AUTH_JWT_SECRET", "LEGACY_WEBHOOK_HMAC_SECRET", "ADMIN_PPROF_TOKEN", "ADMIN_TOKEN"} {
 		found := false
 		for _, p := range probs {
 			found = found || strings.HasPrefix(p, field)
@@ -83,8 +84,8 @@ webhook:
 			t.Errorf("no problem names %s: %q", field, probs)
 		}
 	}
-	if len(probs) != 6 {
-		t.Errorf("%d problems, want 6: %q", len(probs), probs)
+	if len(probs) != 7 {
+		t.Errorf("%d problems, want 7: %q", len(probs), probs)
 	}
 	for _, p := range probs {
 		if strings.Contains(p, "short") {

@@ -265,7 +265,7 @@ With ` + "`environment: production`" + `, ` + "`borda config check`" + ` and eve
   fleet's published ranges (Cloudflare's /13, a pod CIDR) pass.
 - a credential shorter than 32 bytes (RFC 7518 §3.2's HS256 key size): each of ` + "`WEBHOOK_TOKENS`" + `, each source's
   ` + "`tokens_env`" + ` tokens and ` + "`signature.secret_env`" + ` secrets, the variable named by ` + "`auth.jwt_secret_env`" + `,
-  ` + "`LEGACY_WEBHOOK_HMAC_SECRET`" + ` and ` + "`ADMIN_PPROF_TOKEN`" + ` (` + "`openssl rand -hex 32`" + ` makes one). The problem names the
+  ` + "`LEGACY_WEBHOOK_HMAC_SECRET`" + `, ` + "`ADMIN_PPROF_TOKEN`" + ` and ` + "`ADMIN_TOKEN`" + ` (` + "`openssl rand -hex 32`" + ` makes one). The problem names the
   variable and the length, never the value.
 
 Override for test rigs only: ` + "`BORDA_ALLOW_WEAK_PRODUCTION=1`" + ` turns each refusal into a warning printed on stderr
@@ -276,5 +276,9 @@ probes reach ` + "`/metrics`" + ` and ` + "`/readyz`" + `; ` + "`/debug/pprof/`"
 only peers on 127.0.0.0/8 or ::1, as ` + "`kubectl port-forward`" + ` and ` + "`kubectl exec`" + ` are, answer; others get 404), as
 Envoy's admin interface and Caddy's admin endpoint are meant to stay on localhost. ` + "`admin_pprof: token`" + ` opens it to
 peers sending ` + "`Authorization: Bearer $ADMIN_PPROF_TOKEN`" + ` (compared in constant time, never logged), ` + "`off`" + ` closes it.
+
+` + "`ADMIN_TOKEN`" + ` is the operator token of the operator page (` + "`/ui`" + ` on the admin listener, docs/operations.md): replaying a
+dead letter from the page needs it typed into the form (compared in constant time, never logged); without it the page is
+read-only.
 
 `

@@ -68,6 +68,7 @@ func secretsCanaryEnv(closedAddr string) map[string]string {
 		"AUTH_JWT_SECRET":            c("jwt"),
 		"AUTH_JWKS_URL":              "http://" + closedAddr + "/jwks?key=" + c("jwks"),
 		"ADMIN_PPROF_TOKEN":          c("pprof"),
+		"ADMIN_TOKEN":                c("operator"),
 	}
 }
 

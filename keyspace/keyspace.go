@@ -14,6 +14,7 @@
 //	                                            m:would_block:, m:status:)
 //	{prefix}lock:aggregate                      aggregation lock
 //	{prefix}wh:fwd:{event_id}                   forwarder idempotency
+//	{prefix}wh:status:fwd:{instance}            a forwarder's status snapshot (TTL'd)
 package keyspace
 
 import (
@@ -113,3 +114,20 @@ func (k Keyspace) AggregateInterval() string { return k.prefix + "lock:aggregate
 // Forward is the forwarder's idempotency key of an event:
 // {prefix}wh:fwd:{event_id}.
 func (k Keyspace) Forward(eventID string) string { return k.prefix + "wh:fwd:" + eventID }
+
+// ForwardStatus is one `borda forward` worker's status snapshot, read by
+// the operator page of `borda serve`: {prefix}wh:status:fwd:{instance}
+// (docs/operations.md). It is always written with a TTL.
+func (k Keyspace) ForwardStatus(instance string) string {
+	return k.prefix + "wh:status:fwd:" + instance
+}
+
+// ForwardStatusPattern matches every forwarder status snapshot (for SCAN).
+func (k Keyspace) ForwardStatusPattern() string { return k.prefix + "wh:status:fwd:*" }
+
+// MetricKindPattern matches the telemetry counters of one kind for one
+// minute, {prefix}m:{kind}:*:{YYYYMMDDHHMM} (kind "would_block": the
+// observe-mode would-blocks of every endpoint in that minute), for SCAN.
+func (k Keyspace) MetricKindPattern(kind string, minute time.Time) string {
+	return k.prefix + "m:" + kind + ":*:" + minute.UTC().Format(MinuteLayout)
+}

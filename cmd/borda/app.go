@@ -25,17 +25,19 @@ import (
 
 // app holds every component `borda serve` runs, built once at start.
 type app struct {
-	log       *slog.Logger
-	registry  *prometheus.Registry
-	redis     redis.UniversalClient // nil on the embedded or REST store
-	db        *pgxpool.Pool         // nil without database.url
-	limiter   *ratelimit.Limiter
-	recorder  *telemetry.Recorder // nil when telemetry is off
-	publisher *publish.Publisher  // nil when the ingress is off
-	verifier  *identity.Verifier  // nil without auth.jwt_secret_env's secret or auth.jwks_url
-	gateway   *gateway.Server
-	stopBg    context.CancelFunc
-	bgDone    chan struct{}
+	log        *slog.Logger
+	registry   *prometheus.Registry
+	redis      redis.UniversalClient // nil on the embedded or REST store
+	db         *pgxpool.Pool         // nil without database.url
+	limiter    *ratelimit.Limiter
+	limitStore ratelimit.Store     // the limiter's store (the operator page reads relaxes from it)
+	recorder   *telemetry.Recorder // nil when telemetry is off
+	publisher  *publish.Publisher  // nil when the ingress is off
+	verifier   *identity.Verifier  // nil without auth.jwt_secret_env's secret or auth.jwks_url
+	gateway    *gateway.Server
+	ops        *opsPage // the operator page (options_adminui.go); nil when off
+	stopBg     context.CancelFunc
+	bgDone     chan struct{}
 }
 
 // newApp builds the components in dependency order. Nothing here waits on
@@ -51,6 +53,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	if err != nil {
 		return nil, err
 	}
+	a.limitStore = store
 	a.limiter, err = ratelimit.New(limiterOptions(cfg), ks, store, a.registry, logger)
 	if err != nil {
 		return nil, fmt.Errorf("building rate limiter: %w", err)
@@ -192,6 +195,7 @@ func (a *app) close() {
 	if a.limiter != nil {
 		_ = a.limiter.Stop(context.Background()) // waits for the relax poller's one-second read at most
 	}
+	a.ops.close(a.log)
 	if a.gateway != nil {
 		_ = a.gateway.Close()
 	}

@@ -54,6 +54,12 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return 1
 	}
 	defer stopAdmin()
+	stopStatus, err := startForwardStatus(ctx, rdb, keys, f, log)
+	if err != nil {
+		log.Error("starting the status snapshot", "err", err)
+		return 1
+	}
+	defer stopStatus()
 	log.Info("forwarding", "queue", cfg.Forward.Queue, "prefetch", cfg.Forward.Prefetch, "admin", *admin)
 	if err := f.Run(ctx); err != nil {
 		log.Error("forward stopped", "err", err)

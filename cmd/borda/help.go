@@ -34,12 +34,13 @@ var envDoc = map[string]string{
 	"AUTH_JWKS_URL":              "auth.jwks_url",
 	"AUTH_JWT_SECRET":            "the HS256 secret (the variable auth.jwt_secret_env names)",
 	"ADMIN_PPROF_TOKEN":          "the bearer token for /debug/pprof/ when admin_pprof: token",
+	"ADMIN_TOKEN":                "the operator token the operator page (/ui) needs to replay a dead letter",
 }
 
 // configEnv is every config override, in docs/configuration.md's order.
 var configEnv = []string{"ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN",
 	"AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET",
-	"AUTH_JWKS_URL", "ADMIN_PPROF_TOKEN", "AUTH_JWT_SECRET"}
+	"AUTH_JWKS_URL", "ADMIN_PPROF_TOKEN", "ADMIN_TOKEN", "AUTH_JWT_SECRET"}
 
 const stopSignals = "SIGTERM, SIGINT"
 
@@ -60,7 +61,7 @@ var helps = map[string]commandHelp{
 		},
 		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
 			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET",
-			"ADMIN_PPROF_TOKEN"},
+			"ADMIN_PPROF_TOKEN", "ADMIN_TOKEN"},
 		envNote: "and the variables named by webhook.sources[].tokens_env and webhook.sources[].signature.secret_env",
 	},
 	"forward": {

@@ -39,7 +39,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 
 	servers := []*http.Server{app.gateway.HTTPServer(cfg.Listen, app.gateway.Handler())}
 	if cfg.AdminListen != "off" {
-		servers = append(servers, app.gateway.HTTPServer(cfg.AdminListen, app.gateway.AdminHandler()))
+		servers = append(servers, app.gateway.HTTPServer(cfg.AdminListen, app.adminHandler(ctx, cfg)))
 	}
 	listeners := make([]net.Listener, 0, len(servers))
 	for _, srv := range servers {
@@ -117,5 +117,6 @@ func (a *app) reload(path string) {
 		a.log.Error("reload refused: keeping the running rules", "config", path, "err", err)
 		return
 	}
+	a.ops.reloaded(cfg)
 	a.log.Info("rate-limit rules reloaded", "config", path, "rules", len(cfg.RateLimits.Rules))
 }

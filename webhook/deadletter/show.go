@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -46,6 +47,17 @@ type Entry struct {
 	BodyBytes           int
 	// Preview is the event's body as Preview renders it.
 	Preview string
+}
+
+// ListEntries is List with every letter in full (Entry): up to limit dead
+// letters of queue (0: DefaultLimit), oldest first by DeadLetteredAt,
+// every one kept in the queue as List keeps them. The operator page
+// (docs/operations.md) lists with it.
+func ListEntries(ctx context.Context, conn *amqp.Connection, pub Republisher, queue string, limit int) ([]Entry, error) {
+	var out []Entry
+	err := readKept(ctx, conn, pub, queue, limit, func(d amqp.Delivery) { out = append(out, entryOf(FromDelivery(d), d)) })
+	slices.SortStableFunc(out, func(a, b Entry) int { return a.DeadLetteredAt.Compare(b.DeadLetteredAt) })
+	return out, err
 }
 
 // Show reads the dead letters of queue in one pass (at most limit; 0:
@@ -108,8 +120,11 @@ func entryOf(l Letter, d amqp.Delivery) Entry {
 }
 
 // secretish are the parts of a JSON member name whose value Preview
-// replaces with "[redacted]" (Evolution sends its apikey in the body).
-var secretish = []string{"token", "secret", "password", "passwd", "apikey", "api_key", "authorization", "signature", "cookie", "jwt"}
+// replaces with "[redacted]", compared case-insensitively with '_' and
+// '-' removed: credentials the providers put in their bodies (Evolution
+// sends its apikey), WhatsApp's media decryption keys, and media payloads
+// (base64, thumbnails) that are noise on an operator's screen.
+var secretish = []string{"token", "secret", "password", "passwd", "apikey", "authorization", "signature", "cookie", "jwt", "mediakey", "base64", "jpegthumbnail"}
 
 // Preview renders an event body for an operator's eyes: a JSON body
 // compacted, with the value of every member whose name holds a secret's
@@ -159,7 +174,7 @@ func redactSecrets(v any) any {
 }
 
 func isSecretish(name string) bool {
-	n := strings.ToLower(name)
+	n := strings.ToLower(strings.NewReplacer("_", "", "-", "").Replace(name))
 	for _, w := range secretish {
 		if strings.Contains(n, w) {
 			return true

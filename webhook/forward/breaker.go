@@ -3,6 +3,7 @@ package forward
 import (
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,10 +25,33 @@ var errFailed = errors.New("forward: POST failed")
 type Breaker struct {
 	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
 	opened chan struct{}
+
+	// mu guards what Status reports beyond the state: when the state last
+	// changed, the last retryable failure and the one that opened it.
+	mu            sync.Mutex
+	since         time.Time
+	lastFailure   string
+	lastFailureAt time.Time
+	openedBy      string
+}
+
+// BreakerStatus is what the operator page shows of a Breaker
+// (docs/operations.md): State is "closed", "half-open" or "open"; Since
+// is when it entered that state (the process start for closed);
+// LastFailure is the safe reason of the last retryable failure ("5xx
+// (HTTP 503): <reply excerpt>", "timeout", "network"), already redacted
+// like the dead letters' excerpts; OpenedBy is LastFailure as it was
+// when the breaker last opened (empty if it never did).
+type BreakerStatus struct {
+	State         string
+	Since         time.Time
+	LastFailure   string
+	LastFailureAt time.Time
+	OpenedBy      string
 }
 
 func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
-	b := &Breaker{opened: make(chan struct{}, 1)}
+	b := &Breaker{opened: make(chan struct{}, 1), since: time.Now()}
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "legacy-endpoint",
 		MaxRequests: 1,
@@ -36,6 +60,12 @@ func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log
 		IsExcluded:  func(err error) bool { return errors.Is(err, errSkipped) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			gauge.Set(stateValue(to))
+			b.mu.Lock()
+			b.since = time.Now()
+			if to == gobreaker.StateOpen {
+				b.openedBy = b.lastFailure
+			}
+			b.mu.Unlock()
 			log.Warn("forward breaker state changed", "from", from.String(), "to", to.String())
 			if to == gobreaker.StateOpen {
 				select {
@@ -52,6 +82,22 @@ func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log
 // State returns the breaker's current state (moving open to half-open
 // when OpenFor has passed).
 func (b *Breaker) State() gobreaker.State { return b.cb.State() }
+
+// Status returns the state, since when, and the failures behind it.
+func (b *Breaker) Status() BreakerStatus {
+	state := b.cb.State().String()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BreakerStatus{State: state, Since: b.since, LastFailure: b.lastFailure, LastFailureAt: b.lastFailureAt, OpenedBy: b.openedBy}
+}
+
+// failed records a retryable failure's safe reason; call it before
+// done(errFailed), so a failure that opens the breaker is its OpenedBy.
+func (b *Breaker) failed(reason string, at time.Time) {
+	b.mu.Lock()
+	b.lastFailure, b.lastFailureAt = reason, at
+	b.mu.Unlock()
+}
 
 // allow asks for a slot; done must be called with nil (the endpoint
 // answered), errFailed or errSkipped.

@@ -91,6 +91,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		log.Warn("legacy endpoint rejected the event", "status", res.Status)
 		w.deadLetter(ctx, d, env, letter{reason: "rejected by the legacy endpoint", class: res.Class, status: res.Status, excerpt: res.Excerpt, failures: failures + 1}, lease)
 	default:
+		f.breaker.failed(breakerReason(res), f.now())
 		done(errFailed)
 		w.retry(ctx, d, env, failures+1, res, lease)
 	}

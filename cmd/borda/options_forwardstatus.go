@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/webhook/forward"
+	"github.com/olp-edu/borda/webhook/forwardstatus"
+)
+
+// forwardInstance names this `borda forward` worker in its status
+// snapshot: the host name (the pod's name under Kubernetes) and the PID.
+func forwardInstance() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "forward"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// startForwardStatus writes f's status snapshot to Redis for the operator
+// page of `borda serve` (docs/operations.md) until the returned stop is
+// called. A Redis that does not answer only costs the snapshot.
+func startForwardStatus(ctx context.Context, rdb redis.Cmdable, ks keyspace.Keyspace, f *forward.Forwarder, log *slog.Logger) (stop func(), err error) {
+	w, err := forwardstatus.NewWriter(rdb, ks, forwardInstance(), 0, 0, func() forwardstatus.Snapshot {
+		return forwardSnapshot(f.Status())
+	}, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return nil, err
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = w.Stop(sctx)
+	}, nil
+}
+
+func forwardSnapshot(s forward.Status) forwardstatus.Snapshot {
+	return forwardstatus.Snapshot{
+		Breaker: s.Breaker.State, BreakerSince: s.Breaker.Since.UTC(),
+		LastFailure: s.Breaker.LastFailure, LastFailureAt: s.Breaker.LastFailureAt.UTC(), OpenedBy: s.Breaker.OpenedBy,
+		Connected: s.Connected, Consuming: s.Consuming, Problems: s.Problems,
+		QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth, OldestAgeSeconds: s.OldestAge.Seconds(),
+	}
+}
