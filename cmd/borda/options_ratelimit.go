@@ -8,6 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/ratelimit"
 )
 
@@ -94,3 +96,9 @@ func newStore(cfg configs.Config, rdb redis.UniversalClient, httpClient *http.Cl
 	}
 	return ratelimit.NewStore(o)
 }
+
+// The gateway and the lifecycle rely on these shapes.
+var (
+	_ gateway.Limiter   = (*ratelimit.Limiter)(nil)
+	_ startstop.Service = (*ratelimit.Limiter)(nil)
+)
