@@ -162,17 +162,3 @@ func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
 	s.mu.Unlock()
 	return at, calls, nil
 }
-
-// pending returns the number of keys the view counted since the last
-// round (tests and the bench).
-func (s *syncer) pending() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for _, k := range s.keys {
-		if k.dirty {
-			n++
-		}
-	}
-	return n
-}

@@ -279,3 +279,42 @@ func TestNew_RefusesSyncOnAStoreWithoutSync(t *testing.T) {
 		t.Fatal("a store without Sync accepted")
 	}
 }
+
+// A started Limiter sends its counts within an interval, and Stop sends
+// the last interval's.
+func TestSync_StartedLimiterSendsItsCountsAndStopTheLast(t *testing.T) {
+	t.Parallel()
+	for _, interval := range []time.Duration{20 * time.Millisecond, time.Hour} {
+		store := NewMemoryStore(0)
+		opts := rulesConfig(burstRule(100, time.Minute))
+		opts.Sync = interval
+		l, _ := newTestLimiterWith(t, opts, testKS, store)
+		ctx := context.Background()
+		if err := l.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := Subject{Route: "portal", IP: "198.51.100.9"}
+		for range 3 {
+			l.Decide(ctx, s)
+		}
+		stored := func() int64 {
+			var out [1]KeyState
+			store.snapshot([]Hit{{Key: testKS.RateLimit("burst", s.IP), Algorithm: FixedWindow, TTL: time.Minute}}, out[:])
+			return out[0].N
+		}
+		if interval < time.Hour {
+			for deadline := time.Now().Add(5 * time.Second); stored() != 3; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("sync %s: stored %d after 5s, want 3", interval, stored())
+				}
+			}
+		}
+		l.Decide(ctx, s)
+		if err := l.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := stored(); n != 4 {
+			t.Fatalf("sync %s: stored %d after Stop, want 4", interval, n)
+		}
+	}
+}
