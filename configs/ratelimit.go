@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // RateLimits configures the limiter (docs/rate-limiting.md).
@@ -19,7 +20,18 @@ type RateLimits struct {
 	// RelaxPoll is how often each instance reads relax factors
 	// ({prefix}cfg:relax:{rule}) from the store (default 5s).
 	RelaxPoll Duration `yaml:"relax_poll"`
-	// Rules are evaluated together, in one store round trip per request.
+	// Sync, when set (50ms is a good value), takes the store off the
+	// request path: each replica decides on its own counts plus the other
+	// replicas' counts as last read, and every Sync sends what it counted,
+	// for all keys, in one round trip that reads the totals back. 0 (the
+	// default): one store round trip per request, exact across replicas.
+	// A single replica decides exactly as with 0; N replicas may pass a
+	// limit by up to (N − 1) × (requests per replica per second) × Sync
+	// (docs/rate-limiting.md, "Synchronization"). At most 10s, and
+	// below every rule's window.
+	Sync Duration `yaml:"sync"`
+	// Rules are evaluated together, in one store round trip per request
+	// (or, with Sync, on the replica's own counts).
 	Rules []Rule `yaml:"rules"`
 }
 
@@ -96,6 +108,15 @@ func (c *Config) validateRateLimits(p *problems) {
 	}
 	if rl.RelaxPoll <= 0 {
 		p.addf("rate_limits.relax_poll", "must be positive")
+	}
+	if rl.Sync < 0 || rl.Sync.D() > 10*time.Second {
+		p.addf("rate_limits.sync", "%s: want 0 (a store round trip per request) or an interval up to 10s", rl.Sync)
+	}
+	for i, r := range rl.Rules {
+		if rl.Sync > 0 && r.Window > 0 && rl.Sync >= r.Window {
+			p.addf("rate_limits.sync", "%s is not below the window of rate_limits.rules[%d] (%s)", rl.Sync, i, r.Window)
+			break
+		}
 	}
 	names := map[string]bool{}
 	for i := range rl.Rules {

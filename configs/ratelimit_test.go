@@ -50,3 +50,20 @@ func TestUnknownAlgorithmNamesTheThree(t *testing.T) {
 		t.Fatalf("algorithm sliding: err = %v", err)
 	}
 }
+
+// rate_limits.sync is 0 or an interval up to 10s below every rule's
+// window; a bad one is refused naming the field.
+func TestSyncIntervalIsBoundedByTheRulesWindows(t *testing.T) {
+	t.Parallel()
+	rule := "    - {name: burst, scope: ip, limit: 10, window: 5s, routes: ['*']}\n"
+	ok, err := configs.Parse(append([]byte("environment: development\nrate_limits:\n  sync: 50ms\n  rules:\n"), rule...), noEnv)
+	if err != nil || ok.RateLimits.Sync.D().Milliseconds() != 50 {
+		t.Fatalf("sync 50ms: %v (%v)", err, ok.RateLimits.Sync)
+	}
+	for _, bad := range []string{"-1s", "5s", "11s"} {
+		_, err := configs.Parse(append([]byte("environment: development\nrate_limits:\n  sync: "+bad+"\n  rules:\n"), rule...), noEnv)
+		if err == nil || !strings.Contains(err.Error(), "rate_limits.sync") {
+			t.Errorf("sync %s: err = %v, want rate_limits.sync refused", bad, err)
+		}
+	}
+}

@@ -176,21 +176,6 @@ func ApplyRequest(h http.Header, forward []Forward) {
 	h["Cookie"] = []string{strings.Join(kept, "; ")}
 }
 
-// Value returns the value of the first cookie named name in h's Cookie
-// lines, unquoted, without allocating for the other cookies. Malformed
-// pairs are skipped.
-func Value(h http.Header, name string) (string, bool) {
-	for _, line := range h["Cookie"] {
-		for part := range strings.SplitSeq(line, ";") {
-			n, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if ok && strings.TrimSpace(n) == name {
-				return unquote(strings.TrimSpace(v)), true
-			}
-		}
-	}
-	return "", false
-}
-
 // bearerCookie returns the value ApplyRequest sends upstream as
 // "Authorization: Bearer" for a request without Authorization: the first
 // olp_* cookie, in header order, that forward lists AsAuthorization and

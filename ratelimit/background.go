@@ -34,16 +34,47 @@ func (l *Limiter) run(ctx context.Context) {
 	defer relaxTick.Stop()
 	probeTick := time.NewTicker(probeInterval)
 	defer probeTick.Stop()
+	var syncTick <-chan time.Time
+	var wake <-chan struct{}
+	if l.sync != nil {
+		t := time.NewTicker(l.sync.interval)
+		defer t.Stop()
+		syncTick, wake = t.C, l.sync.wake
+	}
 	l.pollRelax(ctx)
 	for {
 		select {
 		case <-ctx.Done():
+			if l.sync != nil { // the counts of the last interval reach the store
+				fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.sync.timeout)
+				l.syncRound(fctx)
+				cancel()
+			}
 			return
 		case <-relaxTick.C:
 			l.pollRelax(ctx)
 		case <-probeTick.C:
 			l.probe(ctx)
+		case <-syncTick:
+			l.syncRound(ctx)
+		case <-wake:
+			l.syncRound(ctx)
 		}
+	}
+}
+
+// syncRound runs one synchronization round and learns the store's clock
+// from it; a failure is counted and logged (at most once a second), and
+// decisions stay local.
+func (l *Limiter) syncRound(ctx context.Context) {
+	at, calls, err := l.sync.round(ctx)
+	l.m.rlCommands.Add(float64(calls))
+	if err != nil {
+		l.logStoreError(err)
+		return
+	}
+	if !at.IsZero() {
+		l.skew.Store(int64(at.Sub(l.now())))
 	}
 }
 

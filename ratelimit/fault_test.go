@@ -19,7 +19,7 @@ import (
 
 // faultProxy puts an in-process toxiproxy on 127.0.0.1 in front of
 // upstream and returns it with its listen address.
-func faultProxy(t *testing.T, upstream string) (*toxiproxy.Proxy, string) {
+func faultProxy(t testing.TB, upstream string) (*toxiproxy.Proxy, string) {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, servicetest.Name(t), "127.0.0.1:0", upstream)
@@ -30,7 +30,7 @@ func faultProxy(t *testing.T, upstream string) (*toxiproxy.Proxy, string) {
 	return p, p.Listen
 }
 
-func addToxic(t *testing.T, p *toxiproxy.Proxy, spec string) {
+func addToxic(t testing.TB, p *toxiproxy.Proxy, spec string) {
 	t.Helper()
 	if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
 		t.Fatal(err)

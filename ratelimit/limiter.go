@@ -55,7 +55,11 @@ type Limiter struct {
 	probing atomic.Bool  // Start runs the breaker probe off the request path
 	lastLog atomic.Int64 // unix ns of the last store-error log line
 
-	bg startstop.Runner // the relax poller and the breaker probe (background.go)
+	bg startstop.Runner // the relax poller, the breaker probe and the sync rounds (background.go)
+
+	// sync decides on a local view synchronized every Options.Sync; nil:
+	// every decision is a store round trip.
+	sync *syncer
 }
 
 const (
@@ -135,6 +139,17 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		o(l)
 	}
 	l.local.SetClock(l.now)
+	if opts.Sync > 0 {
+		syncStore, ok := store.(Syncer)
+		if !ok {
+			return nil, fmt.Errorf("creating the rate limiter: store %T cannot synchronize (rate_limits.sync)", store)
+		}
+		timeout := max(l.timeout, min(opts.Sync, time.Second))
+		l.sync = newSyncer(syncStore, opts.Sync, timeout, l.storeNow, m)
+		if rs, ok := store.(*RedisStore); ok && rs.cluster {
+			l.sync.perKey = true
+		}
+	}
 	l.errs = [3]prometheus.Counter{
 		m.storeErrors.WithLabelValues("timeout"),
 		m.storeErrors.WithLabelValues("error"),
@@ -222,7 +237,16 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		ds = kept
 	case len(hits) > 0:
 		counts := make([]Count, len(hits))
-		if at, err := l.hitStore(ctx, hits, counts); err != nil {
+		var at time.Time
+		var err error
+		if l.sync != nil {
+			// Decided on the local view, on the estimate of the store's
+			// clock: the sync rounds correct the estimate, not this.
+			l.sync.hit(hits, counts)
+		} else {
+			at, err = l.hitStore(ctx, hits, counts)
+		}
+		if err != nil {
 			l.fallback(rules, ds, hits, pending)
 		} else {
 			// The store's clock decided; a clock-aligned window's reset was
@@ -252,6 +276,12 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		}
 	}
 	return Verdict{Decisions: ds}
+}
+
+// storeNow is the Limiter's estimate of the store's clock: its own clock
+// plus the offset the last store reply showed.
+func (l *Limiter) storeNow() time.Time {
+	return l.now().Add(time.Duration(l.skew.Load()))
 }
 
 // evaluate turns a store Count into d's outcome; observeLimit is the

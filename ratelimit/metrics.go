@@ -38,6 +38,8 @@ type metrics struct {
 	commands      *prometheus.CounterVec
 	rlCommands    prometheus.Counter
 	relaxCommands prometheus.Counter
+	syncRounds    *prometheus.CounterVec
+	syncDropped   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,6 +62,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "borda_ratelimit_store_errors_total",
 		Help: "Rate-limit store calls that failed open, by reason: timeout, error, breaker_open.",
 	}, []string{"reason"})); err != nil {
+		return nil, err
+	}
+	if m.syncRounds, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "borda_ratelimit_sync_rounds_total",
+		Help: "Synchronization rounds of rate_limits.sync, by result: ok, error (decisions stay local; the counts go with the next round).",
+	}, []string{"result"})); err != nil {
+		return nil, err
+	}
+	if m.syncDropped, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "borda_ratelimit_sync_dropped_total",
+		Help: "Hits decided locally whose counts were not sent to the store: more keys than a round holds (rate_limits.sync).",
+	})); err != nil {
 		return nil, err
 	}
 	if m.commands, err = redisCommands(reg); err != nil {

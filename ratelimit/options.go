@@ -140,6 +140,13 @@ type Options struct {
 	// RelaxPoll is how often relax factors are read from the store. 0:
 	// DefaultRelaxPoll.
 	RelaxPoll time.Duration
+	// Sync, when > 0, takes the store off the request path: the Limiter
+	// decides on its own view of the counts and sends what it counted to
+	// the store every Sync, for all keys in one round trip, reading the
+	// other replicas' counts back (the store must be a Syncer). 0 decides
+	// every request in its own store round trip (docs/rate-limiting.md,
+	// "Synchronization").
+	Sync time.Duration
 }
 
 // check refuses a typed value the Limiter cannot work with. The file's

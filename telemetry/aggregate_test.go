@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,12 +249,18 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 	want := recordSome(t, rdb, ks)
 	a := newTestAggregator(t, rdb, db, ks)
 	a.backoffBase = 20 * time.Millisecond
+	failures := &failureCounter{}
+	a.logger = slog.New(failures)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	// A 1s interval caps the backoff: with 1h it doubles past the deadline
 	// when schema.Up is slow (a loaded CI box) and the test flakes.
 	go func() { a.Run(ctx, time.Second); close(done) }()
-	time.Sleep(100 * time.Millisecond) // a few failed attempts
+	for deadline := time.Now().Add(10 * time.Second); failures.n.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Run logged %d failed attempts in 10s, want a retry", failures.n.Load())
+		}
+	}
 	if err := schema.Up(t.Context(), url); err != nil {
 		t.Fatal(err)
 	}
@@ -332,3 +340,17 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// failureCounter is a slog.Handler counting the aggregator's "telemetry
+// aggregation failed" lines (one per failed attempt).
+type failureCounter struct{ n atomic.Int64 }
+
+func (c *failureCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *failureCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "telemetry aggregation failed" {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *failureCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *failureCounter) WithGroup(string) slog.Handler      { return c }

@@ -7,6 +7,7 @@ import (
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/identity"
+	"github.com/olp-edu/borda/internal/startstop"
 )
 
 // identityOptions maps the auth section to the verifier's options.
@@ -55,3 +56,6 @@ func cookieForward(fw []configs.CookieForward) []cookies.Forward {
 	}
 	return out
 }
+
+// The verifier runs its JWKS refresher in the background.
+var _ startstop.Service = (*identity.Verifier)(nil)

@@ -8,6 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/ratelimit"
 )
 
@@ -21,6 +23,7 @@ func limiterOptions(cfg configs.Config) ratelimit.Options {
 		BreakerFailures: rl.Breaker.Failures,
 		BreakerOpenFor:  rl.Breaker.OpenFor.D(),
 		RelaxPoll:       rl.RelaxPoll.D(),
+		Sync:            rl.Sync.D(),
 	}
 	if rl.OnStoreError == "local" {
 		o.OnStoreError = ratelimit.LocalIP
@@ -94,3 +97,9 @@ func newStore(cfg configs.Config, rdb redis.UniversalClient, httpClient *http.Cl
 	}
 	return ratelimit.NewStore(o)
 }
+
+// The gateway and the lifecycle rely on these shapes.
+var (
+	_ gateway.Limiter   = (*ratelimit.Limiter)(nil)
+	_ startstop.Service = (*ratelimit.Limiter)(nil)
+)

@@ -40,6 +40,7 @@ routes:
 rate_limits:
   timeout: 40ms
   on_store_error: local
+  sync: 50ms
   rules:
     - {name: burst, scope: ip, limit: 5, window: 5s}
     - {name: api, scope: user, algorithm: gcra, mode: observe, limit: 600, window: 1m, routes: ['*']}
@@ -48,7 +49,7 @@ rate_limits:
 		t.Fatal(err)
 	}
 	o := limiterOptions(cfg)
-	if o.Timeout != 40*time.Millisecond || o.OnStoreError != ratelimit.LocalIP || o.BreakerFailures != 5 || o.RelaxPoll != 5*time.Second {
+	if o.Timeout != 40*time.Millisecond || o.OnStoreError != ratelimit.LocalIP || o.BreakerFailures != 5 || o.RelaxPoll != 5*time.Second || o.Sync != 50*time.Millisecond {
 		t.Errorf("settings: %+v", o)
 	}
 	if len(o.Rules) != 2 || !slices.Equal(o.Rules[0].Routes, []string{"portal"}) || o.Rules[0].Mode != ratelimit.Enforce || o.Rules[0].Algorithm != ratelimit.FixedWindow {

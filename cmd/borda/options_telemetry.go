@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/telemetry"
 )
 
@@ -13,3 +15,9 @@ func recorderOptions(t configs.Telemetry) telemetry.Options {
 		MaxEndpointsPerRoute: t.MaxEndpointsPerRoute,
 	}
 }
+
+// The gateway and the lifecycle rely on these shapes.
+var (
+	_ gateway.Recorder  = (*telemetry.Recorder)(nil)
+	_ startstop.Service = (*telemetry.Recorder)(nil)
+)

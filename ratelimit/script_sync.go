@@ -1,0 +1,216 @@
+package ratelimit
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// syncScriptSource merges the pending counts of many keys in one EVAL, on
+// the store's clock (Options.Sync; docs/rate-limiting.md,
+// "Synchronization"). Per key the replica sends its view (local) and the
+// state it last read (base); the script writes local + max(0, stored −
+// base) per counter, so a replica alone writes exactly its view and the
+// counts of replicas add up, with every key's TTL set in the same call:
+//
+//	KEYS[i]                 one key per op
+//	ARGV[1]                 0 (use TIME), or a pinned now in unix ms (tests only)
+//	ARGV[2+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
+//	  "f", ttl_ms, 0,        base n (-1: none), 0, 0,        local n, 0, 0, local ttl_ms
+//	  "g", limit, period_ms, base tat (-1: none), 0, 0,      local tat (-1: none), 0, 0, 0
+//	  "s", limit, window_ms, base idx (-1: none), cur, prev, local idx (-1: none), cur, prev, 0
+//
+// It returns 4 strings per key, then the script's now (unix ms):
+//
+//	fixed window:  n, 0, 0, ttl_ms
+//	GCRA:          tat (%.3f), 0, 0, ttl_ms
+//	sliding:       idx, cur, prev, ttl_ms
+//
+// ttl_ms 0 means the key is absent. A key holding another algorithm's
+// value (a reload changed the rule) is overwritten, as the hit script
+// starts such a key afresh. mergeState is the same merge in Go.
+const syncScriptSource = `
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function at(idx, i, c, p)
+  if i < 0 then return 0 end
+  if idx == i then return c end
+  if idx == i - 1 then return p end
+  return 0
+end
+local out = {}
+for i, key in ipairs(KEYS) do
+  local j = 2 + (i - 1) * 10
+  local kind = ARGV[j]
+  local a, b = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
+  local b1, b2, b3 = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
+  local l1, l2, l3, l4 = tonumber(ARGV[j + 6]), tonumber(ARGV[j + 7]), tonumber(ARGV[j + 8]), tonumber(ARGV[j + 9])
+  local r1, r2, r3, rttl = 0, 0, 0, 0
+  if kind == 'f' then
+    local g = tonumber(redis.call('GET', key) or '')
+    if g ~= nil and math.floor(g) ~= g then g = nil end
+    local gttl = 0
+    if g ~= nil then
+      gttl = redis.call('PTTL', key)
+      if gttl < 0 or gttl > a then gttl = a end
+    end
+    if l1 <= 0 then
+      if g ~= nil then r1, rttl = g, gttl end
+    else
+      local other, ttl = 0, l4
+      if g ~= nil then
+        other = math.max(0, g - math.max(b1, 0))
+        ttl = gttl
+      end
+      if ttl <= 0 or ttl > a then ttl = a end
+      r1, rttl = l1 + other, ttl
+      redis.call('SET', key, r1, 'PX', rttl)
+    end
+    r1 = string.format('%d', r1)
+  elseif kind == 'g' then
+    local g = tonumber(redis.call('GET', key) or '')
+    if g ~= nil and g < now then g = nil end
+    if l1 < 0 then
+      if g ~= nil then r1, rttl = g, math.max(1, math.ceil(g - now)) end
+    else
+      local other = 0
+      if g ~= nil then other = math.max(0, g - math.max(b1, now)) end
+      local tat = math.min(math.max(l1, now) + other, now + b)
+      if tat > now then
+        rttl = math.max(1, math.ceil(tat - now))
+        r1 = tat
+        redis.call('SET', key, string.format('%.3f', tat), 'PX', rttl)
+      end
+    end
+    r1 = string.format('%.3f', r1)
+  else
+    local gi, gc, gp = -1, 0, 0
+    local v = redis.call('GET', key)
+    if v then
+      local sw, si, sc, sp = string.match(v, '^s(%d+):(%d+):(%d+):(%d+)$')
+      if sw and tonumber(sw) == b then
+        gi, gc, gp = tonumber(si), tonumber(sc), tonumber(sp)
+        if (gi + 2) * b - now < 1 then gi, gc, gp = -1, 0, 0 end
+      end
+    end
+    if l1 < 0 then
+      if gi >= 0 then r1, r2, r3, rttl = gi, gc, gp, (gi + 2) * b - now end
+    else
+      local r = math.max(l1, gi)
+      local c = at(r, l1, l2, l3) + math.max(0, at(r, gi, gc, gp) - at(r, b1, b2, b3))
+      local p = at(r - 1, l1, l2, l3) + math.max(0, at(r - 1, gi, gc, gp) - at(r - 1, b1, b2, b3))
+      local ttl = (r + 2) * b - now
+      if ttl >= 1 and (c > 0 or p > 0) then
+        r1, r2, r3, rttl = r, c, p, ttl
+        redis.call('SET', key, string.format('s%d:%d:%d:%d', b, r, c, p), 'PX', ttl)
+      end
+    end
+    r1 = string.format('%d', r1)
+  end
+  out[#out + 1] = r1
+  out[#out + 1] = string.format('%d', r2)
+  out[#out + 1] = string.format('%d', r3)
+  out[#out + 1] = string.format('%d', rttl)
+end
+out[#out + 1] = now
+return out
+`
+
+var syncScriptSHA = sha1Hex(syncScriptSource)
+
+// syncArgs returns the sync script's KEYS and ARGV for ops.
+func syncArgs(pinnedMS int64, ops []SyncOp) ([]string, []any) {
+	keys := make([]string, len(ops))
+	args := make([]any, 1, 1+10*len(ops))
+	args[0] = pinnedMS
+	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+	for i, op := range ops {
+		keys[i] = op.Hit.Key
+		b, l := op.Base, op.Local
+		switch op.Hit.Algorithm {
+		case GCRA:
+			bt, lt := -1.0, -1.0
+			if b.present() {
+				bt = b.TAT
+			}
+			if l.present() {
+				lt = l.TAT
+			}
+			args = append(args, "g", op.Hit.Limit, op.Hit.Period.Milliseconds(), num(bt), 0, 0, num(lt), 0, 0, 0)
+		case SlidingWindow:
+			bi, li := -1.0, -1.0
+			if b.present() {
+				bi = b.Index
+			}
+			if l.present() {
+				li = l.Index
+			}
+			args = append(args, "s", op.Hit.Limit, op.Hit.Period.Milliseconds(), num(bi), num(b.Cur), num(b.Prev), num(li), num(l.Cur), num(l.Prev), 0)
+		default:
+			bn, ln := int64(-1), int64(0)
+			if b.present() {
+				bn = b.N
+			}
+			if l.present() {
+				ln = l.N
+			}
+			args = append(args, "f", max(op.Hit.TTL.Milliseconds(), 1), 0, bn, 0, 0, ln, 0, 0, l.TTL.Milliseconds())
+		}
+	}
+	return keys, args
+}
+
+// decodeSync fills out from the sync script's reply (4 values per key,
+// then the script's now in unix ms) and returns that now.
+func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, error) {
+	if len(reply) != 4*len(ops)+1 || len(out) != len(ops) {
+		return time.Time{}, fmt.Errorf("%w: %d values for %d sync keys", ErrBadReply, len(reply), len(ops))
+	}
+	var v [4]float64
+	for i, op := range ops {
+		for k := range v {
+			f, err := replyFloat(reply[4*i+k])
+			if err != nil {
+				return time.Time{}, err
+			}
+			v[k] = f
+		}
+		ttl := time.Duration(v[3]) * time.Millisecond
+		if ttl <= 0 {
+			out[i] = KeyState{}
+			continue
+		}
+		switch op.Hit.Algorithm {
+		case GCRA:
+			out[i] = KeyState{TAT: v[0], TTL: ttl}
+		case SlidingWindow:
+			out[i] = KeyState{Index: v[0], Cur: v[1], Prev: v[2], TTL: ttl}
+		default:
+			out[i] = KeyState{N: int64(v[0]), TTL: ttl}
+		}
+	}
+	now, err := replyFloat(reply[len(reply)-1])
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.UnixMilli(int64(now)), nil
+}
+
+// replyFloat reads one value of a script reply: an integer (RESP), a
+// string (RESP bulk) or a json.Number (REST).
+func replyFloat(v any) (float64, error) {
+	switch x := v.(type) {
+	case int64:
+		return float64(x), nil
+	case string:
+		return strconv.ParseFloat(x, 64)
+	case json.Number:
+		return x.Float64()
+	default:
+		return 0, fmt.Errorf("%w: %T where a number was expected", ErrBadReply, v)
+	}
+}
