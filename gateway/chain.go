@@ -59,7 +59,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			r.Body = &ex.body
 			ex.w.body = &ex.body
 		}
-		r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+		base, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil) // last: the exchange's context ends with the request
+		ex.ctx, ex.cancel = exchangeContext{Context: base, ex: ex}, cancel
+		r = r.WithContext(&ex.ctx)
 		defer s.finish(ex, r)
 		if ex.w.body != nil {
 			// Runs before net/http's own drain of an unread body.

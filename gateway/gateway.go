@@ -124,8 +124,11 @@ type Server struct {
 	// hex), added to every proxied request so a request that comes back
 	// to the process that sent it is answered 508 (loop.go).
 	via string
-	// viaEntry11 is "1.1 " + via, the Via entry of an HTTP/1.1 request.
+	// viaEntry11 is "1.1 " + via, the Via entry of an HTTP/1.1 request;
+	// viaLine11 is the Via header of an HTTP/1.1 request that came with
+	// none ([]string{viaEntry11}, cap 1), shared by every such request.
 	viaEntry11 string
+	viaLine11  []string
 
 	public http.Handler
 	admin  http.Handler
@@ -154,6 +157,7 @@ func New(opts Options, deps Deps) (*Server, error) {
 		via:      newViaPseudonym(),
 	}
 	s.viaEntry11 = "1.1 " + s.via
+	s.viaLine11 = []string{s.viaEntry11}[:1:1]
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
