@@ -88,8 +88,14 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	if label == "" {
 		label = labelUnrouted
 	}
-	s.metrics.requests.WithLabelValues(label, codeLabel(status), methodLabel(r.Method)).Inc()
-	s.metrics.duration.WithLabelValues(label).Observe(dur.Seconds())
+	lm := s.unroutedMetrics
+	switch {
+	case ex.route != nil:
+		lm = ex.route.metrics
+	case ex.label == labelWebhook:
+		lm = s.webhookMetrics
+	}
+	lm.record(status, methodLabel(r.Method), dur)
 	path := r.URL.Path
 	if ex.label == labelWebhook && s.webhook != nil {
 		path = s.webhook.RedactPath(path) // never a URL token in a log line or a key

@@ -101,11 +101,15 @@ type Server struct {
 	recorder     Recorder
 	verifier     IdentityVerifier
 	metrics      *metrics
-	checks       map[string]func(context.Context) error
-	checkNames   []string
-	draining     atomic.Bool
-	transport    http.RoundTripper
-	registry     *prometheus.Registry
+	// unroutedMetrics and webhookMetrics are the request metrics of the
+	// "unrouted" and "webhook" labels; a route's are in route.metrics.
+	unroutedMetrics *labelMetrics
+	webhookMetrics  *labelMetrics
+	checks          map[string]func(context.Context) error
+	checkNames      []string
+	draining        atomic.Bool
+	transport       http.RoundTripper
+	registry        *prometheus.Registry
 	// keepUnderscores is headers_with_underscores: allow (else such
 	// request headers are dropped before the upstream).
 	keepUnderscores bool
@@ -171,6 +175,7 @@ func New(opts Options, deps Deps) (*Server, error) {
 		return nil, fmt.Errorf("registering gateway metrics: %w", err)
 	}
 	s.metrics = m
+	s.unroutedMetrics, s.webhookMetrics = m.forLabel(labelUnrouted), m.forLabel(labelWebhook)
 	s.ip = clientIP{trusted: opts.TrustedProxies, v6Bits: opts.IPv6PrefixLen}
 	if opts.ClientIPHeader != "" {
 		s.ip.header = http.CanonicalHeaderKey(opts.ClientIPHeader)
@@ -248,6 +253,7 @@ func (s *Server) buildRoutes(routes []Route) error {
 		if rt.Name == "" {
 			rt.Name = fmt.Sprintf("route%d", i)
 		}
+		rt.metrics = s.metrics.forLabel(rt.Name)
 		rt.escapedSlashes = s.escapedSlashes
 		if rc.EscapedSlashes != SlashesDefault && s.escapedSlashes != slashUnescape {
 			rt.escapedSlashes = rc.EscapedSlashes.action()
