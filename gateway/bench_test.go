@@ -122,12 +122,14 @@ routes:
 `
 
 // runPlainBench sends what wrk sends: GET / with a Host and nothing else,
-// from one peer.
+// from one peer, each goroutine on its own keep-alive connection (the
+// connection context Server.HTTPServer gives, with its peerMemo).
 func runPlainBench(b *testing.B, h http.Handler) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		conn := context.WithValue(context.Background(), peerMemoKey{}, &peerMemo{})
 		for pb.Next() {
-			req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:18003/", nil)
+			req := httptest.NewRequestWithContext(conn, http.MethodGet, "http://127.0.0.1:18003/", nil)
 			req.RemoteAddr = "127.0.0.1:40000"
 			rr := httptest.NewRecorder()
 			h.ServeHTTP(rr, req)

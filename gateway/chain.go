@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"time"
@@ -45,9 +46,19 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if s.draining.Load() {
 			h["Connection"] = []string{"close"}
 		}
-		ex.client, ex.trusted = s.ip.resolve(r.RemoteAddr, r.Header)
+		var peer netip.Addr
+		peerStr := ""
+		if m, ok := r.Context().Value(peerMemoKey{}).(*peerMemo); ok {
+			peer, peerStr = m.peer(r.RemoteAddr) // once per connection (Server.HTTPServer)
+		} else {
+			peer = parseHostPort(r.RemoteAddr)
+		}
+		ex.client, ex.trusted = s.ip.resolveFrom(peer, r.Header)
 		ex.clientStr = "unknown"
-		if ex.client.IsValid() {
+		switch {
+		case !ex.trusted && peerStr != "":
+			ex.clientStr = peerStr // the client is the peer
+		case ex.client.IsValid():
 			ex.clientStr = ex.client.String() // once: logs, headers and IPv4 subjects reuse it
 		}
 		ex.subjectIP = ex.clientStr
