@@ -307,13 +307,15 @@ var problemTokenMalformed = problem{Title: "Credencial malformada", Status: http
 // the limiter did not see.
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if cookies.BearerTooLarge(r.Header) {
-			writeProblem(w, problemTokenTooLarge, exchangeFrom(r.Context()).id)
-			return
-		}
-		if cookies.BearerNonCanonical(r.Header) {
-			writeProblem(w, problemTokenMalformed, exchangeFrom(r.Context()).id)
-			return
+		if _, ok := r.Header["Authorization"]; ok { // neither check refuses a request without one
+			if cookies.BearerTooLarge(r.Header) {
+				writeProblem(w, problemTokenTooLarge, exchangeFrom(r.Context()).id)
+				return
+			}
+			if cookies.BearerNonCanonical(r.Header) {
+				writeProblem(w, problemTokenMalformed, exchangeFrom(r.Context()).id)
+				return
+			}
 		}
 		if s.verifier != nil {
 			ex := exchangeFrom(r.Context())

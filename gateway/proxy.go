@@ -202,17 +202,12 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 		// untrusted client's -Prefix, -Port, -Ssl... go too (frameworks
 		// build redirects from them).
 		for k := range h {
-			if isXForwarded(k) {
+			if isXForwarded(k) || isClientClaimHeader(k) {
 				delete(h, k)
 			}
 		}
 		if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
 			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
-		}
-		for k := range h {
-			if isClientClaimHeader(k) {
-				delete(h, k)
-			}
 		}
 	}
 	// One backing array for the five values; each slice is capped at one
@@ -355,7 +350,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 	}
 	h := res.Header
 	delete(h, "X-Request-Id")
-	h.Del(headerWouldBlock)
+	delete(h, wouldBlockKey)
 	if p.rt.varyOrigin {
 		for _, k := range corsResponseHeaders {
 			delete(h, k)
