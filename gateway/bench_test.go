@@ -111,3 +111,52 @@ func BenchmarkBareReverseProxyLoopback(b *testing.B) {
 	up := loopbackUpstream(b)
 	runBench(b, benchBare(up.URL, newTransport()))
 }
+
+// peersConfig is the route of `proxy-peers.sh`'s Borda with no rule: one
+// catch-all route, the default cookie policy, no CORS policy, no verifier.
+const peersConfig = `
+routes:
+  - name: bench
+    path_prefix: "/"
+    upstream: "{up}"
+`
+
+// runPlainBench sends what wrk sends: GET / with a Host and nothing else,
+// from one peer, each goroutine on its own keep-alive connection (the
+// connection context Server.HTTPServer gives, with its peerMemo).
+func runPlainBench(b *testing.B, h http.Handler) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		conn := context.WithValue(context.Background(), peerMemoKey{}, &peerMemo{})
+		for pb.Next() {
+			req := httptest.NewRequestWithContext(conn, http.MethodGet, "http://127.0.0.1:18003/", nil)
+			req.RemoteAddr = "127.0.0.1:40000"
+			rr := httptest.NewRecorder()
+			h.ServeHTTP(rr, req)
+			if rr.Code != 200 {
+				b.Fatalf("status %d", rr.Code)
+			}
+		}
+	})
+}
+
+// BenchmarkChainPlainGetInProcess is the request of the peers script
+// through the full chain (client IP, routing, identity, limiter, cookies,
+// telemetry record, metrics, access log at warn) to an in-process
+// upstream; BenchmarkBarePlainGetInProcess is the bare ReverseProxy on
+// the same request.
+func BenchmarkChainPlainGetInProcess(b *testing.B) {
+	cfg := parseConfig(b, peersConfig, nil, map[string]string{"up": "http://upstream.internal"})
+	srv := newServer(b, cfg, Deps{
+		Limiter:   allowLimiter{},
+		Recorder:  nopRecorder{},
+		Registry:  prometheus.NewRegistry(),
+		Logger:    slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Transport: inProcess,
+	})
+	runPlainBench(b, srv.Handler())
+}
+
+func BenchmarkBarePlainGetInProcess(b *testing.B) {
+	runPlainBench(b, benchBare("http://upstream.internal", inProcess))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"time"
@@ -45,9 +46,19 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if s.draining.Load() {
 			h["Connection"] = []string{"close"}
 		}
-		ex.client, ex.trusted = s.ip.resolve(r.RemoteAddr, r.Header)
+		var peer netip.Addr
+		peerStr := ""
+		if m, ok := r.Context().Value(peerMemoKey{}).(*peerMemo); ok {
+			peer, peerStr = m.peer(r.RemoteAddr) // once per connection (Server.HTTPServer)
+		} else {
+			peer = parseHostPort(r.RemoteAddr)
+		}
+		ex.client, ex.trusted = s.ip.resolveFrom(peer, r.Header)
 		ex.clientStr = "unknown"
-		if ex.client.IsValid() {
+		switch {
+		case !ex.trusted && peerStr != "":
+			ex.clientStr = peerStr // the client is the peer
+		case ex.client.IsValid():
 			ex.clientStr = ex.client.String() // once: logs, headers and IPv4 subjects reuse it
 		}
 		ex.subjectIP = ex.clientStr
@@ -59,7 +70,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			r.Body = &ex.body
 			ex.w.body = &ex.body
 		}
-		r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+		base, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil) // last: the exchange's context ends with the request
+		ex.ctx, ex.cancel = exchangeContext{Context: base, ex: ex}, cancel
+		r = r.WithContext(&ex.ctx)
 		defer s.finish(ex, r)
 		if ex.w.body != nil {
 			// Runs before net/http's own drain of an unread body.
@@ -85,8 +99,14 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	if label == "" {
 		label = labelUnrouted
 	}
-	s.metrics.requests.WithLabelValues(label, codeLabel(status), methodLabel(r.Method)).Inc()
-	s.metrics.duration.WithLabelValues(label).Observe(dur.Seconds())
+	lm := s.unroutedMetrics
+	switch {
+	case ex.route != nil:
+		lm = ex.route.metrics
+	case ex.label == labelWebhook:
+		lm = s.webhookMetrics
+	}
+	lm.record(status, methodLabel(r.Method), dur)
 	path := r.URL.Path
 	if ex.label == labelWebhook && s.webhook != nil {
 		path = s.webhook.RedactPath(path) // never a URL token in a log line or a key
@@ -287,13 +307,15 @@ var problemTokenMalformed = problem{Title: "Credencial malformada", Status: http
 // the limiter did not see.
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if cookies.BearerTooLarge(r.Header) {
-			writeProblem(w, problemTokenTooLarge, exchangeFrom(r.Context()).id)
-			return
-		}
-		if cookies.BearerNonCanonical(r.Header) {
-			writeProblem(w, problemTokenMalformed, exchangeFrom(r.Context()).id)
-			return
+		if _, ok := r.Header["Authorization"]; ok { // neither check refuses a request without one
+			if cookies.BearerTooLarge(r.Header) {
+				writeProblem(w, problemTokenTooLarge, exchangeFrom(r.Context()).id)
+				return
+			}
+			if cookies.BearerNonCanonical(r.Header) {
+				writeProblem(w, problemTokenMalformed, exchangeFrom(r.Context()).id)
+				return
+			}
 		}
 		if s.verifier != nil {
 			ex := exchangeFrom(r.Context())

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 )
 
 // clientIP resolves the client address of a request (docs/edge.md, "Client IP"): the
@@ -24,7 +25,11 @@ type clientIP struct {
 // whether the direct peer is a trusted proxy. An unparsable RemoteAddr
 // (only in tests or unusual listeners) yields the zero Addr.
 func (c *clientIP) resolve(remoteAddr string, h http.Header) (netip.Addr, bool) {
-	peer := parseHostPort(remoteAddr)
+	return c.resolveFrom(parseHostPort(remoteAddr), h)
+}
+
+// resolveFrom is resolve with the direct peer already parsed.
+func (c *clientIP) resolveFrom(peer netip.Addr, h http.Header) (netip.Addr, bool) {
 	if !c.isTrusted(peer) {
 		return peer, false
 	}
@@ -127,4 +132,32 @@ func parseForwardedAddr(s string) (netip.Addr, bool) {
 		return ap.Addr().Unmap().WithZone(""), true
 	}
 	return netip.Addr{}, false
+}
+
+// peerMemo remembers the parsed TCP peer of one client connection, whose
+// RemoteAddr never changes, so the requests of a keep-alive connection
+// parse and print it once. Server.HTTPServer puts one in every
+// connection's context (peerMemoKey); safe for concurrent use.
+type peerMemo struct{ p atomic.Pointer[parsedPeer] }
+
+type parsedPeer struct {
+	remote string     // RemoteAddr as net/http gives it
+	addr   netip.Addr // parseHostPort(remote)
+	str    string     // addr.String(), or "unknown"
+}
+
+type peerMemoKey struct{}
+
+// peer returns the parsed remote and its text, parsing it on the
+// connection's first request.
+func (m *peerMemo) peer(remote string) (netip.Addr, string) {
+	if p := m.p.Load(); p != nil && p.remote == remote {
+		return p.addr, p.str
+	}
+	p := &parsedPeer{remote: remote, addr: parseHostPort(remote), str: "unknown"}
+	if p.addr.IsValid() {
+		p.str = p.addr.String()
+	}
+	m.p.Store(p)
+	return p.addr, p.str
 }

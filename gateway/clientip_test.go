@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -129,5 +131,70 @@ routes:
 				t.Errorf("peer %s: %s reached the upstream = %v", peer, n, ok)
 			}
 		}
+	}
+}
+
+// TestPeerMemoParsesTheConnectionsPeerOnce: the peer of a connection is
+// parsed on its first request and reused while RemoteAddr is the same;
+// another RemoteAddr (never on one TCP connection) is parsed afresh.
+func TestPeerMemoParsesTheConnectionsPeerOnce(t *testing.T) {
+	var m peerMemo
+	for range 3 {
+		if a, s := m.peer("[::ffff:203.0.113.9]:5555"); a != netip.MustParseAddr("203.0.113.9") || s != "203.0.113.9" {
+			t.Fatalf("peer = %v %q", a, s)
+		}
+	}
+	first := m.p.Load()
+	m.peer("[::ffff:203.0.113.9]:5555")
+	if m.p.Load() != first {
+		t.Error("the same RemoteAddr was parsed again")
+	}
+	if a, s := m.peer("[2001:db8::1]:443"); a != netip.MustParseAddr("2001:db8::1") || s != "2001:db8::1" {
+		t.Errorf("new peer = %v %q", a, s)
+	}
+	if a, s := m.peer("not an address"); a.IsValid() || s != "unknown" {
+		t.Errorf("unparsable peer = %v %q", a, s)
+	}
+}
+
+// TestClientIPOverServedConnectionsIsThePeer: through Server.HTTPServer
+// (the connection context with its peerMemo), every request of a
+// keep-alive connection is attributed to the peer, in the upstream's
+// X-Forwarded-For and in the access log, and a trusted peer's
+// X-Forwarded-For still names the client.
+func TestClientIPOverServedConnectionsIsThePeer(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	for _, tc := range []struct {
+		name, trusted, xff, want string
+	}{
+		{"untrusted", "", "198.51.100.7", "127.0.0.1"},
+		{"trusted", `trusted_proxies: ["127.0.0.1"]`, "198.51.100.7", "198.51.100.7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, parseConfig(t, tc.trusted+basicConfig, nil, map[string]string{"up": up.URL}))
+			hs := h.srv.HTTPServer("127.0.0.1:0", h.srv.Handler())
+			front := httptest.NewUnstartedServer(hs.Handler)
+			front.Config = hs
+			front.Start()
+			t.Cleanup(front.Close)
+			client := front.Client()
+			for range 3 { // one keep-alive connection
+				req, _ := http.NewRequest(http.MethodGet, front.URL+"/x", nil)
+				req.Header.Set("X-Forwarded-For", tc.xff)
+				res, err := client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if got := up.last(t).Header.Get("X-Forwarded-For"); got != tc.want {
+					t.Errorf("upstream X-Forwarded-For = %q, want %q", got, tc.want)
+				}
+			}
+			if !strings.Contains(h.logs.String(), `"client_ip":"`+tc.want+`"`) {
+				t.Errorf("access log lacks client_ip %s:\n%s", tc.want, h.logs)
+			}
+		})
 	}
 }

@@ -34,9 +34,35 @@ type exchange struct {
 	// headers arrive.
 	timer      *time.Timer
 	clientGone bool // the client went away before the upstream answered
+	// ctx is the request's context from observe on: the exchange under
+	// exchangeKey over a context cancelled (cancel) when the request
+	// leaves the chain, by the route timeout (cause errUpstreamTimeout)
+	// or when the client goes away. It lives inside the exchange, so
+	// neither context.WithValue nor a second request copy for the
+	// route's cancellation is paid per request.
+	ctx    exchangeContext
+	cancel context.CancelCauseFunc
 }
 
 type exchangeKey struct{}
+
+// exchangeContext is a context.WithValue(Context, exchangeKey{}, ex)
+// without the allocation. Like the standard library's value context it
+// embeds its parent, so Done, Err and the cancelCtx lookup of the
+// context package go straight to the parent (children of it register
+// with the parent's cancelCtx, no goroutine).
+type exchangeContext struct {
+	context.Context
+	ex *exchange
+}
+
+// Value returns the exchange for exchangeKey, else the parent's value.
+func (c *exchangeContext) Value(key any) any {
+	if _, ok := key.(exchangeKey); ok {
+		return c.ex
+	}
+	return c.Context.Value(key)
+}
 
 func exchangeFrom(ctx context.Context) *exchange {
 	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
@@ -70,7 +96,9 @@ func requestID(v string) string {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
-	return hex.EncodeToString(b[:])
+	var id [32]byte
+	hex.Encode(id[:], b[:])
+	return string(id[:]) // one allocation (hex.EncodeToString makes two)
 }
 
 // traceID returns the trace-id of a W3C traceparent

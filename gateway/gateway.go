@@ -102,11 +102,15 @@ type Server struct {
 	recorder     Recorder
 	verifier     IdentityVerifier
 	metrics      *metrics
-	checks       map[string]func(context.Context) error
-	checkNames   []string
-	draining     atomic.Bool
-	transport    http.RoundTripper
-	registry     *prometheus.Registry
+	// unroutedMetrics and webhookMetrics are the request metrics of the
+	// "unrouted" and "webhook" labels; a route's are in route.metrics.
+	unroutedMetrics *labelMetrics
+	webhookMetrics  *labelMetrics
+	checks          map[string]func(context.Context) error
+	checkNames      []string
+	draining        atomic.Bool
+	transport       http.RoundTripper
+	registry        *prometheus.Registry
 	// keepUnderscores is headers_with_underscores: allow (else such
 	// request headers are dropped before the upstream).
 	keepUnderscores bool
@@ -125,8 +129,11 @@ type Server struct {
 	// hex), added to every proxied request so a request that comes back
 	// to the process that sent it is answered 508 (loop.go).
 	via string
-	// viaEntry11 is "1.1 " + via, the Via entry of an HTTP/1.1 request.
+	// viaEntry11 is "1.1 " + via, the Via entry of an HTTP/1.1 request;
+	// viaLine11 is the Via header of an HTTP/1.1 request that came with
+	// none ([]string{viaEntry11}, cap 1), shared by every such request.
 	viaEntry11 string
+	viaLine11  []string
 
 	public http.Handler
 	admin  http.Handler
@@ -155,6 +162,7 @@ func New(opts Options, deps Deps) (*Server, error) {
 		via:      newViaPseudonym(),
 	}
 	s.viaEntry11 = "1.1 " + s.via
+	s.viaLine11 = []string{s.viaEntry11}[:1:1]
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -168,6 +176,7 @@ func New(opts Options, deps Deps) (*Server, error) {
 		return nil, fmt.Errorf("registering gateway metrics: %w", err)
 	}
 	s.metrics = m
+	s.unroutedMetrics, s.webhookMetrics = m.forLabel(labelUnrouted), m.forLabel(labelWebhook)
 	s.ip = clientIP{trusted: opts.TrustedProxies, v6Bits: opts.IPv6PrefixLen}
 	if opts.ClientIPHeader != "" {
 		s.ip.header = http.CanonicalHeaderKey(opts.ClientIPHeader)
@@ -245,6 +254,7 @@ func (s *Server) buildRoutes(routes []Route) error {
 		if rt.Name == "" {
 			rt.Name = fmt.Sprintf("route%d", i)
 		}
+		rt.metrics = s.metrics.forLabel(rt.Name)
 		rt.escapedSlashes = s.escapedSlashes
 		if rc.EscapedSlashes != SlashesDefault && s.escapedSlashes != slashUnescape {
 			rt.escapedSlashes = rc.EscapedSlashes.action()

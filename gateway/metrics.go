@@ -3,6 +3,8 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -86,4 +88,45 @@ func methodLabel(m string) string {
 		return m
 	}
 	return "OTHER"
+}
+
+// labelMetrics are the request metrics of one route label, with the
+// label lookups of the hot path cached: the duration histogram's child,
+// made on first use, and the requests counter of the last code and method
+// seen (on a busy route nearly every request is the same pair). A request
+// with another pair looks its counter up and becomes the cached one. The
+// series exported are exactly those WithLabelValues would make.
+type labelMetrics struct {
+	m        *metrics
+	label    string
+	duration atomic.Pointer[prometheus.Observer]
+	last     atomic.Pointer[codeMethodCounter]
+}
+
+type codeMethodCounter struct {
+	code   int
+	method string
+	c      prometheus.Counter
+}
+
+func (m *metrics) forLabel(label string) *labelMetrics {
+	return &labelMetrics{m: m, label: label}
+}
+
+// record counts one answered request with its status code, method label
+// (methodLabel) and duration.
+func (lm *labelMetrics) record(code int, method string, d time.Duration) {
+	c := lm.last.Load()
+	if c == nil || c.code != code || c.method != method {
+		c = &codeMethodCounter{code: code, method: method, c: lm.m.requests.WithLabelValues(lm.label, codeLabel(code), method)}
+		lm.last.Store(c)
+	}
+	c.c.Inc()
+	obs := lm.duration.Load()
+	if obs == nil {
+		o := lm.m.duration.WithLabelValues(lm.label)
+		obs = &o
+		lm.duration.Store(obs)
+	}
+	(*obs).Observe(d.Seconds())
 }

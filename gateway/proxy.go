@@ -72,19 +72,23 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ex.w.body != nil {
 		ex.body.arm(p.s.bodyTimeout, p.s.bodyMinRate)
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
+	if ex.cancel == nil { // a request that did not pass through observe (tests)
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		ex.cancel, r = cancel, r.WithContext(ctx)
+	}
+	// The request's context is the exchange's (observe): the timer
+	// cancels it with errUpstreamTimeout, and it ends with the request.
+	cancel := ex.cancel
 	ex.timer = time.AfterFunc(p.rt.timeout, func() { cancel(errUpstreamTimeout) })
+	defer ex.timer.Stop()
 	if ex.w.body != nil {
 		// The transport does not return before its body read does: when
 		// the exchange ends (route timeout, client gone, shutdown), stop
 		// waiting for the client's body.
-		defer context.AfterFunc(ctx, ex.body.stop)()
+		defer context.AfterFunc(r.Context(), ex.body.stop)()
 	}
-	defer func() {
-		ex.timer.Stop()
-		cancel(nil)
-	}()
-	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	p.rp.ServeHTTP(w, r)
 }
 
 // rewrite builds the outbound request. It runs after ReverseProxy removed
@@ -138,8 +142,16 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		dropUnderscoreHeaders(h)
 	}
 	p.s.setForwarded(h, in, ex)
-	h["Via"] = append(h["Via"], p.s.viaEntry(in))
-	h["X-Request-Id"] = []string{ex.id}
+	if vias := h["Via"]; len(vias) == 0 && len(p.s.viaLine11) == 1 && in.ProtoMajor == 1 && in.ProtoMinor == 1 {
+		h["Via"] = p.s.viaLine11 // shared, read-only; cap 1, so an append copies
+	} else {
+		h["Via"] = append(vias, p.s.viaEntry(in))
+	}
+	if ids := h["X-Request-Id"]; len(ids) != 1 || ids[0] != ex.id {
+		// Observe set it on the incoming request, and the outgoing one is
+		// its clone; only a client that named it in Connection removed it.
+		h["X-Request-Id"] = []string{ex.id}
+	}
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {
 		h[wouldBlockKey] = []string{"true"}
@@ -190,17 +202,12 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 		// untrusted client's -Prefix, -Port, -Ssl... go too (frameworks
 		// build redirects from them).
 		for k := range h {
-			if isXForwarded(k) {
+			if isXForwarded(k) || isClientClaimHeader(k) {
 				delete(h, k)
 			}
 		}
 		if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
 			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
-		}
-		for k := range h {
-			if isClientClaimHeader(k) {
-				delete(h, k)
-			}
 		}
 	}
 	// One backing array for the five values; each slice is capped at one
@@ -298,27 +305,39 @@ func (rt *route) allowsUpgrade(in http.Header) bool {
 }
 
 // forwardedValue renders RFC 7239 Forwarded: for=...;host="...";proto=...
-// ip is the client's address as text ("unknown" when there is none).
+// ip is the client's address as text ("unknown" when there is none). One
+// allocation: the value is built in a buffer sized for it.
 func forwardedValue(ex *exchange, ip, host, proto string) string {
-	forAddr := ip
+	var b strings.Builder
+	b.Grow(len(`for="[]";host="";proto=`) + len(ip) + 2*len(host) + len(proto))
+	b.WriteString("for=")
 	if ex.client.Is6() {
-		forAddr = `"[` + ip + `]"`
+		b.WriteString(`"[`)
+		b.WriteString(ip)
+		b.WriteString(`]"`)
+	} else {
+		b.WriteString(ip)
 	}
-	return "for=" + forAddr + ";host=" + quoteForwarded(host) + ";proto=" + proto
+	b.WriteString(";host=")
+	writeQuotedForwarded(&b, host)
+	b.WriteString(";proto=")
+	b.WriteString(proto)
+	return b.String()
 }
 
-func quoteForwarded(s string) string {
-	b := make([]byte, 0, len(s)+2)
-	b = append(b, '"')
+// writeQuotedForwarded writes s as an RFC 7239 quoted-string: '"' and
+// '\\' escaped, control characters dropped.
+func writeQuotedForwarded(b *strings.Builder, s string) {
+	b.WriteByte('"')
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
+			b.WriteByte('\\')
 		} else if c < 0x20 || c == 0x7f {
 			continue
 		}
-		b = append(b, s[i])
+		b.WriteByte(s[i])
 	}
-	return string(append(b, '"'))
+	b.WriteByte('"')
 }
 
 // modifyResponse stops the route timer (headers arrived in time), drops
@@ -331,7 +350,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 	}
 	h := res.Header
 	delete(h, "X-Request-Id")
-	h.Del(headerWouldBlock)
+	delete(h, wouldBlockKey)
 	if p.rt.varyOrigin {
 		for _, k := range corsResponseHeaders {
 			delete(h, k)

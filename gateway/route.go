@@ -36,6 +36,8 @@ type route struct {
 	escapedSlashes slashAction
 	// upgrades are the Upgrade protocols tunnelled (default websocket).
 	upgrades []string
+	// metrics are the route's request metrics (label Name).
+	metrics *labelMetrics
 
 	// handler serves a matched request: CORS (when configured) → identity
 	// → rate limit → proxy.
