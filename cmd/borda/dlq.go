@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/deadletter"
+	"github.com/olp-edu/borda/webhook/publish"
 )
 
 // runDLQ is `borda dlq list|show|replay`. list prints the dead letters
@@ -49,18 +51,11 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok {
 		return code
 	}
-	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
-	if err != nil {
-		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", err)
+	conn, pub, closeDLQ, ok := openDLQ(ctx, cfg, stderr)
+	if !ok {
 		return 1
 	}
-	defer conn.Close()
-	pub, err := startDLQPublisher(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "borda: %v\n", err)
-		return 1
-	}
-	defer stopDLQPublisher(pub)
+	defer closeDLQ()
 	letters, err := deadletter.List(ctx, conn, pub, cfg.Forward.DLQ, *limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: listing %s: %s\n", cfg.Forward.DLQ, printable(err.Error()))
@@ -120,18 +115,11 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return 2
 	}
 	defer pool.Close()
-	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
-	if err != nil {
-		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", err)
+	conn, pub, closeDLQ, ok := openDLQ(ctx, cfg, stderr)
+	if !ok {
 		return 1
 	}
-	defer conn.Close()
-	pub, err := startDLQPublisher(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "borda: %v\n", err)
-		return 1
-	}
-	defer stopDLQPublisher(pub)
+	defer closeDLQ()
 	out, err := deadletter.Replay(ctx, conn, pub, pool, deadletter.ReplayOptions{
 		DLQ: cfg.Forward.DLQ, ForwardQueue: cfg.Forward.Queue, Select: sel,
 		Operator: *operator, Reason: *reason, Force: *force, Limit: *limit,
@@ -176,4 +164,23 @@ func printable(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+// openDLQ dials the broker for one pass over the DLQ (conn reads it) and
+// starts the confirm publisher that puts letters back or replays them
+// (pub). close releases both; false means the error is printed on
+// stderr and the command exits 1.
+func openDLQ(ctx context.Context, cfg configs.Config, stderr io.Writer) (conn *amqp.Connection, pub *publish.Publisher, close func(), ok bool) {
+	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
+	if err != nil {
+		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", configs.RedactError(err))
+		return nil, nil, nil, false
+	}
+	pub, err = startDLQPublisher(ctx, cfg)
+	if err != nil {
+		_ = conn.Close()
+		fmt.Fprintf(stderr, "borda: %v\n", err)
+		return nil, nil, nil, false
+	}
+	return conn, pub, func() { stopDLQPublisher(pub); _ = conn.Close() }, true
 }

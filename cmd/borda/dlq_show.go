@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/deadletter"
 )
@@ -39,18 +37,11 @@ func runDLQShow(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if !ok {
 		return code
 	}
-	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
-	if err != nil {
-		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", err)
+	conn, pub, closeDLQ, ok := openDLQ(ctx, cfg, stderr)
+	if !ok {
 		return 1
 	}
-	defer conn.Close()
-	pub, err := startDLQPublisher(ctx, cfg)
-	if err != nil {
-		fmt.Fprintf(stderr, "borda: %v\n", err)
-		return 1
-	}
-	defer stopDLQPublisher(pub)
+	defer closeDLQ()
 	entries, err := deadletter.Show(ctx, conn, pub, cfg.Forward.DLQ, id, *limit)
 	for i, e := range entries {
 		if i > 0 {
