@@ -102,7 +102,8 @@ func New(src Sources, opts Options) (*Page, error) {
 }
 
 // Handler serves the paths of the package doc; any other path under
-// /ui is 404 and every other method 405.
+// /ui is 404 and every other method 405. A request addressed by a DNS
+// name other than localhost is 421 (DNS rebinding; see hostGuard).
 func (p *Page) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui", p.overview)
@@ -115,7 +116,7 @@ func (p *Page) Handler() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(p.css)
 	})
-	return mux
+	return p.hostGuard(mux)
 }
 
 // Mount serves the page's paths (/ui, /ui/…) with page, redirects "/" to
