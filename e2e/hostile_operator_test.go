@@ -1,13 +1,24 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/webhook/envelope"
+	"github.com/olp-edu/borda/webhook/forward"
 )
 
 // hostileOperatorToken is the ADMIN_TOKEN of these tests.
@@ -92,4 +103,137 @@ func TestHostileConfigCheckOfAHugeFile(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "larger than 256 KiB") {
 		t.Errorf("serve with a %d-byte file: exit %d (want refused by its size):\n%.500s", b.Len(), code, out)
 	}
+}
+
+// hostileDLQIDs are event ids a provider's body can carry: a terminal
+// escape with a forged row, a bidi override, invalid UTF-8 (and a NUL),
+// each in the DLQ once.
+var hostileDLQIDs = []string{"ev-\x1b[2J\x1b[31mRED\r\nFAKE ROW", "ev-\u202egnp.exe", "ev-\xff\xfe-bad\x00-utf8"}
+
+// TestHostileDLQIDsAreShownPrintedAndReplayedByThatForm: the page showed
+// hostile ids raw (a bidi override reorders the line; invalid UTF-8
+// comes back from the browser's form as U+FFFD, so that letter could not
+// be replayed), `dlq list` printed them Go-quoted but `dlq show` did not
+// take the printed form, and the audit INSERT refused invalid UTF-8 and
+// NUL, so such a letter could not be replayed at all. Now every view
+// prints deadletter.Printed, every lookup accepts it, the audit records
+// it, and nothing is lost from the DLQ on the way.
+func TestHostileDLQIDsAreShownPrintedAndReplayedByThatForm(t *testing.T) {
+	amqpURL := servicetest.AMQPURL(t)
+	_, dbURL := servicetest.IsolatedDatabase(t)
+	name := servicetest.Name(t)
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
+	exchange, fwdQ, dlq := name+".events", name+"-fwd", name+"-dlq"
+	servicetest.DeleteAtCleanup(t, conn, []string{fwdQ, fwdQ + "-retry-1s", dlq}, []string{exchange})
+	config := minimalServe("http://127.0.0.1:1", "", `webhook:
+  path: /webhooks/whatsapp
+  exchange: "`+exchange+`"
+  routing_key: "`+name+`.rk"
+forward:
+  queue: "`+fwdQ+`"
+  dlq: "`+dlq+`"
+  url: "http://127.0.0.1:1/legacy"
+  retry_delays: ["1s"]
+`)
+	config = strings.Replace(config, "amqp://guest:guest@127.0.0.1:1/", amqpURL, 1)
+	env := []string{"DATABASE_URL=" + dbURL, "WEBHOOK_TOKENS=hostile-webhook-token", "ADMIN_TOKEN=" + hostileOperatorToken}
+	cfgPath := secretsWriteConfig(t, strings.NewReplacer("{LISTEN}", freePort(t), "{ADMIN}", freePort(t)).Replace(config))
+	if out, code := secretsRun(t, append(cleanEnv(), env...), "migrate", "--config", cfgPath); code != 0 {
+		t.Fatalf("borda migrate: exit %d\n%s", code, out)
+	}
+	srv := startServe(t, config, env...)
+	eventually(t, 30*time.Second, "the DLQ declared by serve", func() bool {
+		c, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_, err = c.QueueDeclarePassive(dlq, true, false, false, false, nil)
+		return err == nil
+	})
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(-time.Minute)
+	for _, id := range hostileDLQIDs {
+		body, err := envelope.New(id, "whatsapp", "application/json", nil, []byte(`{"event":"x"}`), at).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc, err := ch.PublishWithDeferredConfirm("", dlq, true, false, amqp.Publishing{
+			MessageId: id, DeliveryMode: amqp.Persistent, ContentType: envelope.ContentType, Body: body,
+			Headers: amqp.Table{forward.HeaderDLQReason: "4xx", forward.HeaderFirstReason: "4xx", forward.HeaderDLQStatus: int32(422),
+				forward.HeaderDLQExcerpt: "no\u202e\x1b[2J", forward.HeaderAttempt: int32(1),
+				forward.HeaderDeadLetteredAt: at.Format(time.RFC3339Nano), forward.HeaderSource: "whatsapp"},
+		})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publishing %q: %v", id, err)
+		}
+	}
+	cliEnv := append(cleanEnv(), env...)
+
+	// The CLI: list prints every id quoted; show finds each by that form.
+	out, code := secretsRun(t, cliEnv, "dlq", "list", "--config", cfgPath)
+	for _, id := range hostileDLQIDs {
+		if code != 0 || !strings.Contains(out, strconv.Quote(id)) {
+			t.Errorf("dlq list: exit %d, want %s printed:\n%s", code, strconv.Quote(id), out)
+		}
+		if sout, scode := secretsRun(t, cliEnv, "dlq", "show", "--config", cfgPath, strconv.Quote(id)); scode != 0 || !strings.Contains(sout, "id:                    "+strconv.Quote(id)) {
+			t.Errorf("dlq show %s (the form dlq list prints): exit %d:\n%s", strconv.Quote(id), scode, sout)
+		}
+	}
+	if strings.ContainsAny(out, "\x1b\u202e\x00") {
+		t.Errorf("dlq list printed a raw control character:\n%q", out)
+	}
+
+	// The page: printed, nothing raw.
+	code, page := hostileAdminGet(t, srv, strings.TrimPrefix(srv.admin, "http://"), "/ui/dead-letters")
+	if code != http.StatusOK || strings.ContainsAny(page, "\x1b\u202e\x00\ufffd") || !utf8.ValidString(page) {
+		t.Errorf("dead-letter page: %d, or a raw control character, bidi override or invalid UTF-8 in it:\n%q", code, page)
+	}
+	for _, id := range hostileDLQIDs {
+		if !strings.Contains(page, html.EscapeString(strconv.Quote(id))) {
+			t.Errorf("the page does not show %s", strconv.Quote(id))
+		}
+	}
+
+	// Replay the invalid-UTF-8 one as a browser sends the form back.
+	bad := hostileDLQIDs[2]
+	form := url.Values{"id": {strconv.Quote(bad)}, "operator": {"ana"}, "reason": {"hostile id"}, "token": {hostileOperatorToken}}
+	req, _ := http.NewRequest(http.MethodPost, srv.admin+"/ui/dead-letters/replay", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", srv.admin)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("replaying %s from the page: %d, want 303:\n%s", strconv.Quote(bad), resp.StatusCode, b)
+	}
+	db, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var recorded, outcome string
+	if err := db.QueryRow(context.Background(), `SELECT event_id, outcome FROM webhook_replays ORDER BY id DESC LIMIT 1`).Scan(&recorded, &outcome); err != nil {
+		t.Fatal(err)
+	}
+	if recorded != strconv.Quote(bad) || outcome != "republished" {
+		t.Errorf("webhook_replays: %q %s, want %q republished", recorded, outcome, strconv.Quote(bad))
+	}
+	eventually(t, 10*time.Second, "the other two letters kept and the replayed one in the forward queue", func() bool {
+		c, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		d, err1 := c.QueueDeclarePassive(dlq, true, false, false, false, nil)
+		f, err2 := c.QueueDeclarePassive(fwdQ, true, false, false, false, nil)
+		return err1 == nil && err2 == nil && d.Messages == 2 && f.Messages == 1
+	})
 }
