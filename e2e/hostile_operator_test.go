@@ -237,3 +237,27 @@ forward:
 		return err1 == nil && err2 == nil && d.Messages == 2 && f.Messages == 1
 	})
 }
+
+// TestHostileConfigCheckOfAnOperatorTokenThatCannotReplay: ADMIN_TOKEN
+// set where the operator page cannot replay passed `config check` in
+// silence: with no DATABASE_URL every replay from the form answers 502,
+// with the admin listener off or no webhook pipeline there is nothing to
+// replay from. Each is now a warning naming what to set (exit 0).
+func TestHostileConfigCheckOfAnOperatorTokenThatCannotReplay(t *testing.T) {
+	env := append(cleanEnv(), "ADMIN_TOKEN="+hostileOperatorToken, "WEBHOOK_TOKENS=hostile-webhook-token")
+	for file, want := range map[string]string{
+		"environment: development\nwebhook: {path: /webhooks/whatsapp}\n":                        "database.url: the operator page's replay form (ADMIN_TOKEN is set) answers 502",
+		"environment: development\nadmin_listen: \"off\"\nwebhook: {path: /webhooks/whatsapp}\n": "admin_listen: ADMIN_TOKEN is set but the admin listener is off",
+		"environment: development\n": "webhook.path: ADMIN_TOKEN is set but the gateway has no webhook pipeline",
+	} {
+		out, code := secretsRun(t, env, "config", "check", "--config", secretsWriteConfig(t, file))
+		if code != 0 || !strings.Contains(out, "borda: warning: ") || !strings.Contains(out, want) || strings.Contains(out, hostileOperatorToken) {
+			t.Errorf("config check of %q: exit %d, want 0 and the warning %q (never the token):\n%s", file, code, want, out)
+		}
+	}
+	out, _ := secretsRun(t, append(env, "DATABASE_URL=postgres://postgres@127.0.0.1:1/test"), "config", "check", "--config",
+		secretsWriteConfig(t, "environment: development\nwebhook: {path: /webhooks/whatsapp}\n"))
+	if strings.Contains(out, "ADMIN_TOKEN is set") || strings.Contains(out, "replay form") {
+		t.Errorf("config check warns of the replay with DATABASE_URL set:\n%s", out)
+	}
+}
