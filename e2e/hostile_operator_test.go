@@ -261,3 +261,61 @@ func TestHostileConfigCheckOfAnOperatorTokenThatCannotReplay(t *testing.T) {
 		t.Errorf("config check warns of the replay with DATABASE_URL set:\n%s", out)
 	}
 }
+
+// TestHostileDLQListUnderAMemoryAlarmLosesNothing: during a broker
+// resource alarm (when an operator looks at the DLQ most) a listing could
+// not put its letters back (the copy's publish is blocked): the letters it
+// held went back to the queue when its channel closed, one delivery each,
+// so a few listings under a delivery limit dropped them (the DLQ has no
+// dead-letter target). Against a quorum DLQ with a delivery limit of 1,
+// three `dlq list` runs and a `dlq show` under the alarm must leave the
+// letter in the DLQ.
+func TestHostileDLQListUnderAMemoryAlarmLosesNothing(t *testing.T) {
+	amqpURL := servicetest.AMQPURL(t)
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
+	q := servicetest.Name(t) + "-dlq"
+	servicetest.DeliveryLimitPolicy(t, q, 1)
+	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	servicetest.DeleteAtCleanup(t, conn, []string{q}, nil)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(-time.Minute)
+	body, err := envelope.New("ev-alarm-1", "whatsapp", "application/json", nil, []byte(`{"event":"x"}`), at).Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := ch.PublishWithDeferredConfirm("", q, true, false, amqp.Publishing{
+		MessageId: "ev-alarm-1", DeliveryMode: amqp.Persistent, ContentType: envelope.ContentType, Body: body,
+		Headers: amqp.Table{forward.HeaderDLQReason: "4xx", forward.HeaderDeadLetteredAt: at.Format(time.RFC3339Nano)},
+	})
+	if err != nil || !dc.Wait() {
+		t.Fatalf("publishing: %v", err)
+	}
+	path := secretsWriteConfig(t, "environment: development\namqp: {url: \""+amqpURL+"\"}\nforward: {dlq: "+q+"}\n")
+	clear := servicetest.MemoryAlarm(t)
+	for i := range 3 {
+		out, code := secretsRun(t, cleanEnv(), "dlq", "list", "--config", path)
+		if code != 1 || !strings.Contains(out, "the broker does not take publishes now") || !strings.Contains(out, "blocked") {
+			t.Errorf("dlq list %d under the alarm: exit %d, want 1 naming the blocked broker:\n%s", i+1, code, out)
+		}
+	}
+	out, code := secretsRun(t, cleanEnv(), "dlq", "show", "--config", path, "ev-alarm-1")
+	if code != 1 || !strings.Contains(out, "the broker does not take publishes now") {
+		t.Errorf("dlq show under the alarm: exit %d, want 1 naming the blocked broker:\n%s", code, out)
+	}
+	clear()
+	out, code = secretsRun(t, cleanEnv(), "dlq", "list", "--config", path)
+	if code != 0 || !strings.Contains(out, "ev-alarm-1") || !strings.Contains(out, "1 dead letter(s)") {
+		t.Errorf("dlq list after the alarm: exit %d, want the letter still there:\n%s", code, out)
+	}
+	msg, ok, err := ch.Get(q, true)
+	if err != nil || !ok {
+		t.Fatalf("reading the letter back: %v %v", ok, err)
+	}
+	if n := fmt.Sprint(msg.Headers["x-delivery-count"]); n != "<nil>" && n != "0" {
+		t.Errorf("x-delivery-count %v after the listings: want 0 (no delivery spent)", msg.Headers["x-delivery-count"])
+	}
+}

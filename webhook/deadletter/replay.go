@@ -85,6 +85,9 @@ func Replay(ctx context.Context, conn *amqp.Connection, pub Republisher, pg db, 
 	if strings.TrimSpace(opts.Operator) == "" || strings.TrimSpace(opts.Reason) == "" {
 		return nil, errors.New("deadletter: --operator and --reason are required")
 	}
+	if err := canPutBack(ctx, pub); err != nil {
+		return nil, err
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("opening channel: %w", err)

@@ -85,6 +85,9 @@ func Show(ctx context.Context, conn *amqp.Connection, pub Republisher, queue, id
 // and of every put-back are joined. conn reads the queue; pub puts the
 // letters back.
 func readKept(ctx context.Context, conn *amqp.Connection, pub Republisher, queue string, limit int, seen func(amqp.Delivery)) error {
+	if err := canPutBack(ctx, pub); err != nil {
+		return err
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening channel: %w", err)
