@@ -227,7 +227,9 @@ func (p *Page) forget() {
 func (p *Page) deadLetters(w http.ResponseWriter, r *http.Request) {
 	d := deadLettersData{Configured: p.src.DeadLetters != nil, Limit: p.opts.ListLimit, CacheFor: p.opts.ListCacheFor}
 	if d.Configured {
-		ctx, cancel := context.WithTimeout(r.Context(), p.opts.Timeout)
+		// The one listing is shared (cached for ListCacheFor): a client
+		// that goes away must not cut it short for everyone after it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.opts.Timeout)
 		defer cancel()
 		letters, at, err := p.list(ctx)
 		d.Letters, d.ListedAt = letters, at
