@@ -102,7 +102,8 @@ func New(src Sources, opts Options) (*Page, error) {
 }
 
 // Handler serves the paths of the package doc; any other path under
-// /ui is 404 and every other method 405.
+// /ui is 404 and every other method 405. A request addressed by a DNS
+// name other than localhost is 421 (DNS rebinding; see hostGuard).
 func (p *Page) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /ui", p.overview)
@@ -115,7 +116,7 @@ func (p *Page) Handler() http.Handler {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write(p.css)
 	})
-	return mux
+	return p.hostGuard(mux)
 }
 
 // Mount serves the page's paths (/ui, /ui/…) with page, redirects "/" to
@@ -226,7 +227,9 @@ func (p *Page) forget() {
 func (p *Page) deadLetters(w http.ResponseWriter, r *http.Request) {
 	d := deadLettersData{Configured: p.src.DeadLetters != nil, Limit: p.opts.ListLimit, CacheFor: p.opts.ListCacheFor}
 	if d.Configured {
-		ctx, cancel := context.WithTimeout(r.Context(), p.opts.Timeout)
+		// The one listing is shared (cached for ListCacheFor): a client
+		// that goes away must not cut it short for everyone after it.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.opts.Timeout)
 		defer cancel()
 		letters, at, err := p.list(ctx)
 		d.Letters, d.ListedAt = letters, at

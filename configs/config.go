@@ -219,10 +219,11 @@ func Default() Config {
 // Load reads the YAML file at path over Default, applies the environment
 // overrides (see ApplyEnv) and parses derived fields. It returns a
 // *ValidationError listing every problem when the file is syntactically
-// valid but wrong, or another error when the file cannot be read or parsed
-// (unknown keys are a parse error naming the key and line).
+// valid but wrong, or another error when the file cannot be read (or is
+// larger than MaxFileBytes) or parsed (unknown keys are a parse error
+// naming the key and line).
 func Load(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("reading config: %w", err)
 	}

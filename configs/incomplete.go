@@ -22,7 +22,10 @@ import (
 //     (REDIS_URL) for its idempotency keys;
 //   - a rate-limit rule counting users or schools with no JWT key
 //     (auth.jwt_secret_env's variable or AUTH_JWKS_URL) to verify tokens
-//     with, so no request carries a user or a school.
+//     with, so no request carries a user or a school;
+//   - ADMIN_TOKEN set where the operator page cannot replay: the admin
+//     listener off, no webhook pipeline, or no database.url (DATABASE_URL)
+//     for the webhook_replays audit (the form would answer 502).
 func (c Config) Incomplete() []Finding {
 	var out []Finding
 	add := func(path, format string, args ...any) {
@@ -54,6 +57,17 @@ func (c Config) Incomplete() []Finding {
 		}
 		if c.Redis.URL == "" {
 			add("redis.url", "`borda forward` will not start without Redis for its idempotency keys: set REDIS_URL")
+		}
+	}
+	// The operator page's replay (docs/operations.md, "Replaying").
+	if c.AdminToken != "" {
+		switch {
+		case c.AdminListen == "off":
+			add("admin_listen", "ADMIN_TOKEN is set but the admin listener is off, so there is no operator page (/ui) to replay from: set admin_listen or unset ADMIN_TOKEN")
+		case w.Path == "" && len(w.Sources) == 0:
+			add("webhook.path", "ADMIN_TOKEN is set but the gateway has no webhook pipeline, so the operator page has no dead letters to replay: set webhook.path or unset ADMIN_TOKEN")
+		case c.Database.URL == "":
+			add("database.url", "the operator page's replay form (ADMIN_TOKEN is set) answers 502: replays are recorded in webhook_replays; set DATABASE_URL")
 		}
 	}
 	if c.Auth.JWTSecret == "" && c.Auth.JWKSURL == "" {

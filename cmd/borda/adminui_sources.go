@@ -340,10 +340,15 @@ func (p *opsPipeline) forwarders(ctx context.Context) ([]adminui.Forwarder, stri
 	}
 	out := make([]adminui.Forwarder, 0, len(snaps))
 	for _, s := range snaps {
+		// The reasons embed the legacy endpoint's reply: shown as printed.
+		problems := make([]string, len(s.Problems))
+		for i, pr := range s.Problems {
+			problems[i] = deadletter.Printed(pr)
+		}
 		out = append(out, adminui.Forwarder{
-			Instance: s.Instance, Breaker: s.Breaker, BreakerSince: s.BreakerSince, LastFailure: s.LastFailure,
-			LastFailureAt: s.LastFailureAt, OpenedBy: s.OpenedBy, Connected: s.Connected, Consuming: s.Consuming,
-			Problems: s.Problems, QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth,
+			Instance: deadletter.Printed(s.Instance), Breaker: s.Breaker, BreakerSince: s.BreakerSince, LastFailure: deadletter.Printed(s.LastFailure),
+			LastFailureAt: s.LastFailureAt, OpenedBy: deadletter.Printed(s.OpenedBy), Connected: s.Connected, Consuming: s.Consuming,
+			Problems: problems, QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth,
 			OldestAge: seconds(s.OldestAgeSeconds), SeenAt: s.WrittenAt,
 		})
 	}
@@ -437,9 +442,14 @@ func (d *opsDeadLetters) List(ctx context.Context, limit int) ([]adminui.DeadLet
 	entries, err := deadletter.ListEntries(ctx, conn, d.pub, d.top.DLQ, limit)
 	out := make([]adminui.DeadLetter, 0, len(entries))
 	for _, e := range entries {
+		// Message data as `borda dlq list` prints it (deadletter.Printed):
+		// a bidi override cannot reorder the page, and the id the replay
+		// form sends back survives the browser (invalid UTF-8 would come
+		// back as U+FFFD); Replay matches it by deadletter.SameID.
+		p := deadletter.Printed
 		dl := adminui.DeadLetter{
-			ID: e.ID, Source: e.Source, Reason: e.Reason, FirstReason: e.FirstReason, Status: e.Status,
-			Excerpt: e.Excerpt, Attempts: e.Attempts, DeadLetteredAt: e.DeadLetteredAt, FirstFailure: e.FirstFailure,
+			ID: p(e.ID), Source: p(e.Source), Reason: p(e.Reason), FirstReason: p(e.FirstReason), Status: e.Status,
+			Excerpt: p(e.Excerpt), Attempts: e.Attempts, DeadLetteredAt: e.DeadLetteredAt, FirstFailure: e.FirstFailure,
 			ReceivedAt: e.ReceivedAt,
 		}
 		dl.BodyPreview = e.Preview

@@ -29,7 +29,7 @@ func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, args[1:]); !ok {
 		return code
 	}
-	data, err := os.ReadFile(*path)
+	data, err := configs.ReadFile(*path)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: reading config: %v\n", err)
 		return 2

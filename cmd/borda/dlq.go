@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -150,20 +147,14 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return 0
 }
 
-// printable is s for a terminal: "-" when empty; as is when it is valid
-// UTF-8 with every rune printable (unicode.IsPrint: no control characters,
-// no tab, no escape) and no leading or trailing space; else Go-quoted
-// (strconv.Quote: "\r", "\x1b", "\u202e"), so message data (an event id
-// from a provider's body, an endpoint's reply) can neither move the cursor,
-// recolour, hide text nor break the table's columns.
+// printable is s for a terminal: "-" when empty, else deadletter.Printed
+// (Go-quoted unless every rune is printable), so message data can neither
+// move the cursor, recolour, hide text nor break the table's columns.
 func printable(s string) string {
 	if s == "" {
 		return "-"
 	}
-	if !utf8.ValidString(s) || strings.TrimSpace(s) != s || strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
-		return strconv.Quote(s)
-	}
-	return s
+	return deadletter.Printed(s)
 }
 
 // openDLQ dials the broker for one pass over the DLQ (conn reads it) and

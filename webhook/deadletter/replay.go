@@ -21,8 +21,8 @@ type db interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Selection picks dead letters: by event ID, or every one dead-lettered
-// at or after Since.
+// Selection picks dead letters: by event ID (the id or its Printed form,
+// SameID), or every one dead-lettered at or after Since.
 type Selection struct {
 	ID    string
 	Since time.Time
@@ -30,7 +30,7 @@ type Selection struct {
 
 func (s Selection) matches(l Letter) bool {
 	if s.ID != "" {
-		return l.ID == s.ID
+		return SameID(l.ID, s.ID)
 	}
 	return !l.DeadLetteredAt.IsZero() && !l.DeadLetteredAt.Before(s.Since)
 }
@@ -85,6 +85,9 @@ func Replay(ctx context.Context, conn *amqp.Connection, pub Republisher, pg db, 
 	if strings.TrimSpace(opts.Operator) == "" || strings.TrimSpace(opts.Reason) == "" {
 		return nil, errors.New("deadletter: --operator and --reason are required")
 	}
+	if err := canPutBack(ctx, pub); err != nil {
+		return nil, err
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("opening channel: %w", err)
@@ -117,8 +120,11 @@ func Replay(ctx context.Context, conn *amqp.Connection, pub Republisher, pg db, 
 
 func replayOne(ctx context.Context, pub Republisher, pg db, d amqp.Delivery, l Letter, opts ReplayOptions) Outcome {
 	o := Outcome{Letter: l, Replayed: time.Now().UTC()}
+	// The id and source are message data: recorded Printed, since a text
+	// column refuses invalid UTF-8 and NUL, which would make such a letter
+	// impossible to replay (the audit row comes first).
 	err := pg.QueryRow(ctx, `INSERT INTO webhook_replays (event_id, source, operator, reason, forced, replayed_at, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, l.ID, l.Source, opts.Operator, opts.Reason, opts.Force, o.Replayed, outcomePending).Scan(&o.AuditID)
+VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, Printed(l.ID), Printed(l.Source), opts.Operator, opts.Reason, opts.Force, o.Replayed, outcomePending).Scan(&o.AuditID)
 	if err != nil {
 		o.Outcome, o.Err = OutcomeFailed, fmt.Errorf("recording the replay: %w", err)
 		return o // nothing published without its audit row

@@ -61,7 +61,8 @@ func ListEntries(ctx context.Context, conn *amqp.Connection, pub Republisher, qu
 }
 
 // Show reads the dead letters of queue in one pass (at most limit; 0:
-// DefaultLimit) and returns the ones whose event id is id, in full. Like
+// DefaultLimit) and returns the ones whose event id is id (or whose Printed id is id,
+// SameID), in full. Like
 // List it keeps every message it read in the queue (putBack: no delivery
 // spent), the one shown included. A letter in the DLQ twice (a process
 // that died between a put-back's confirm and its ack) is returned twice.
@@ -69,7 +70,7 @@ func ListEntries(ctx context.Context, conn *amqp.Connection, pub Republisher, qu
 func Show(ctx context.Context, conn *amqp.Connection, pub Republisher, queue, id string, limit int) ([]Entry, error) {
 	var out []Entry
 	err := readKept(ctx, conn, pub, queue, limit, func(d amqp.Delivery) {
-		if l := FromDelivery(d); l.ID == id {
+		if l := FromDelivery(d); SameID(l.ID, id) {
 			out = append(out, entryOf(l, d))
 		}
 	})
@@ -84,6 +85,9 @@ func Show(ctx context.Context, conn *amqp.Connection, pub Republisher, queue, id
 // and of every put-back are joined. conn reads the queue; pub puts the
 // letters back.
 func readKept(ctx context.Context, conn *amqp.Connection, pub Republisher, queue string, limit int, seen func(amqp.Delivery)) error {
+	if err := canPutBack(ctx, pub); err != nil {
+		return err
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("opening channel: %w", err)
