@@ -266,20 +266,17 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	default:
 		return fmt.Errorf("%w: %d publishes awaiting confirms", ErrBrokerUnavailable, cap(p.slots))
 	}
-	var once sync.Once
-	release := func() { once.Do(func() { <-p.slots }) }
-
 	p.mu.RLock()
 	chans := p.chans
 	lastErr := p.lastErr
 	p.mu.RUnlock()
 	if len(chans) == 0 {
-		release()
+		<-p.slots
 		return fmt.Errorf("%w: %w", ErrBrokerUnavailable, lastErr)
 	}
 	c := pick(chans)
 	msg.CorrelationId = strconv.FormatUint(p.seq.Add(1), 36)
-	w, err := c.publish(ctx, exchange, key, msg, release)
+	w, err := c.publish(ctx, exchange, key, msg, newWaiter(msg.CorrelationId, p.slots))
 	if err != nil {
 		return err
 	}
