@@ -73,6 +73,14 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// room reports whether fewer than coalesceLimit bytes are queued (a
+// publish may write at once).
+func (c *coalescingConn) room() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err == nil && len(c.pending) < coalesceLimit
+}
+
 // waitRoom returns nil once fewer than coalesceLimit bytes are queued, the
 // connection's error once it has one, or ctx's error when ctx ends first.
 func (c *coalescingConn) waitRoom(ctx context.Context) error {

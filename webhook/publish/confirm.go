@@ -1,7 +1,6 @@
 package publish
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -115,22 +114,28 @@ func openConfirmChannel(conn *amqp.Connection, sock *coalescingConn, buffer int,
 // a memory alarm, flow control, a stalled link) therefore holds a publish
 // back only until its deadline (docs/reliability.md). A write that would
 // start after ctx has ended is skipped.
-func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg amqp.Publishing, w *waiter) (*waiter, error) {
+func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publishing, w *waiter) (*waiter, error) {
 	select {
 	case c.lock <- struct{}{}:
-	case <-ctx.Done():
+	case <-d.ctx.Done():
 		w.release()
-		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, ctx.Err())
+		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
+	case <-d.timer.C:
+		w.release()
+		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
 	case <-c.done:
 		w.release()
 		return nil, fmt.Errorf("%w: publishing channel closed", ErrBrokerUnavailable)
 	}
 	unlock := func() { <-c.lock }
-	if c.sock != nil {
-		if err := c.sock.waitRoom(ctx); err != nil {
+	if c.sock != nil && !c.sock.room() {
+		ctx, cancel := d.context()
+		err := c.sock.waitRoom(ctx)
+		cancel()
+		if err != nil {
 			unlock()
 			w.release()
-			if ctx.Err() != nil {
+			if d.passed() {
 				return nil, fmt.Errorf("%w: waiting for the socket: %w", ErrConfirmTimeout, err)
 			}
 			return nil, fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err)
@@ -151,18 +156,23 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	c.byCorID[w.corID] = w
 	c.mu.Unlock()
 
-	err := c.ch.PublishWithContext(ctx, exchange, key, true, false, msg)
+	var err error
+	if d.passed() { // a write that would start after the deadline is skipped
+		err = d.err()
+	} else {
+		err = c.ch.PublishWithContext(d.ctx, exchange, key, true, false, msg)
+	}
 	unlock()
 	if err != nil {
-		c.failed(ctx, tag, w, err)
+		c.failed(d, tag, w, err)
 	}
 	return w, nil
 }
 
-// failed resolves the waiter of a write that failed (unless the channel's
-// shutdown already did): ErrConfirmTimeout when ctx ended before the
-// write, else ErrBrokerUnavailable.
-func (c *confirmChannel) failed(ctx context.Context, tag uint64, w *waiter, err error) {
+// failed resolves the waiter of a write that failed or was skipped
+// (unless the channel's shutdown already did): ErrConfirmTimeout when the
+// wait was over before the write, else ErrBrokerUnavailable.
+func (c *confirmChannel) failed(d deadline, tag uint64, w *waiter, err error) {
 	c.mu.Lock()
 	mine := c.byTag[tag] == w
 	if mine {
@@ -173,7 +183,7 @@ func (c *confirmChannel) failed(ctx context.Context, tag uint64, w *waiter, err 
 	if !mine { // the channel closed and shutdown resolved it already
 		return
 	}
-	if ctxErr := ctx.Err(); ctxErr != nil && errors.Is(err, ctxErr) {
+	if d.passed() && errors.Is(err, d.err()) {
 		w.resolve(fmt.Errorf("%w: the deadline passed before the write: %w", ErrConfirmTimeout, err))
 		return
 	}

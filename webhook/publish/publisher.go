@@ -259,8 +259,8 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	if p.blocked.Load() {
 		return ErrBrokerBlocked
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
-	defer cancel()
+	d := newDeadline(ctx, p.confirmTimeout)
+	defer d.stop()
 	select {
 	case p.slots <- struct{}{}:
 	default:
@@ -276,7 +276,7 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	}
 	c := pick(chans)
 	msg.CorrelationId = strconv.FormatUint(p.seq.Add(1), 36)
-	w, err := c.publish(ctx, exchange, key, msg, newWaiter(msg.CorrelationId, p.slots))
+	w, err := c.publish(d, exchange, key, msg, newWaiter(msg.CorrelationId, p.slots))
 	if err != nil {
 		return err
 	}
@@ -290,7 +290,9 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 		// until the broker answers.
 		return fmt.Errorf("%w while awaiting the confirm", ErrBrokerBlocked)
 	case <-ctx.Done():
-		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, ctx.Err())
+		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
+	case <-d.timer.C:
+		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
 	}
 }
 
