@@ -134,7 +134,6 @@ type Ingress struct {
 	logger   *slog.Logger
 	metrics  *ingressMetrics
 	now      func() time.Time // received_at, signature timestamps, throttle; tests freeze it
-	readyErr func() error
 	throttle *authThrottle
 	clientIP func(*http.Request) string
 }
@@ -173,9 +172,6 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		clientIP: peerIP,
 	}
 	i.throttle = newAuthThrottle(af.PerIP, af.PerSource, af.MaxClients, af.Window)
-	if r, ok := pub.(interface{ Ready() error }); ok {
-		i.readyErr = r.Ready
-	}
 	return i, nil
 }
 
@@ -212,14 +208,6 @@ func (i *Ingress) Paths() []string {
 		out[n] = s.path
 	}
 	return out
-}
-
-// Ready reports the publisher's readiness (nil when it has no Ready).
-func (i *Ingress) Ready() error {
-	if i.readyErr == nil {
-		return nil
-	}
-	return i.readyErr()
 }
 
 // ServeHTTP answers one webhook delivery (docs/webhooks.md §3, the status table).
