@@ -17,6 +17,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/textproto"
 	"os"
 	"strings"
 	"time"
@@ -91,6 +92,37 @@ var envelopeHeaders = []string{
 	"x-github-delivery", "x-github-event", "x-github-hook-id",
 }
 
+// envelopeHeaderKeys are envelopeHeaders in canonical form, the keys of
+// http.Header: Header.Get would canonicalise (and allocate) each name on
+// every request.
+var envelopeHeaderKeys = func() []string {
+	keys := make([]string, len(envelopeHeaders))
+	for i, name := range envelopeHeaders {
+		keys[i] = textproto.CanonicalMIMEHeaderKey(name)
+	}
+	return keys
+}()
+
+// headerValue is h.Get(key) for a key already in canonical form.
+func headerValue(h http.Header, key string) string {
+	if vs := h[key]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// parseMediaType returns the media type of a Content-Type value as
+// mime.ParseMediaType does (lower case; "" when it does not parse). The
+// common exact spellings skip the parser and its allocations.
+func parseMediaType(v string) string {
+	switch v {
+	case "application/json", "application/x-www-form-urlencoded":
+		return v
+	}
+	mt, _, _ := mime.ParseMediaType(v)
+	return mt
+}
+
 // Ingress is the webhook http.Handler. Mount it at every path of Paths
 // (and their sub-paths), before host routing, on any Host.
 type Ingress struct {
@@ -102,7 +134,6 @@ type Ingress struct {
 	logger   *slog.Logger
 	metrics  *ingressMetrics
 	now      func() time.Time // received_at, signature timestamps, throttle; tests freeze it
-	readyErr func() error
 	throttle *authThrottle
 	clientIP func(*http.Request) string
 }
@@ -141,9 +172,6 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		clientIP: peerIP,
 	}
 	i.throttle = newAuthThrottle(af.PerIP, af.PerSource, af.MaxClients, af.Window)
-	if r, ok := pub.(interface{ Ready() error }); ok {
-		i.readyErr = r.Ready
-	}
 	return i, nil
 }
 
@@ -182,22 +210,14 @@ func (i *Ingress) Paths() []string {
 	return out
 }
 
-// Ready reports the publisher's readiness (nil when it has no Ready).
-func (i *Ingress) Ready() error {
-	if i.readyErr == nil {
-		return nil
-	}
-	return i.readyErr()
-}
-
 // ServeHTTP answers one webhook delivery (docs/webhooks.md §3, the status table).
 func (i *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	i.metrics.inflight.Inc()
 	defer i.metrics.inflight.Dec()
 	status := i.serve(w, r)
-	i.metrics.requests.WithLabelValues(status).Inc()
-	i.metrics.latency.WithLabelValues("http_total").Observe(time.Since(start).Seconds())
+	i.metrics.answered(status)
+	i.metrics.httpTotal.get(i.metrics.latency, "http_total").Observe(time.Since(start).Seconds())
 }
 
 func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
@@ -218,7 +238,8 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	if reason := i.authenticated(src, r, target); reason != "" {
 		return i.refuse(w, r, src, reason)
 	}
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	contentType := headerValue(r.Header, "Content-Type")
+	mediaType := parseMediaType(contentType)
 	isJSON := mediaType == "application/json"
 	if !isJSON && mediaType != "application/x-www-form-urlencoded" {
 		return respond(w, http.StatusUnsupportedMediaType, StatusUnsupportedMediaType, "")
@@ -296,7 +317,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		ctx := context.WithoutCancel(r.Context())
 		t0 := time.Now()
 		err = i.pub.Publish(ctx, msg)
-		i.metrics.latency.WithLabelValues("amqp_confirm").Observe(time.Since(t0).Seconds())
+		i.metrics.amqpConfirm.get(i.metrics.latency, "amqp_confirm").Observe(time.Since(t0).Seconds())
 	}
 	if err != nil {
 		i.dedup.forget(key, ticket) // before answering: the retry must find the id free
@@ -370,8 +391,8 @@ func (i *Ingress) refuse(w http.ResponseWriter, r *http.Request, src *source, re
 // message builds the envelope, redacting the source's fields if asked.
 func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time) (publish.Message, error) {
 	headers := make(map[string]string, len(envelopeHeaders))
-	for _, name := range envelopeHeaders {
-		if v := r.Header.Get(name); v != "" {
+	for n, name := range envelopeHeaders {
+		if v := headerValue(r.Header, envelopeHeaderKeys[n]); v != "" {
 			headers[name] = v
 		}
 	}
@@ -383,7 +404,7 @@ func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id
 			return publish.Message{}, fmt.Errorf("%w: redacting: %w", publish.ErrBrokerUnavailable, err)
 		}
 	}
-	env := envelope.New(id, src.name, r.Header.Get("Content-Type"), headers, body, at)
+	env := envelope.New(id, src.name, headers["content-type"], headers, body, at)
 	env.Event = target.event
 	if len(removed) > 0 {
 		env.Redacted = removed

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,6 +24,33 @@ type ingressMetrics struct {
 	// signature_missing, signature_invalid); authThrottled: scope (ip,
 	// source).
 	authFailures, authThrottled *prometheus.CounterVec
+
+	// The series every event touches, looked up once on first use (not
+	// created before, so /metrics shows only series that happened): a
+	// label lookup hashes its values on every call.
+	httpTotal, amqpConfirm lazyObserver
+	byStatus               sync.Map // status → prometheus.Counter
+}
+
+// lazyObserver is one series of a HistogramVec, resolved on first use.
+type lazyObserver struct {
+	once sync.Once
+	obs  prometheus.Observer
+}
+
+func (l *lazyObserver) get(vec *prometheus.HistogramVec, label string) prometheus.Observer {
+	l.once.Do(func() { l.obs = vec.WithLabelValues(label) })
+	return l.obs
+}
+
+// answered counts one answer with status.
+func (m *ingressMetrics) answered(status string) {
+	if c, ok := m.byStatus.Load(status); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c, _ := m.byStatus.LoadOrStore(status, m.requests.WithLabelValues(status))
+	c.(prometheus.Counter).Inc()
 }
 
 func newIngressMetrics(reg prometheus.Registerer) (*ingressMetrics, error) {

@@ -1,8 +1,6 @@
 package ingress
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -19,6 +17,10 @@ func respond(w http.ResponseWriter, code int, status, reason string) string {
 		h.Set("WWW-Authenticate", `Bearer realm="webhook"`) // RFC 9110 §15.5.2
 	}
 	w.WriteHeader(code)
+	if reason == "" && status == StatusPublishedConfirmed {
+		_, _ = w.Write(publishedConfirmedBody) // every confirmed event: no allocation
+		return status
+	}
 	body := `{"status":"` + status + `"}` + "\n"
 	if reason != "" {
 		body = `{"status":"` + status + `","reason":"` + reason + `"}` + "\n"
@@ -26,6 +28,10 @@ func respond(w http.ResponseWriter, code int, status, reason string) string {
 	_, _ = io.WriteString(w, body)
 	return status
 }
+
+// publishedConfirmedBody is the 200 answer's body. Write must not keep
+// or change it (io.Writer's contract).
+var publishedConfirmedBody = []byte(`{"status":"` + StatusPublishedConfirmed + `"}` + "\n")
 
 // respondThrottled writes the 429 AUTH_THROTTLED answer: Retry-After and
 // a body with a PT-BR message for whoever reads the provider's delivery
@@ -61,9 +67,7 @@ func retryAfterSeconds(d time.Duration) int {
 // (TestTenMegabyteChunkedBodyAllocationsStayBounded).
 func readBody(r io.Reader, hint int64) ([]byte, error) {
 	if hint > 0 {
-		buf := bytes.NewBuffer(make([]byte, 0, hint+bytes.MinRead))
-		_, err := buf.ReadFrom(r)
-		return buf.Bytes(), err
+		return readSized(r, hint)
 	}
 	const first, largest = 4 << 10, 1 << 20
 	var chunks [][]byte
@@ -90,6 +94,38 @@ func readBody(r io.Reader, hint int64) ([]byte, error) {
 	}
 }
 
+// readSized reads a body that announced hint bytes into one allocation
+// of hint bytes (plus one, to see that the body ends there). A body that
+// turns out longer continues as an unannounced one; a shorter one is what
+// it is (net/http reports a Content-Length body cut short as
+// io.ErrUnexpectedEOF).
+func readSized(r io.Reader, hint int64) ([]byte, error) {
+	buf := make([]byte, hint+1)
+	n, err := fill(r, buf[:hint])
+	if err == io.EOF {
+		return buf[:n], nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for {
+		m, err := r.Read(buf[hint:])
+		if m > 0 {
+			rest, err := readBody(r, -1)
+			if err != nil {
+				return nil, err
+			}
+			return append(buf, rest...), nil
+		}
+		if err == io.EOF {
+			return buf[:hint], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
 // fill reads into b until it is full (nil error) or r fails. Unlike
 // io.ReadFull it returns r's error as it is: io.ErrUnexpectedEOF from
 // net/http (a client that hung up inside a chunked or Content-Length
@@ -105,5 +141,3 @@ func fill(r io.Reader, b []byte) (int, error) {
 	}
 	return n, nil
 }
-
-func jsonValid(b []byte) bool { return json.Valid(b) }

@@ -1,13 +1,15 @@
 package publish
 
 import (
+	"context"
 	"net"
 	"sync"
 )
 
-// coalesceLimit is how many bytes Write may queue before it waits for the
-// socket: a broker that stops reading (a memory alarm, a stalled link)
-// holds publishes back instead of growing the queue without bound.
+// coalesceLimit is how many bytes may be queued before a publish waits
+// for the socket (waitRoom): a broker that stops reading (a memory alarm,
+// a stalled link) holds publishes back instead of growing the queue
+// without bound.
 const coalesceLimit = 1 << 20
 
 // coalesceKeep is the largest buffer kept for reuse after a flush; a 10 MB
@@ -24,8 +26,14 @@ const coalesceKeep = 256 << 10
 // Order is kept (one queue, one writer). A write error is kept: the
 // connection is closed, so amqp091-go's reader fails and every publish
 // awaiting a confirm gets an error (never an ack), and every later Write
-// returns the error. Write blocks only while coalesceLimit bytes wait
-// (beside the batch being written: at most about twice that in memory).
+// returns the error.
+//
+// Write never waits for the socket, so a publish can be written on the
+// caller's own goroutine and still answer by its deadline: a publisher
+// first waits, within its deadline, until fewer than coalesceLimit bytes
+// are queued (waitRoom), then writes. The queue holds at most
+// coalesceLimit plus one message per publishing channel plus amqp091-go's
+// own small frames (heartbeats, RPCs), beside the batch being written.
 type coalescingConn struct {
 	net.Conn
 
@@ -47,12 +55,10 @@ func newCoalescingConn(c net.Conn) *coalescingConn {
 	return cc
 }
 
-// Write queues p and returns len(p), or the connection's error.
+// Write queues p and returns len(p), or the connection's error. It does
+// not wait for the socket.
 func (c *coalescingConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	for c.err == nil && len(c.pending) >= coalesceLimit {
-		c.drained.Wait()
-	}
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
@@ -65,6 +71,37 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	default: // the flusher is already due to run
 	}
 	return len(p), nil
+}
+
+// room reports whether fewer than coalesceLimit bytes are queued (a
+// publish may write at once).
+func (c *coalescingConn) room() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err == nil && len(c.pending) < coalesceLimit
+}
+
+// waitRoom returns nil once fewer than coalesceLimit bytes are queued, the
+// connection's error once it has one, or ctx's error when ctx ends first.
+func (c *coalescingConn) waitRoom(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && len(c.pending) < coalesceLimit {
+		return nil // the common case: no waiting, no context watch
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.drained.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	for c.err == nil && len(c.pending) >= coalesceLimit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.drained.Wait()
+	}
+	return c.err
 }
 
 // Close stops the flusher and closes the socket; queued bytes not yet

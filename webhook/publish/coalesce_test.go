@@ -2,6 +2,7 @@ package publish
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -132,8 +133,9 @@ func (s *stalledConn) Close() error {
 
 // While a batch is being written the queue fills again up to its limit
 // (Writes used to wait for the whole batch's write, with the queue
-// empty), and a Write waiting for room (the broker stopped reading)
-// returns when the connection is closed instead of hanging.
+// empty), a publisher waiting for room (the broker stopped reading) gives
+// up at its deadline, and one waiting returns when the connection is
+// closed instead of hanging. Write itself never waits.
 func TestCoalescingConnQueueRefillsDuringAWriteAndCloseReleasesWriters(t *testing.T) {
 	t.Parallel()
 	c := newCoalescingConn(&stalledConn{closed: make(chan struct{})})
@@ -141,6 +143,10 @@ func TestCoalescingConnQueueRefillsDuringAWriteAndCloseReleasesWriters(t *testin
 	go func() {
 		chunk := make([]byte, 256<<10)
 		for {
+			if err := c.waitRoom(context.Background()); err != nil {
+				done <- err
+				return
+			}
 			if _, err := c.Write(chunk); err != nil {
 				done <- err
 				return
@@ -152,8 +158,22 @@ func TestCoalescingConnQueueRefillsDuringAWriteAndCloseReleasesWriters(t *testin
 		defer c.mu.Unlock()
 		return len(c.pending) >= coalesceLimit
 	})
+	c.mu.Lock()
+	queued := len(c.pending)
+	c.mu.Unlock()
+	if queued > coalesceLimit+256<<10 {
+		t.Errorf("%d bytes queued, want at most the limit plus one write (%d)", queued, coalesceLimit+256<<10)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.waitRoom(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waitRoom on a full queue = %v, want its deadline", err)
+	}
+	if _, err := c.Write([]byte("heartbeat")); err != nil {
+		t.Fatalf("Write on a full queue = %v, want it queued without waiting", err)
+	}
 	c.Close()
 	if err := <-done; !errors.Is(err, net.ErrClosed) {
-		t.Fatalf("blocked Write returned %v, want net.ErrClosed", err)
+		t.Fatalf("blocked writer returned %v, want net.ErrClosed", err)
 	}
 }

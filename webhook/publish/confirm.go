@@ -1,9 +1,10 @@
 package publish
 
 import (
-	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -27,7 +28,8 @@ import (
 // a return into a false ack or lose a confirm.
 type confirmChannel struct {
 	ch       *amqp.Channel
-	lock     chan struct{} // one slot: serialises tag assignment and publish
+	sock     *coalescingConn // the connection's socket; nil in unit tests
+	lock     chan struct{}   // one slot: serialises tag assignment and publish
 	confirms chan amqp.Confirmation
 	returns  chan amqp.Return
 	closes   chan *amqp.Error
@@ -48,8 +50,21 @@ type waiter struct {
 	returned bool
 	done     chan struct{} // closed when err is set
 	err      error         // nil: acked without a return
-	release  func()        // frees the in-flight slot, once
+	slots    chan struct{} // the in-flight cap; release takes one token back
+	released atomic.Bool
 	sentAt   time.Time
+}
+
+// newWaiter returns the waiter of a publish that took one token of slots.
+func newWaiter(corID string, slots chan struct{}) *waiter {
+	return &waiter{corID: corID, done: make(chan struct{}), slots: slots}
+}
+
+// release frees the publish's in-flight slot; only the first call does.
+func (w *waiter) release() {
+	if w.released.CompareAndSwap(false, true) {
+		<-w.slots
+	}
 }
 
 func (w *waiter) resolve(err error) {
@@ -61,7 +76,7 @@ func (w *waiter) resolve(err error) {
 // openConfirmChannel opens a channel on conn, puts it in confirm mode and
 // starts its owner goroutine. buffer is the size of the confirm and return
 // buffers (≥ the in-flight cap).
-func openConfirmChannel(conn *amqp.Connection, buffer int, onUnroutable func()) (*confirmChannel, error) {
+func openConfirmChannel(conn *amqp.Connection, sock *coalescingConn, buffer int, onUnroutable func()) (*confirmChannel, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("opening publishing channel: %w", err)
@@ -72,6 +87,7 @@ func openConfirmChannel(conn *amqp.Connection, buffer int, onUnroutable func()) 
 	}
 	c := &confirmChannel{
 		ch:           ch,
+		sock:         sock,
 		lock:         make(chan struct{}, 1),
 		confirms:     ch.NotifyPublish(make(chan amqp.Confirmation, buffer)),
 		returns:      ch.NotifyReturn(make(chan amqp.Return, buffer)),
@@ -87,34 +103,52 @@ func openConfirmChannel(conn *amqp.Connection, buffer int, onUnroutable func()) 
 
 // publish sends one mandatory message and registers its waiter. The
 // returned waiter's done closes when the broker acks, nacks or returns it,
-// when the write fails, or when the channel closes. release is called
-// exactly once: when the waiter resolves, or before publish returns an
-// error.
+// when the write fails, or when the channel closes. w's slot is released
+// when it resolves, or before publish returns an error.
 //
-// The write itself runs on its own goroutine, which holds the channel's
-// lock until it completes: amqp091-go's Publish ignores ctx once it starts
-// writing, and a broker that stops reading the socket (connection.blocked
-// after a memory alarm, flow control, a stalled link) would otherwise hold
-// the caller past its deadline (docs/reliability.md). A write that starts
-// after ctx has ended is skipped.
-func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg amqp.Publishing, release func()) (*waiter, error) {
+// The write runs on the caller's goroutine: no hand-off per publish.
+// amqp091-go's Publish ignores ctx once it starts writing, so it must
+// never wait on the socket: the socket's Write only queues
+// (coalescingConn), and publish first waits, within ctx, for room in that
+// queue. A broker that stops reading the socket (connection.blocked after
+// a memory alarm, flow control, a stalled link) therefore holds a publish
+// back only until its deadline (docs/reliability.md). A write that would
+// start after ctx has ended is skipped.
+func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publishing, w *waiter) (*waiter, error) {
 	select {
 	case c.lock <- struct{}{}:
-	case <-ctx.Done():
-		release()
-		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, ctx.Err())
+	case <-d.ctx.Done():
+		w.release()
+		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
+	case <-d.timer.C:
+		w.release()
+		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
 	case <-c.done:
-		release()
+		w.release()
 		return nil, fmt.Errorf("%w: publishing channel closed", ErrBrokerUnavailable)
 	}
+	unlock := func() { <-c.lock }
+	if c.sock != nil && !c.sock.room() {
+		ctx, cancel := d.context()
+		err := c.sock.waitRoom(ctx)
+		cancel()
+		if err != nil {
+			unlock()
+			w.release()
+			if d.passed() {
+				return nil, fmt.Errorf("%w: waiting for the socket: %w", ErrConfirmTimeout, err)
+			}
+			return nil, fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err)
+		}
+	}
 
-	w := &waiter{corID: msg.CorrelationId, done: make(chan struct{}), release: release, sentAt: time.Now()}
+	w.sentAt = time.Now()
 	c.mu.Lock()
 	if c.closed != nil {
 		err := c.closed
 		c.mu.Unlock()
-		<-c.lock
-		release()
+		unlock()
+		w.release()
 		return nil, err
 	}
 	tag := c.ch.GetNextPublishSeqNo()
@@ -122,19 +156,23 @@ func (c *confirmChannel) publish(ctx context.Context, exchange, key string, msg 
 	c.byCorID[w.corID] = w
 	c.mu.Unlock()
 
-	go c.write(ctx, tag, w, exchange, key, msg)
+	var err error
+	if d.passed() { // a write that would start after the deadline is skipped
+		err = d.err()
+	} else {
+		err = c.ch.PublishWithContext(d.ctx, exchange, key, true, false, msg)
+	}
+	unlock()
+	if err != nil {
+		c.failed(d, tag, w, err)
+	}
 	return w, nil
 }
 
-// write sends the message registered as tag and releases the channel's
-// lock; when the write fails it resolves the waiter (unless the channel's
-// shutdown already did).
-func (c *confirmChannel) write(ctx context.Context, tag uint64, w *waiter, exchange, key string, msg amqp.Publishing) {
-	defer func() { <-c.lock }()
-	err := c.ch.PublishWithContext(ctx, exchange, key, true, false, msg)
-	if err == nil {
-		return
-	}
+// failed resolves the waiter of a write that failed or was skipped
+// (unless the channel's shutdown already did): ErrConfirmTimeout when the
+// wait was over before the write, else ErrBrokerUnavailable.
+func (c *confirmChannel) failed(d deadline, tag uint64, w *waiter, err error) {
 	c.mu.Lock()
 	mine := c.byTag[tag] == w
 	if mine {
@@ -142,9 +180,14 @@ func (c *confirmChannel) write(ctx context.Context, tag uint64, w *waiter, excha
 		delete(c.byCorID, w.corID)
 	}
 	c.mu.Unlock()
-	if mine { // else the channel closed and shutdown resolved it already
-		w.resolve(fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err))
+	if !mine { // the channel closed and shutdown resolved it already
+		return
 	}
+	if d.passed() && errors.Is(err, d.err()) {
+		w.resolve(fmt.Errorf("%w: the deadline passed before the write: %w", ErrConfirmTimeout, err))
+		return
+	}
+	w.resolve(fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err))
 }
 
 // run owns both notification channels until the AMQP channel closes, then

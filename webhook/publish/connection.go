@@ -56,6 +56,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(p.connName)
 	stopHandshake := func() bool { return true }
+	var sock *coalescingConn
 	conn, err := amqp.DialConfig(p.url, amqp.Config{
 		Properties: props,
 		Heartbeat:  heartbeat,
@@ -73,7 +74,8 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 				return nil, err
 			}
 			stopHandshake = context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-			return newCoalescingConn(c), nil
+			sock = newCoalescingConn(c)
+			return sock, nil
 		},
 	})
 	stopHandshake()
@@ -105,7 +107,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	}
 	chans := make([]*confirmChannel, 0, p.channels)
 	for range p.channels {
-		c, err := p.openChannel(conn)
+		c, err := p.openChannel(conn, sock)
 		if err != nil {
 			return false, err // closing the connection closes the channels
 		}
@@ -160,18 +162,18 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 			if conn.IsClosed() || !p.current(gone) {
 				continue // connCloses follows, or a channel of an earlier session
 			}
-			p.replaceChannel(conn, gone)
+			p.replaceChannel(conn, sock, gone)
 		}
 	}
 }
 
 // replaceChannel reopens a channel the broker closed (a channel error
 // such as a deleted exchange), redeclaring the topology first.
-func (p *Publisher) replaceChannel(conn *amqp.Connection, gone *confirmChannel) {
+func (p *Publisher) replaceChannel(conn *amqp.Connection, sock *coalescingConn, gone *confirmChannel) {
 	if err := p.declare(conn); err != nil {
 		p.logger.Warn("redeclaring webhook topology for a new channel", "error", err)
 	}
-	c, err := p.openChannel(conn)
+	c, err := p.openChannel(conn, sock)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	kept := make([]*confirmChannel, 0, p.channels)
@@ -209,8 +211,8 @@ func (p *Publisher) current(c *confirmChannel) bool {
 	return false
 }
 
-func (p *Publisher) openChannel(conn *amqp.Connection) (*confirmChannel, error) {
-	c, err := openConfirmChannel(conn, cap(p.slots)+1, p.requestRedeclare)
+func (p *Publisher) openChannel(conn *amqp.Connection, sock *coalescingConn) (*confirmChannel, error) {
+	c, err := openConfirmChannel(conn, sock, cap(p.slots)+1, p.requestRedeclare)
 	if err != nil {
 		return nil, err
 	}

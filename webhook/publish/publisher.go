@@ -259,27 +259,24 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	if p.blocked.Load() {
 		return ErrBrokerBlocked
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.confirmTimeout)
-	defer cancel()
+	d := newDeadline(ctx, p.confirmTimeout)
+	defer d.stop()
 	select {
 	case p.slots <- struct{}{}:
 	default:
 		return fmt.Errorf("%w: %d publishes awaiting confirms", ErrBrokerUnavailable, cap(p.slots))
 	}
-	var once sync.Once
-	release := func() { once.Do(func() { <-p.slots }) }
-
 	p.mu.RLock()
 	chans := p.chans
 	lastErr := p.lastErr
 	p.mu.RUnlock()
 	if len(chans) == 0 {
-		release()
+		<-p.slots
 		return fmt.Errorf("%w: %w", ErrBrokerUnavailable, lastErr)
 	}
 	c := pick(chans)
 	msg.CorrelationId = strconv.FormatUint(p.seq.Add(1), 36)
-	w, err := c.publish(ctx, exchange, key, msg, release)
+	w, err := c.publish(d, exchange, key, msg, newWaiter(msg.CorrelationId, p.slots))
 	if err != nil {
 		return err
 	}
@@ -293,7 +290,9 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 		// until the broker answers.
 		return fmt.Errorf("%w while awaiting the confirm", ErrBrokerBlocked)
 	case <-ctx.Done():
-		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, ctx.Err())
+		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
+	case <-d.timer.C:
+		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
 	}
 }
 
