@@ -2,8 +2,13 @@ package adminui
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -59,6 +64,12 @@ type Page struct {
 	css   []byte
 	log   *slog.Logger
 
+	// confirmKey signs the replay confirmation the 303 after a replay
+	// carries in its query (confirmation), so a crafted link cannot make
+	// the page claim a replay that did not happen. Random per process: a
+	// confirmation does not outlive a restart.
+	confirmKey [32]byte
+
 	mu      sync.Mutex // one DLQ listing at a time
 	listed  time.Time
 	letters []DeadLetter
@@ -86,6 +97,9 @@ func New(src Sources, opts Options) (*Page, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Page{src: src, opts: opts, gate: newTokenGate(opts.Token), pages: map[string]*template.Template{}, log: opts.Logger.With("component", "adminui")}
+	if _, err := rand.Read(p.confirmKey[:]); err != nil {
+		return nil, fmt.Errorf("adminui: drawing the confirmation key: %w", err)
+	}
 	css, err := files.ReadFile("static/style.css")
 	if err != nil {
 		return nil, err
@@ -238,9 +252,8 @@ func (p *Page) deadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	q := r.URL.Query()
-	d.Replayed, d.AuditID = q.Get("replayed"), q.Get("audit")
-	if _, err := strconv.ParseInt(d.AuditID, 10, 64); err != nil {
-		d.AuditID = ""
+	if id, audit := q.Get("replayed"), q.Get("audit"); id != "" && p.confirmed(id, audit, q.Get("sig")) {
+		d.Replayed, d.AuditID = id, audit
 	}
 	p.render(w, http.StatusOK, "deadletters", view{Title: "Dead letters", Nav: "deadletters", Data: d})
 }
@@ -294,5 +307,22 @@ func (p *Page) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.log.Info("dead letter replayed from the operator page", "event_id", req.ID, "operator", req.Operator, "reason", req.Reason, "audit_id", res.AuditID)
-	http.Redirect(w, r, "/ui/dead-letters?replayed="+url.QueryEscape(req.ID)+"&audit="+strconv.FormatInt(res.AuditID, 10), http.StatusSeeOther)
+	audit := strconv.FormatInt(res.AuditID, 10)
+	http.Redirect(w, r, "/ui/dead-letters?replayed="+url.QueryEscape(req.ID)+"&audit="+audit+"&sig="+p.confirmation(req.ID, audit), http.StatusSeeOther)
+}
+
+// confirmation is the signature of a replay's confirmation (event id and
+// audit row), hex HMAC-SHA256 under the process's confirmKey.
+func (p *Page) confirmation(id, audit string) string {
+	m := hmac.New(sha256.New, p.confirmKey[:])
+	m.Write([]byte(id))
+	m.Write([]byte{0})
+	m.Write([]byte(audit))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// confirmed reports whether sig is this process's confirmation of a
+// replay of id recorded as audit.
+func (p *Page) confirmed(id, audit, sig string) bool {
+	return hmac.Equal([]byte(sig), []byte(p.confirmation(id, audit)))
 }

@@ -211,8 +211,8 @@ func TestReplayRedirectsToTheListingWithTheAuditRow(t *testing.T) {
 		t.Fatalf("status %d, want 303", res.StatusCode)
 	}
 	loc := res.Header.Get("Location")
-	if want := "/ui/dead-letters?replayed=evt%2F1+%26+%3C2%3E&audit=7"; loc != want {
-		t.Fatalf("Location %q, want %q", loc, want)
+	if want := "/ui/dead-letters?replayed=evt%2F1+%26+%3C2%3E&audit=7&sig="; !strings.HasPrefix(loc, want) {
+		t.Fatalf("Location %q, want it to start with %q", loc, want)
 	}
 	if len(letters.replays) != 1 || letters.replays[0] != (ReplayRequest{ID: "evt/1 & <2>", Operator: "ana", Reason: "endpoint fixed"}) {
 		t.Fatalf("replays %v", letters.replays)
@@ -220,6 +220,28 @@ func TestReplayRedirectsToTheListingWithTheAuditRow(t *testing.T) {
 	_, body := do(t, h, httptest.NewRequest(http.MethodGet, loc, nil))
 	if !strings.Contains(body, "Replayed <code>evt/1 &amp; &lt;2&gt;</code>") || !strings.Contains(body, "#7") {
 		t.Errorf("listing after the replay does not say so:\n%s", body)
+	}
+}
+
+// A crafted link cannot make the page claim a replay: the confirmation
+// shows only with the signature the replay's own 303 carries.
+func TestAForgedReplayConfirmationIsNotShown(t *testing.T) {
+	letters := &fakeLetters{letters: []DeadLetter{{ID: "evt-1"}}}
+	h := testPage(t, testToken, letters).Handler()
+	res, _ := do(t, h, replayForm("evt-1", "ana", "endpoint fixed", testToken))
+	loc := res.Header.Get("Location")
+	for _, forged := range []string{
+		"/ui/dead-letters?replayed=FORGED&audit=999",
+		"/ui/dead-letters?replayed=FORGED&audit=999&sig=00",
+		strings.Replace(loc, "audit=7", "audit=8", 1),
+		strings.Replace(loc, "replayed=evt-1", "replayed=evt-2", 1),
+	} {
+		if _, body := do(t, h, httptest.NewRequest(http.MethodGet, forged, nil)); strings.Contains(body, "Replayed <code>") {
+			t.Errorf("%s shows a replay confirmation", forged)
+		}
+	}
+	if _, body := do(t, h, httptest.NewRequest(http.MethodGet, loc, nil)); !strings.Contains(body, "Replayed <code>evt-1</code>") {
+		t.Errorf("the replay's own confirmation is not shown (%s)", loc)
 	}
 }
 

@@ -13,8 +13,10 @@ import (
 type Forward struct {
 	// Queue is the queue consumed (default
 	// yzex-connect-whatsapp-legacy-forward-queue). Its retry queues are
-	// named "<queue>-retry-<delay>" and its dead-letter queue
-	// "yzex-connect-whatsapp-legacy-forward-dlq".
+	// named "<queue>-retry-<delay>"; its dead-letter queue is forward.dlq.
+	// The retry and dead-letter exchanges, yzex.events.retry and
+	// yzex.events.dlx, are fixed by the contract and shared: each instance
+	// binds only its own queues to them, by queue name.
 	Queue string `yaml:"queue"`
 	// DLQ is the dead-letter queue (default
 	// yzex-connect-whatsapp-legacy-forward-dlq).

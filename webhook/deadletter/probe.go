@@ -26,12 +26,20 @@ const probeKey = "amq.borda.deadletter-probe"
 // canPutBack publishes an empty, unroutable probe through pub and waits
 // for the broker's answer: a return (ErrUnroutable) means it takes
 // publishes; a blocked connection, a confirm timeout or no connection is
-// ErrCannotPutBack. During an alarm the probe's publish is what makes
-// RabbitMQ block the connection, so the answer comes at once.
+// ErrCannotPutBack. During an alarm a publish is what makes RabbitMQ
+// block the connection, and the publish that does may itself still be
+// read and answered (seen: one `dlq show` in a CI run whose probe came
+// back while the put-back after it was blocked), so the probe is sent
+// twice: the second meets the blocked connection.
 func canPutBack(ctx context.Context, pub Republisher) error {
-	err := pub.PublishTo(ctx, "", probeKey, amqp.Publishing{Type: "borda.deadletter.probe"})
-	if err == nil || errors.Is(err, publish.ErrUnroutable) {
-		return nil
+	for range probes {
+		err := pub.PublishTo(ctx, "", probeKey, amqp.Publishing{Type: "borda.deadletter.probe"})
+		if err != nil && !errors.Is(err, publish.ErrUnroutable) {
+			return fmt.Errorf("%w: %w", ErrCannotPutBack, err)
+		}
 	}
-	return fmt.Errorf("%w: %w", ErrCannotPutBack, err)
+	return nil
 }
+
+// probes is how many probes canPutBack sends.
+const probes = 2
