@@ -1,10 +1,9 @@
 package adminui
 
 import (
-	"net"
 	"net/http"
-	"net/netip"
-	"strings"
+
+	"github.com/olp-edu/borda/internal/rebinding"
 )
 
 // hostGuard refuses a request whose Host is a DNS name other than
@@ -16,26 +15,11 @@ import (
 // check cannot help: the rebinding page's Origin is its own Host.
 func (p *Page) hostGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !addressedByIPOrLocalhost(r.Host) {
+		if !rebinding.AddressedLocally(r.Host) {
 			p.log.Warn("operator page refused: addressed by a DNS name (DNS rebinding?)", "host", r.Host, "peer", r.RemoteAddr)
 			p.problem(w, http.StatusMisdirectedRequest, "Refused: open this page by IP address or localhost (http://127.0.0.1:PORT/ui), not by a host name.")
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// addressedByIPOrLocalhost reports whether host (a Host header, with or
-// without port) is an IP literal, localhost or a name under .localhost
-// (RFC 6761: always loopback, never resolved by DNS).
-func addressedByIPOrLocalhost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if _, err := netip.ParseAddr(host); err == nil {
-		return true
-	}
-	host = strings.ToLower(strings.TrimSuffix(host, "."))
-	return host == "localhost" || strings.HasSuffix(host, ".localhost")
 }

@@ -46,7 +46,9 @@ type Config struct {
 	// AdminPprof says who may reach /debug/pprof/ on the admin listener:
 	// loopback (default: peers on 127.0.0.0/8 and ::1 only, so a listener
 	// bound to 0.0.0.0 for metrics and probes keeps profiles off the
-	// network; others get 404), token (any peer sending "Authorization:
+	// network, and only with a Host that is an IP address or localhost, so
+	// a DNS-rebinding page in a local browser cannot read them; others get
+	// 404), token (any peer sending "Authorization:
 	// Bearer" with ADMIN_PPROF_TOKEN, compared in constant time; others
 	// get 401) or off. Behind a sidecar proxy in the same pod every peer
 	// is loopback: use token or off there.

@@ -380,6 +380,27 @@ func TestProductionRefusesWeakSettingsAtStart(t *testing.T) {
 	}
 }
 
+// TestHostilePprofByARebindingHostName: a page on evil.example rebound to
+// 127.0.0.1 reaches /debug/pprof/ from the operator's own browser, a
+// loopback peer, as the operator page's rebinding attack did; the
+// loopback gate refuses a Host that is a DNS name (every spelling), and
+// still serves the listener's own address and localhost.
+func TestHostilePprofByARebindingHostName(t *testing.T) {
+	p := startServe(t, minimalServe("http://127.0.0.1:1", "", ""))
+	for _, host := range []string{"evil.example", "evil.example:9091", "127.0.0.1.nip.io", "localhost.evil.example", "EVIL.example."} {
+		for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/", "/debug/pprof/heap"} {
+			if got := get(t, p.admin+path, host); got.StatusCode != http.StatusNotFound {
+				t.Errorf("%s with Host %q = %d, want 404", path, host, got.StatusCode)
+			}
+		}
+	}
+	for _, host := range []string{"", "localhost", "[::1]:1"} {
+		if got := get(t, p.admin+"/debug/pprof/cmdline", host); got.StatusCode != 200 {
+			t.Errorf("/debug/pprof/cmdline with Host %q = %d, want 200", host, got.StatusCode)
+		}
+	}
+}
+
 // TestPprofIsNotServedToTheNetworkByDefault: the admin listener bound to
 // all interfaces (as production.yaml does) answers /metrics and /readyz to
 // any peer but /debug/pprof/ only to loopback; reached through a

@@ -8,13 +8,17 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"strings"
+
+	"github.com/olp-edu/borda/internal/rebinding"
 )
 
 // pprofGate serves net/http/pprof on the admin mux as Options.Pprof says
 // (docs/configuration.md, admin_pprof):
 //
 //   - loopback (default): only to peers whose TCP address is
-//     loopback (127.0.0.0/8, ::1; an IPv4-mapped ::ffff:127.x counts);
+//     loopback (127.0.0.0/8, ::1; an IPv4-mapped ::ffff:127.x counts)
+//     and that name the listener by address or localhost (Host; a DNS
+//     name is a rebinding page in a local browser, internal/rebinding);
 //     others get 404, as if nothing were there. The peer is the socket's,
 //     never a header, so X-Forwarded-For cannot unlock it.
 //   - token: to any peer with "Authorization: Bearer <ADMIN_PPROF_TOKEN>",
@@ -68,7 +72,7 @@ func (g pprofGate) wrap(h http.HandlerFunc) http.Handler {
 func (g pprofGate) allowed(w http.ResponseWriter, r *http.Request) bool {
 	switch g.mode {
 	case PprofLoopback:
-		if loopbackPeer(r.RemoteAddr) {
+		if loopbackPeer(r.RemoteAddr) && rebinding.AddressedLocally(r.Host) {
 			return true
 		}
 		http.NotFound(w, r)

@@ -8,10 +8,15 @@ import (
 
 func pprofStatus(t *testing.T, cfg Pprof, remote, auth string) int {
 	t.Helper()
+	return pprofStatusAt(t, cfg, remote, "127.0.0.1:9091", auth)
+}
+
+func pprofStatusAt(t *testing.T, cfg Pprof, remote, host, auth string) int {
+	t.Helper()
 	mux := http.NewServeMux()
 	newPprofGate(cfg).register(mux)
 	req := httptest.NewRequest(http.MethodGet, "/debug/pprof/cmdline", nil)
-	req.RemoteAddr = remote
+	req.RemoteAddr, req.Host = remote, host
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
@@ -35,6 +40,27 @@ func TestPprofFromTheClusterNetworkIsRefusedByDefault(t *testing.T) {
 		if got := pprofStatus(t, cfg, remote, ""); got != http.StatusOK {
 			t.Errorf("loopback peer %s: %d, want 200", remote, got)
 		}
+	}
+}
+
+// TestPprofOnLoopbackRefusesADNSRebindingHostName: a page on evil.example
+// rebound to 127.0.0.1 reaches the admin listener from the operator's own
+// browser, a loopback peer; in loopback mode pprof answers only a Host
+// that names the listener by address or localhost (as the operator page).
+func TestPprofOnLoopbackRefusesADNSRebindingHostName(t *testing.T) {
+	for host, want := range map[string]int{
+		"127.0.0.1:9091": http.StatusOK, "[::1]:9091": http.StatusOK, "localhost:9091": http.StatusOK,
+		"evil.example:9091": http.StatusNotFound, "127.0.0.1.nip.io:9091": http.StatusNotFound,
+		"localhost.evil.example": http.StatusNotFound, "": http.StatusNotFound,
+	} {
+		if got := pprofStatusAt(t, Pprof{}, "127.0.0.1:40000", host, ""); got != want {
+			t.Errorf("loopback peer, Host %q: %d, want %d", host, got, want)
+		}
+	}
+	// token mode needs a header a rebinding page cannot send: any Host.
+	tok := Pprof{Mode: PprofToken, Token: "0123456789abcdef0123456789abcdef"}
+	if got := pprofStatusAt(t, tok, "10.0.3.7:1", "borda.internal:9091", "Bearer 0123456789abcdef0123456789abcdef"); got != http.StatusOK {
+		t.Errorf("token mode with a DNS Host: %d, want 200", got)
 	}
 }
 
