@@ -220,13 +220,7 @@ func (a *Aggregator) aggregate(ctx context.Context, interval time.Duration) (rep
 		defer mu.Unlock()
 		return a.upsert(ctx, keys, values, &rep, minutes)
 	}
-	if cl, ok := a.rdb.(clusterStore); ok {
-		err = cl.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return a.scan(ctx, node, true, page)
-		})
-	} else {
-		err = a.scan(ctx, a.rdb, false, page)
-	}
+	err = ScanCounters(ctx, a.rdb, a.ks.MetricPattern(), page)
 	rep.Minutes = len(minutes)
 	if err == nil {
 		rep.Expired, err = a.expire(ctx)
@@ -262,13 +256,29 @@ type scanner interface {
 	MGet(ctx context.Context, keys ...string) *redis.SliceCmd
 }
 
-// scan walks one node's counters page by page. On a cluster node, keys of
-// one page live in different slots, so values are read with pipelined
+// ScanCounters walks the telemetry counters whose keys match (a keyspace
+// pattern: Keyspace.MetricPattern, Keyspace.MetricKindPattern) page by
+// page: values[i] is keys[i]'s value, nil when it expired between SCAN
+// and the read. On a Redis Cluster client (ForEachMaster) it walks every
+// master, concurrently, so page must be safe for concurrent calls; any
+// other client is one node. The aggregator and the operator page
+// (docs/operations.md) read the counters through it.
+func ScanCounters(ctx context.Context, rdb scanner, match string, page func(keys []string, values []any) error) error {
+	if cl, ok := rdb.(clusterStore); ok {
+		return cl.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			return scanNode(ctx, node, true, match, page)
+		})
+	}
+	return scanNode(ctx, rdb, false, match, page)
+}
+
+// scanNode walks one node's counters page by page. On a cluster node, keys
+// of one page live in different slots, so values are read with pipelined
 // GETs instead of MGET (which needs one slot).
-func (a *Aggregator) scan(ctx context.Context, c scanner, cluster bool, page func([]string, []any) error) error {
+func scanNode(ctx context.Context, c scanner, cluster bool, match string, page func([]string, []any) error) error {
 	var cursor uint64
 	for {
-		keys, next, err := c.Scan(ctx, cursor, a.ks.MetricPattern(), scanCount).Result()
+		keys, next, err := c.Scan(ctx, cursor, match, scanCount).Result()
 		if err != nil {
 			return fmt.Errorf("scanning telemetry counters: %w", err)
 		}

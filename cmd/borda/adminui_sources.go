@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,39 +196,30 @@ func (l *opsLimiter) top(ctx context.Context, cfg *configs.Config, st *adminui.L
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	sums := map[string]int64{}
+	var mu sync.Mutex // a cluster's masters are walked concurrently
 	minute := time.Now().UTC().Truncate(time.Minute)
 	minutes := int(opsSpan / time.Minute)
 	for i := range minutes {
 		m := minute.Add(-time.Duration(i) * time.Minute)
-		var cursor uint64
-		for range 20 { // at most 20 SCAN rounds a minute
-			keys, next, err := l.redis.Scan(cctx, cursor, l.ks.MetricKindPattern(string(telemetry.KindWouldBlock), m), 500).Result()
-			if err != nil {
-				st.TopNote = "unknown: Redis did not answer (" + configs.RedactURLs(err.Error()) + ")"
-				return
-			}
-			if len(keys) > 0 {
-				vals, err := l.redis.MGet(cctx, keys...).Result()
-				if err != nil {
-					st.TopNote = "unknown: Redis did not answer (" + configs.RedactURLs(err.Error()) + ")"
-					return
+		err := telemetry.ScanCounters(cctx, l.redis, l.ks.MetricKindPattern(string(telemetry.KindWouldBlock), m), func(keys []string, vals []any) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for j, k := range keys {
+				dim, _, ok := l.ks.MetricDimension(k)
+				if !ok {
+					continue
 				}
-				for j, k := range keys {
-					dim, _, ok := l.ks.MetricDimension(k)
-					if !ok {
-						continue
-					}
-					_, endpoint, ok := telemetry.ParseDimension(dim)
-					s, _ := vals[j].(string)
-					var n int64
-					if _, err := fmt.Sscan(s, &n); ok && err == nil {
-						sums[endpoint] += n
-					}
+				_, endpoint, ok := telemetry.ParseDimension(dim)
+				s, _ := vals[j].(string)
+				if n, err := strconv.ParseInt(s, 10, 64); ok && err == nil {
+					sums[endpoint] += n
 				}
 			}
-			if cursor = next; cursor == 0 {
-				break
-			}
+			return nil
+		})
+		if err != nil {
+			st.TopNote = "unknown: Redis did not answer (" + configs.RedactURLs(err.Error()) + ")"
+			return
 		}
 	}
 	st.TopSpan = time.Duration(minutes) * time.Minute
