@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -133,25 +134,50 @@ func (w *Writer) Write(ctx context.Context) error {
 	return w.rdb.Set(ctx, w.key, b, w.ttl).Err()
 }
 
-// MaxInstances bounds what Read returns.
-const MaxInstances = 100
-
-// Read returns the live snapshots of every worker, by instance name, at
-// most MaxInstances (a SCAN of keyspace.ForwardStatusPattern, then one
-// GET each). A snapshot that does not decode is skipped.
-func Read(ctx context.Context, rdb redis.Cmdable, ks keyspace.Keyspace) ([]Snapshot, error) {
+// scanKeys lists one node's keys matching pattern, stopping past
+// MaxInstances.
+func scanKeys(ctx context.Context, rdb redis.Cmdable, pattern string) ([]string, error) {
 	var keys []string
 	var cursor uint64
 	for {
-		batch, next, err := rdb.Scan(ctx, cursor, ks.ForwardStatusPattern(), 100).Result()
+		batch, next, err := rdb.Scan(ctx, cursor, pattern, 100).Result()
 		if err != nil {
-			return nil, fmt.Errorf("listing forwarder snapshots: %w", err)
+			return keys, fmt.Errorf("listing forwarder snapshots: %w", err)
 		}
 		keys = append(keys, batch...)
 		cursor = next
 		if cursor == 0 || len(keys) >= MaxInstances {
-			break
+			return keys, nil
 		}
+	}
+}
+
+// MaxInstances bounds what Read returns.
+const MaxInstances = 100
+
+// Read returns the live snapshots of every worker, by instance name, at
+// most MaxInstances (a SCAN of keyspace.ForwardStatusPattern, on every
+// master of a Redis Cluster client, then one GET each). A snapshot that
+// does not decode is skipped.
+func Read(ctx context.Context, rdb redis.Cmdable, ks keyspace.Keyspace) ([]Snapshot, error) {
+	var keys []string
+	var err error
+	if cl, ok := rdb.(interface {
+		ForEachMaster(context.Context, func(context.Context, *redis.Client) error) error
+	}); ok {
+		var mu sync.Mutex // the masters are walked concurrently
+		err = cl.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+			found, err := scanKeys(ctx, node, ks.ForwardStatusPattern())
+			mu.Lock()
+			defer mu.Unlock()
+			keys = append(keys, found...)
+			return err
+		})
+	} else {
+		keys, err = scanKeys(ctx, rdb, ks.ForwardStatusPattern())
+	}
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
