@@ -13,51 +13,55 @@ import (
 // confirmChannel is one confirm-mode publishing channel (RabbitMQ publisher
 // confirms, https://www.rabbitmq.com/docs/confirms).
 //
-// amqp091-go delivers basic.return and basic.ack on two Go channels; read
-// separately, the ack of an unroutable mandatory message can be seen
-// before its return (amqp091-go#45). Here ONE goroutine (run) owns both:
-// the broker sends basic.return before the basic.ack of the same message,
-// and amqp091-go's reader hands the return to our buffered Go channel
-// before it processes the ack, so draining the returns buffer before
-// resolving each confirm sees every return that precedes it. Returns are
-// matched to their publish by a per-publish correlation id (the AMQP
-// message_id stays the event id), confirms by delivery tag.
+// Each publish waits on the DeferredConfirmation amqp091-go creates for it:
+// amqp091-go's reader closes it when the basic.ack or basic.nack of its
+// delivery tag arrives (or every one at once when the channel closes), so
+// the confirm reaches the publishing goroutine with no hand-off through a
+// listener goroutine and no NotifyPublish timer per confirm
+// (docs/performance.md, the ingress hot path).
 //
-// Both buffers hold at least the in-flight cap: amqp091-go drops a
+// basic.return: the broker sends the return of an unroutable mandatory
+// message before its basic.ack, and amqp091-go's one reader goroutine
+// delivers the return to our buffered Go channel before it processes the
+// ack. So when a publish's confirmation is done, every return that precedes
+// it is already in the buffer: settle drains the buffer, marking each
+// returned publish by its per-publish correlation id (the AMQP message_id
+// stays the event id), before it reads its own mark (amqp091-go#45: read
+// separately, the ack can be seen before the return).
+//
+// The returns buffer holds at least the in-flight cap: amqp091-go drops a
 // notification it cannot deliver within 5 s (since v1.13), which would turn
-// a return into a false ack or lose a confirm.
+// a return into a false ack; every settle drains it, and at most the
+// in-flight cap of publishes are unsettled.
 type confirmChannel struct {
-	ch       *amqp.Channel
-	sock     *coalescingConn // the connection's socket; nil in unit tests
-	lock     chan struct{}   // one slot: serialises tag assignment and publish
-	confirms chan amqp.Confirmation
-	returns  chan amqp.Return
-	closes   chan *amqp.Error
-	done     chan struct{} // closed when run returns
+	ch      *amqp.Channel
+	sock    *coalescingConn // the connection's socket; nil in unit tests
+	lock    chan struct{}   // one slot: serialises tag assignment and publish
+	returns chan amqp.Return
+	closes  chan *amqp.Error
+	done    chan struct{} // closed when the AMQP channel has closed
 
-	// onUnroutable is called (from run) when a return resolves a publish.
+	// onUnroutable is called (from settle) when a return resolves a publish.
 	onUnroutable func()
 
 	mu      sync.Mutex
-	closed  error // non-nil once the channel is gone
-	byTag   map[uint64]*waiter
-	byCorID map[string]*waiter
+	closed  error              // non-nil once the channel is gone
+	pending map[string]*waiter // unsettled publishes by correlation id
 }
 
 // waiter is one publish waiting for its confirm.
 type waiter struct {
 	corID    string
-	returned bool
-	done     chan struct{} // closed when err is set
-	err      error         // nil: acked without a return
-	slots    chan struct{} // the in-flight cap; release takes one token back
+	dc       *amqp.DeferredConfirmation // done when the broker answered or the channel closed
+	returned bool                       // a basic.return named it (guarded by confirmChannel.mu)
+	slots    chan struct{}              // the in-flight cap; release takes one token back
 	released atomic.Bool
 	sentAt   time.Time
 }
 
 // newWaiter returns the waiter of a publish that took one token of slots.
 func newWaiter(corID string, slots chan struct{}) *waiter {
-	return &waiter{corID: corID, done: make(chan struct{}), slots: slots}
+	return &waiter{corID: corID, slots: slots}
 }
 
 // release frees the publish's in-flight slot; only the first call does.
@@ -67,15 +71,9 @@ func (w *waiter) release() {
 	}
 }
 
-func (w *waiter) resolve(err error) {
-	w.err = err
-	close(w.done)
-	w.release()
-}
-
 // openConfirmChannel opens a channel on conn, puts it in confirm mode and
-// starts its owner goroutine. buffer is the size of the confirm and return
-// buffers (≥ the in-flight cap).
+// starts the goroutine that watches it close. buffer is the size of the
+// returns buffer (≥ the in-flight cap).
 func openConfirmChannel(conn *amqp.Connection, sock *coalescingConn, buffer int, onUnroutable func()) (*confirmChannel, error) {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -89,22 +87,20 @@ func openConfirmChannel(conn *amqp.Connection, sock *coalescingConn, buffer int,
 		ch:           ch,
 		sock:         sock,
 		lock:         make(chan struct{}, 1),
-		confirms:     ch.NotifyPublish(make(chan amqp.Confirmation, buffer)),
 		returns:      ch.NotifyReturn(make(chan amqp.Return, buffer)),
 		closes:       ch.NotifyClose(make(chan *amqp.Error, 1)),
 		done:         make(chan struct{}),
 		onUnroutable: onUnroutable,
-		byTag:        make(map[uint64]*waiter),
-		byCorID:      make(map[string]*waiter),
+		pending:      make(map[string]*waiter),
 	}
-	go c.run()
+	go c.watch()
 	return c, nil
 }
 
-// publish sends one mandatory message and registers its waiter. The
-// returned waiter's done closes when the broker acks, nacks or returns it,
-// when the write fails, or when the channel closes. w's slot is released
-// when it resolves, or before publish returns an error.
+// publish sends one mandatory message and registers its waiter. On nil
+// error the waiter's dc is done when the broker acks or nacks it or when
+// the channel closes; settle then gives the publish's outcome. On error
+// w's slot is released.
 //
 // The write runs on the caller's goroutine: no hand-off per publish.
 // amqp091-go's Publish ignores ctx once it starts writing, so it must
@@ -151,155 +147,128 @@ func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publ
 		w.release()
 		return nil, err
 	}
-	tag := c.ch.GetNextPublishSeqNo()
-	c.byTag[tag] = w
-	c.byCorID[w.corID] = w
+	c.pending[w.corID] = w
 	c.mu.Unlock()
 
 	var err error
 	if d.passed() { // a write that would start after the deadline is skipped
 		err = d.err()
 	} else {
-		err = c.ch.PublishWithContext(d.ctx, exchange, key, true, false, msg)
+		w.dc, err = c.ch.PublishWithDeferredConfirmWithContext(d.ctx, exchange, key, true, false, msg)
+		if err == nil && w.dc == nil {
+			err = errors.New("the channel is not in confirm mode")
+		}
 	}
 	unlock()
 	if err != nil {
-		c.failed(d, tag, w, err)
+		c.forget(w)
+		w.release()
+		if d.passed() && errors.Is(err, d.err()) {
+			return nil, fmt.Errorf("%w: the deadline passed before the write: %w", ErrConfirmTimeout, err)
+		}
+		if closed := c.closedErr(); closed != nil {
+			return nil, closed
+		}
+		return nil, fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err)
 	}
 	return w, nil
 }
 
-// failed resolves the waiter of a write that failed or was skipped
-// (unless the channel's shutdown already did): ErrConfirmTimeout when the
-// wait was over before the write, else ErrBrokerUnavailable.
-func (c *confirmChannel) failed(d deadline, tag uint64, w *waiter, err error) {
+// settle gives the outcome of a publish whose dc is done and frees its
+// slot: nil when the broker acked it with no return before the ack,
+// ErrUnroutable when a return named it, ErrBrokerUnavailable when the
+// channel closed before the broker answered (amqp091-go then resolves every
+// outstanding confirmation as a nack), ErrNack for the broker's own nack.
+func (c *confirmChannel) settle(w *waiter) error {
+	acked := w.dc.Acked()
 	c.mu.Lock()
-	mine := c.byTag[tag] == w
-	if mine {
-		delete(c.byTag, tag)
-		delete(c.byCorID, w.corID)
-	}
+	c.drainReturnsLocked()
+	returned := w.returned
+	delete(c.pending, w.corID)
 	c.mu.Unlock()
-	if !mine { // the channel closed and shutdown resolved it already
-		return
-	}
-	if d.passed() && errors.Is(err, d.err()) {
-		w.resolve(fmt.Errorf("%w: the deadline passed before the write: %w", ErrConfirmTimeout, err))
-		return
-	}
-	w.resolve(fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err))
-}
-
-// run owns both notification channels until the AMQP channel closes, then
-// fails every outstanding publish at once.
-func (c *confirmChannel) run() {
-	defer close(c.done)
-	for {
-		select {
-		case r, ok := <-c.returns:
-			if !ok {
-				c.shutdown(nil)
-				return
-			}
-			c.markReturned(r)
-		case cf, ok := <-c.confirms:
-			if !ok {
-				c.shutdown(nil)
-				return
-			}
-			c.drainReturns()
-			c.resolve(cf)
-		case e := <-c.closes:
-			c.shutdown(e)
-			return
+	w.release()
+	if !acked && c.ch.IsClosed() { // amqp091-go marks the channel closed before it resolves the rest
+		if err := c.closedErr(); err != nil {
+			return err
 		}
+		return fmt.Errorf("%w: channel closed with the confirm outstanding", ErrBrokerUnavailable)
 	}
-}
-
-func (c *confirmChannel) drainReturns() {
-	for {
-		select {
-		case r, ok := <-c.returns:
-			if !ok {
-				return
-			}
-			c.markReturned(r)
-		default:
-			return
-		}
-	}
-}
-
-func (c *confirmChannel) markReturned(r amqp.Return) {
-	c.mu.Lock()
-	if w := c.byCorID[r.CorrelationId]; w != nil {
-		w.returned = true
-	}
-	c.mu.Unlock()
-}
-
-func (c *confirmChannel) resolve(cf amqp.Confirmation) {
-	c.mu.Lock()
-	w := c.byTag[cf.DeliveryTag]
-	if w != nil {
-		delete(c.byTag, cf.DeliveryTag)
-		delete(c.byCorID, w.corID)
-	}
-	c.mu.Unlock()
-	if w == nil {
-		return
-	}
-	switch {
-	case w.returned:
-		w.resolve(ErrUnroutable)
+	if returned {
 		if c.onUnroutable != nil {
 			c.onUnroutable()
 		}
-	case !cf.Ack:
-		w.resolve(ErrNack)
-	default:
-		w.resolve(nil)
+		return ErrUnroutable
+	}
+	if !acked {
+		return ErrNack
+	}
+	return nil
+}
+
+// abandon is called when w's caller stopped waiting (its deadline, a
+// blocked connection): the slot stays taken until the broker answers or
+// the channel closes, then it is settled with no one to tell.
+func (c *confirmChannel) abandon(w *waiter) {
+	go func() {
+		<-w.dc.Done()
+		_ = c.settle(w)
+	}()
+}
+
+// forget drops a publish that was never written.
+func (c *confirmChannel) forget(w *waiter) {
+	c.mu.Lock()
+	delete(c.pending, w.corID)
+	c.mu.Unlock()
+}
+
+// drainReturnsLocked marks the publish of every return buffered so far;
+// c.mu is held.
+func (c *confirmChannel) drainReturnsLocked() {
+	for {
+		select {
+		case r, ok := <-c.returns:
+			if !ok {
+				return
+			}
+			if w := c.pending[r.CorrelationId]; w != nil {
+				w.returned = true
+			}
+		default:
+			return
+		}
 	}
 }
 
-// shutdown resolves the confirms already delivered, then fails every
-// waiter left: their messages may or may not be stored, and the provider
-// will retry.
-func (c *confirmChannel) shutdown(cause *amqp.Error) {
-	for {
-		c.drainReturns()
-		select {
-		case cf, ok := <-c.confirms:
-			if ok {
-				c.resolve(cf)
-				continue
-			}
-		default:
-		}
-		break
-	}
+// watch waits for the AMQP channel to close, records why, and closes done.
+// amqp091-go resolves every outstanding confirmation itself (as a nack,
+// which settle reports as ErrBrokerUnavailable on a closed channel).
+func (c *confirmChannel) watch() {
+	e := <-c.closes // nil when the channel closed normally (the list is closed)
 	err := fmt.Errorf("%w: channel closed with the confirm outstanding", ErrBrokerUnavailable)
-	if cause != nil {
-		err = fmt.Errorf("%w: channel closed with the confirm outstanding: %s", ErrBrokerUnavailable, cause.Reason)
+	if e != nil {
+		err = fmt.Errorf("%w: channel closed with the confirm outstanding: %s", ErrBrokerUnavailable, e.Reason)
 	}
 	c.mu.Lock()
 	c.closed = err
-	waiters := c.byTag
-	c.byTag = map[uint64]*waiter{}
-	c.byCorID = map[string]*waiter{}
 	c.mu.Unlock()
-	for _, w := range waiters {
-		w.resolve(err)
-	}
+	close(c.done)
 }
 
-// oldestPending returns when the oldest unconfirmed publish was sent (zero
+// closedErr is why the channel closed, nil while it is open.
+func (c *confirmChannel) closedErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// oldestPending returns when the oldest unsettled publish was sent (zero
 // when none is outstanding).
 func (c *confirmChannel) oldestPending() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var oldest time.Time
-	for _, w := range c.byTag {
+	for _, w := range c.pending {
 		if oldest.IsZero() || w.sentAt.Before(oldest) {
 			oldest = w.sentAt
 		}

@@ -281,17 +281,20 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 		return err
 	}
 	select {
-	case <-w.done:
-		return w.err
+	case <-w.dc.Done():
+		return c.settle(w)
 	case <-blocked:
 		// RabbitMQ blocks a connection when it next publishes during an
 		// alarm, so the publish that triggers connection.blocked would
 		// otherwise wait for its whole deadline. The slot stays taken
 		// until the broker answers.
+		c.abandon(w)
 		return fmt.Errorf("%w while awaiting the confirm", ErrBrokerBlocked)
 	case <-ctx.Done():
+		c.abandon(w)
 		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
 	case <-d.timer.C:
+		c.abandon(w)
 		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
 	}
 }
