@@ -91,6 +91,12 @@ func Digest(b []byte) string {
 // It returns an error only for a ReceivedAt outside years 0-9999, as
 // json.Marshal does.
 func (e Envelope) Encode() ([]byte, error) {
+	return e.AppendEncode(make([]byte, 0, e.EncodedSizeHint()))
+}
+
+// EncodedSizeHint is the capacity Encode allocates, in bytes: room for
+// the whole wire form unless its strings need JSON escapes.
+func (e Envelope) EncodedSizeHint() int {
 	size := 160 + len(e.ID) + len(e.Source) + len(e.ContentType) + base64.StdEncoding.EncodedLen(len(e.Body)) +
 		len(e.SHA256) + len(e.Event) + len(e.OriginalSHA256)
 	for k, v := range e.Headers {
@@ -99,7 +105,13 @@ func (e Envelope) Encode() ([]byte, error) {
 	for _, r := range e.Redacted {
 		size += len(r) + 3
 	}
-	buf := make([]byte, 0, size)
+	return size
+}
+
+// AppendEncode appends what Encode returns to buf and returns the
+// extended slice (the caller's buffer may be reused once it is done with
+// the result); it fails as Encode does.
+func (e Envelope) AppendEncode(buf []byte) ([]byte, error) {
 	buf = append(buf, `{"id":`...)
 	buf = appendJSONString(buf, e.ID)
 	buf = append(buf, `,"source":`...)

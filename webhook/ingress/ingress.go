@@ -262,7 +262,10 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	if i.bodyTime > 0 {
 		_ = rc.SetReadDeadline(time.Now().Add(i.bodyTime)) // ErrNotSupported: no deadline, as before
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, i.maxBody), hint)
+	sc := getScratch()
+	body, err := readBodyInto(http.MaxBytesReader(w, r.Body, i.maxBody), hint, sc.body)
+	var encoded []byte
+	defer func() { sc.put(body, encoded) }() // nothing refers to either once serve returns
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -310,7 +313,8 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 			i.dedup.forget(key, ticket)
 		}
 	}()
-	msg, err := i.message(src, r, target, id, body, receivedAt)
+	msg, err := i.message(src, r, target, id, body, receivedAt, sc.env)
+	encoded = msg.Body
 	if err == nil {
 		// The provider hanging up must not cut the wait short: the answer
 		// decides whether the id is remembered as CONFIRMED.
@@ -388,8 +392,9 @@ func (i *Ingress) refuse(w http.ResponseWriter, r *http.Request, src *source, re
 	return respondThrottled(w, retryAfterSeconds(v.wait))
 }
 
-// message builds the envelope, redacting the source's fields if asked.
-func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time) (publish.Message, error) {
+// message builds the envelope, redacting the source's fields if asked,
+// encoded into buf when it has room (the event's scratch, scratch.go).
+func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time, buf []byte) (publish.Message, error) {
 	headers := make(map[string]string, len(envelopeHeaders))
 	for n, name := range envelopeHeaders {
 		if v := headerValue(r.Header, envelopeHeaderKeys[n]); v != "" {
@@ -410,7 +415,10 @@ func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id
 		env.Redacted = removed
 		env.OriginalSHA256 = envelope.Digest(original)
 	}
-	data, err := env.Encode()
+	if cap(buf) < env.EncodedSizeHint() {
+		buf = make([]byte, 0, env.EncodedSizeHint())
+	}
+	data, err := env.AppendEncode(buf[:0])
 	if err != nil {
 		return publish.Message{}, fmt.Errorf("%w: encoding envelope: %w", publish.ErrBrokerUnavailable, err)
 	}

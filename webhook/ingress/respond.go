@@ -66,8 +66,14 @@ func retryAfterSeconds(d time.Duration) int {
 // size, where a doubling bytes.Buffer costs 3.2 × and keeps 16 MiB
 // (TestTenMegabyteChunkedBodyAllocationsStayBounded).
 func readBody(r io.Reader, hint int64) ([]byte, error) {
+	return readBodyInto(r, hint, nil)
+}
+
+// readBodyInto is readBody reading an announced body into spare when it
+// fits (cap(spare) > hint): the ingress's pooled buffer (scratch.go).
+func readBodyInto(r io.Reader, hint int64, spare []byte) ([]byte, error) {
 	if hint > 0 {
-		return readSized(r, hint)
+		return readSized(r, hint, spare)
 	}
 	const first, largest = 4 << 10, 1 << 20
 	var chunks [][]byte
@@ -98,9 +104,15 @@ func readBody(r io.Reader, hint int64) ([]byte, error) {
 // of hint bytes (plus one, to see that the body ends there). A body that
 // turns out longer continues as an unannounced one; a shorter one is what
 // it is (net/http reports a Content-Length body cut short as
-// io.ErrUnexpectedEOF).
-func readSized(r io.Reader, hint int64) ([]byte, error) {
-	buf := make([]byte, hint+1)
+// io.ErrUnexpectedEOF). spare is used instead of a new allocation when
+// it has room for hint + 1 bytes.
+func readSized(r io.Reader, hint int64, spare []byte) ([]byte, error) {
+	var buf []byte
+	if int64(cap(spare)) > hint {
+		buf = spare[:hint+1]
+	} else {
+		buf = make([]byte, hint+1)
+	}
 	n, err := fill(r, buf[:hint])
 	if err == io.EOF {
 		return buf[:n], nil

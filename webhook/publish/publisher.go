@@ -231,7 +231,9 @@ func stalledFor(chans []*confirmChannel) time.Duration {
 // message with no return; otherwise an error wrapping
 // ErrBrokerUnavailable, ErrBrokerBlocked, ErrConfirmTimeout, ErrNack or
 // ErrUnroutable. A caller whose ctx ends stops waiting; the in-flight slot
-// is kept until the broker answers or the channel closes.
+// is kept until the broker answers or the channel closes. Publish keeps no
+// reference to m.Body once it returns (its frames were copied to the
+// socket's queue), so the caller may reuse the buffer.
 func (p *Publisher) Publish(ctx context.Context, m Message) error {
 	key := m.RoutingKey
 	if key == "" {

@@ -1,0 +1,154 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/webhook/envelope"
+	"github.com/olp-edu/borda/webhook/publish"
+)
+
+// The ingress reuses each event's body and envelope buffers (scratch.go)
+// once the publisher has returned. A buffer given back too early, or
+// shared by two requests, would publish one event's bytes under another's
+// id. 400 concurrent events of sizes on both sides of the pooled buffers'
+// size (scratchKeep), some without a Content-Length (chunked), must each
+// land in the queue with exactly their own bytes.
+func TestPooledBuffersNeverMixTwoEvents(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, testConfig(t))
+	const n = 400
+	sizes := []int{10, 900, 3000, scratchKeep - 200, scratchKeep + 5000}
+	bodies := make([][]byte, n)
+	for k := range n {
+		pad := strings.Repeat(string(rune('a'+k%26)), sizes[k%len(sizes)])
+		bodies[k] = fmt.Appendf(nil, `{"event":"messages.upsert","instance":"pool","data":{"key":{"id":"pool-%d"},"message":{"conversation":%q}}}`, k, pad)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 48)
+	for k := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			body := bodies[k]
+			code, a, _ := s.postMaybeChunked(t, body, k%3 == 0)
+			if code != 200 || a.Status != StatusPublishedConfirmed {
+				t.Errorf("event %d: %d %s, want 200 PUBLISHED_CONFIRMED", k, code, a.Status)
+			}
+		}()
+	}
+	wg.Wait()
+	got := s.envelopes(t)
+	if len(got) != n {
+		t.Fatalf("queue holds %d events, want %d", len(got), n)
+	}
+	for k, body := range bodies {
+		id := fmt.Sprintf("pool:messages.upsert:pool-%d", k) // webhook.id_fields: instance, event, data.key.id
+		env, ok := got[id]
+		if !ok {
+			t.Errorf("event %s not in the queue", id)
+			continue
+		}
+		if !bytes.Equal(env.Body, body) || env.SHA256 != envelope.Digest(body) {
+			t.Errorf("event %s: the queued bytes are not the posted ones (%d bytes queued, %d posted)", id, len(env.Body), len(body))
+		}
+	}
+}
+
+// postMaybeChunked posts body to the flat source, without a
+// Content-Length when chunked (the ingress then reads it in chunks).
+func (s *stack) postMaybeChunked(t testing.TB, body []byte, chunked bool) (int, answer, error) {
+	t.Helper()
+	var rd io.Reader = bytes.NewReader(body)
+	if chunked {
+		rd = io.MultiReader(rd) // hides the length: Transfer-Encoding: chunked
+	}
+	r, err := http.NewRequest(http.MethodPost, s.srv.URL+"/webhooks/whatsapp", rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Authorization", "Bearer test-token")
+	resp, err := s.client.Do(r)
+	if err != nil {
+		return 0, answer{}, err
+	}
+	defer resp.Body.Close()
+	var a answer
+	data, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(data, &a)
+	return resp.StatusCode, a, nil
+}
+
+// holdingPublisher keeps each message's body for a while and reports a
+// body that changed under it: the ingress gave its buffer back before
+// Publish returned.
+type holdingPublisher struct {
+	mu      sync.Mutex
+	changed int
+}
+
+func (p *holdingPublisher) Publish(_ context.Context, m publish.Message) error {
+	before := bytes.Clone(m.Body)
+	time.Sleep(2 * time.Millisecond) // other requests run meanwhile
+	if !bytes.Equal(before, m.Body) {
+		p.mu.Lock()
+		p.changed++
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// TestScratchIsNotReusedWhilePublishing: the envelope handed to Publish
+// must stay intact until Publish returns, whatever other requests do
+// meanwhile (a buffer returned to the pool before the publish would be
+// overwritten by the next event).
+func TestScratchIsNotReusedWhilePublishing(t *testing.T) {
+	t.Parallel()
+	pub := &holdingPublisher{}
+	ing, err := New(flatOptions("test-token"), pub, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ing)
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	t.Cleanup(client.CloseIdleConnections)
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range 20 {
+				body := fmt.Appendf(nil, `{"event":"e","instance":"i","data":{"key":{"id":"%d-%d"}},"pad":%q}`, g, k, strings.Repeat("p", 700+g*13))
+				r, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/whatsapp", bytes.NewReader(body))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set("Authorization", "Bearer test-token")
+				resp, err := client.Do(r)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	if pub.changed > 0 {
+		t.Fatalf("%d envelopes changed while Publish held them: a scratch buffer was reused too early", pub.changed)
+	}
+}
