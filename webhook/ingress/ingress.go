@@ -313,7 +313,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 			i.dedup.forget(key, ticket)
 		}
 	}()
-	msg, err := i.message(src, r, target, id, body, receivedAt, sc.env)
+	msg, err := i.message(src, r, target, id, body, receivedAt, sc)
 	encoded = msg.Body
 	if err == nil {
 		// The provider hanging up must not cut the wait short: the answer
@@ -393,9 +393,11 @@ func (i *Ingress) refuse(w http.ResponseWriter, r *http.Request, src *source, re
 }
 
 // message builds the envelope, redacting the source's fields if asked,
-// encoded into buf when it has room (the event's scratch, scratch.go).
-func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time, buf []byte) (publish.Message, error) {
-	headers := make(map[string]string, len(envelopeHeaders))
+// its headers in sc's map and encoded into sc's buffer when it has room
+// (scratch.go).
+func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time, sc *scratch) (publish.Message, error) {
+	headers := sc.headers
+	clear(headers)
 	for n, name := range envelopeHeaders {
 		if v := headerValue(r.Header, envelopeHeaderKeys[n]); v != "" {
 			headers[name] = v
@@ -415,6 +417,7 @@ func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id
 		env.Redacted = removed
 		env.OriginalSHA256 = envelope.Digest(original)
 	}
+	buf := sc.env
 	if cap(buf) < env.EncodedSizeHint() {
 		buf = make([]byte, 0, env.EncodedSizeHint())
 	}

@@ -10,14 +10,19 @@ const scratchKeep = 64 << 10
 // encoded envelope (about 1 KB and 1.5 KB for a typical WhatsApp event: a
 // third of the bytes the ingress allocated per event,
 // docs/performance.md). The ingress takes one per request and gives it
-// back once the publisher has returned: publish.Publisher keeps no
+// back once the publisher has returned (the headers map too): publish.Publisher keeps no
 // reference to a message body after Publish returns (the frames are
 // copied to the socket's queue before it does).
 type scratch struct {
 	body, env []byte
+	// headers are the envelope's headers (envelopeHeaders), cleared per
+	// event: the envelope holds the map only while it is encoded.
+	headers map[string]string
 }
 
-var scratches = sync.Pool{New: func() any { return new(scratch) }}
+var scratches = sync.Pool{New: func() any {
+	return &scratch{headers: make(map[string]string, len(envelopeHeaders))}
+}}
 
 func getScratch() *scratch { return scratches.Get().(*scratch) }
 
