@@ -9,7 +9,10 @@ import (
 
 // deliveryIDHeaders carry a provider's own delivery id, in the order they
 // are believed (docs/webhooks.md §4).
-var deliveryIDHeaders = []string{"Webhook-Id", "X-GitHub-Delivery", "Idempotency-Key"}
+// They are in canonical form (http.CanonicalHeaderKey), so Get finds
+// them without canonicalising, and allocating, each name per event
+// (TestDeliveryIDHeadersAreCanonical).
+var deliveryIDHeaders = []string{"Webhook-Id", "X-Github-Delivery", "Idempotency-Key"}
 
 // maxIDLen bounds an event id taken from a header or the body; a longer
 // one is derived (safeID). AMQP message_id is a short string.

@@ -236,3 +236,11 @@ func TestHostileEventNameFromTheURLIsDropped(t *testing.T) {
 		}
 	}
 }
+
+func TestDeliveryIDHeadersAreCanonical(t *testing.T) {
+	for _, name := range deliveryIDHeaders {
+		if c := http.CanonicalHeaderKey(name); c != name {
+			t.Errorf("deliveryIDHeaders holds %q, want its canonical form %q (Get canonicalises, and allocates, otherwise)", name, c)
+		}
+	}
+}

@@ -11,8 +11,8 @@ import (
 // returns status for the metrics.
 func respond(w http.ResponseWriter, code int, status, reason string) string {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = jsonContentType
+	h["Cache-Control"] = noStore
 	if code == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="webhook"`) // RFC 9110 §15.5.2
 	}
@@ -28,6 +28,15 @@ func respond(w http.ResponseWriter, code int, status, reason string) string {
 	_, _ = io.WriteString(w, body)
 	return status
 }
+
+// Shared header values of every answer (Header.Set allocates a slice per
+// call). net/http only reads them (it copies the header map when the
+// status is written), and their capacity is 1, so an append elsewhere
+// copies instead of writing into them.
+var (
+	jsonContentType = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
 
 // publishedConfirmedBody is the 200 answer's body. Write must not keep
 // or change it (io.Writer's contract).
