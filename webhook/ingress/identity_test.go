@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/olp-edu/borda/webhook/envelope"
 )
@@ -40,46 +39,6 @@ func TestEventIDOrder(t *testing.T) {
 		if got := eventID(h, tt.body, tt.json, tt.fields); got != tt.want {
 			t.Errorf("%s: eventID = %q, want %q", tt.name, got, tt.want)
 		}
-	}
-}
-
-func TestDedupStateMachine(t *testing.T) {
-	d := newDedup(2, time.Minute)
-	st, a := d.begin("a")
-	if st != stateNew || a == nil {
-		t.Fatalf("begin(a) = %v", st)
-	}
-	if st, _ := d.begin("a"); st != stateInFlight {
-		t.Fatalf("begin(a) again = %v, want IN_FLIGHT", st)
-	}
-	d.confirm("a", a)
-	if st, _ := d.begin("a"); st != stateConfirmed {
-		t.Fatalf("begin(a) after confirm = %v, want CONFIRMED", st)
-	}
-	_, b := d.begin("b")
-	d.forget("b", b)
-	if st, _ := d.begin("b"); st != stateNew {
-		t.Fatalf("begin(b) after forget = %v, want NEW", st)
-	}
-	// A stale ticket never removes a newer owner's entry.
-	d.forget("b", b)
-	if st, _ := d.begin("b"); st != stateInFlight {
-		t.Fatalf("stale forget removed the new owner's entry: %v", st)
-	}
-	// Bounded: a third key evicts the least recently used.
-	d.begin("c")
-	if n := d.lru.Len(); n != 2 {
-		t.Fatalf("len = %d, want 2", n)
-	}
-}
-
-func TestDedupExpires(t *testing.T) {
-	d := newDedup(10, 50*time.Millisecond)
-	_, e := d.begin("a")
-	d.confirm("a", e)
-	time.Sleep(120 * time.Millisecond)
-	if st, _ := d.begin("a"); st != stateNew {
-		t.Fatalf("begin after TTL = %v, want NEW", st)
 	}
 }
 

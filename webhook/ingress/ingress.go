@@ -133,7 +133,7 @@ type Ingress struct {
 	bodyTime time.Duration // Options.BodyTimeout
 	logger   *slog.Logger
 	metrics  *ingressMetrics
-	now      func() time.Time // received_at, signature timestamps, throttle; tests freeze it
+	now      func() time.Time // received_at, signature timestamps, throttle, dedup; tests freeze it
 	throttle *authThrottle
 	clientIP func(*http.Request) string
 }
@@ -290,8 +290,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 
 	id := eventID(r.Header, body, isJSON, src.idFields)
-	key := src.name + "\x00" + id
-	state, ticket := i.dedup.begin(key)
+	state, ticket := i.dedup.begin(src.name, id, receivedAt)
 	switch state {
 	case stateInFlight:
 		i.metrics.dedupHits.WithLabelValues(state.String()).Inc()
@@ -310,7 +309,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	settled := false
 	defer func() {
 		if !settled {
-			i.dedup.forget(key, ticket)
+			i.dedup.forget(ticket)
 		}
 	}()
 	msg, err := i.message(src, r, target, id, body, receivedAt, sc)
@@ -324,7 +323,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		i.metrics.amqpConfirm.get(i.metrics.latency, "amqp_confirm").Observe(time.Since(t0).Seconds())
 	}
 	if err != nil {
-		i.dedup.forget(key, ticket) // before answering: the retry must find the id free
+		i.dedup.forget(ticket) // before answering: the retry must find the id free
 		settled = true
 		reason := Reason(err)
 		i.metrics.failures.WithLabelValues(reason).Inc()
@@ -342,7 +341,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		w.Header().Set("Retry-After", "5")
 		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, reason)
 	}
-	i.dedup.confirm(key, ticket)
+	i.dedup.confirm(ticket, i.now()) // the TTL restarts at the confirm
 	settled = true
 	return respond(w, http.StatusOK, StatusPublishedConfirmed, "")
 }
