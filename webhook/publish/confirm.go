@@ -111,20 +111,18 @@ func openConfirmChannel(conn *amqp.Connection, sock *coalescingConn, buffer int,
 // back only until its deadline (docs/reliability.md). A write that would
 // start after ctx has ended is skipped.
 func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publishing, w *waiter) (*waiter, error) {
+	waited := false
 	select {
-	case c.lock <- struct{}{}:
-	case <-d.ctx.Done():
-		w.release()
-		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
-	case <-d.timer.C:
-		w.release()
-		return nil, fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
-	case <-c.done:
-		w.release()
-		return nil, fmt.Errorf("%w: publishing channel closed", ErrBrokerUnavailable)
+	case c.lock <- struct{}{}: // the common case: the channel is free
+	default:
+		waited = true
+		if err := c.waitLock(d, w); err != nil {
+			return nil, err
+		}
 	}
 	unlock := func() { <-c.lock }
 	if c.sock != nil && !c.sock.room() {
+		waited = true
 		ctx, cancel := d.context()
 		err := c.sock.waitRoom(ctx)
 		cancel()
@@ -138,7 +136,7 @@ func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publ
 		}
 	}
 
-	w.sentAt = time.Now()
+	w.sentAt = d.start
 	c.mu.Lock()
 	if c.closed != nil {
 		err := c.closed
@@ -151,7 +149,10 @@ func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publ
 	c.mu.Unlock()
 
 	var err error
-	if d.passed() { // a write that would start after the deadline is skipped
+	// A write that would start after the deadline is skipped; with no
+	// wait since the deadline was set, only the caller's ctx can have
+	// ended (no clock read).
+	if (waited && d.passed()) || d.ctx.Err() != nil {
 		err = d.err()
 	} else {
 		w.dc, err = c.ch.PublishWithDeferredConfirmWithContext(d.ctx, exchange, key, true, false, msg)
@@ -172,6 +173,24 @@ func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publ
 		return nil, fmt.Errorf("%w: publishing: %w", ErrBrokerUnavailable, err)
 	}
 	return w, nil
+}
+
+// waitLock waits for the channel's publish slot within d; on error w's
+// slot is released.
+func (c *confirmChannel) waitLock(d deadline, w *waiter) error {
+	select {
+	case c.lock <- struct{}{}:
+		return nil
+	case <-d.ctx.Done():
+		w.release()
+		return fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
+	case <-d.timer.C:
+		w.release()
+		return fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
+	case <-c.done:
+		w.release()
+		return fmt.Errorf("%w: publishing channel closed", ErrBrokerUnavailable)
+	}
 }
 
 // settle gives the outcome of a publish whose dc is done and frees its

@@ -12,16 +12,18 @@ import (
 // event; the timer is one.
 type deadline struct {
 	ctx   context.Context // the caller's
+	start time.Time       // when the publish began
 	at    time.Time
 	timer *time.Timer
 }
 
 func newDeadline(ctx context.Context, timeout time.Duration) deadline {
-	at := time.Now().Add(timeout)
+	start := time.Now()
+	at := start.Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(at) {
 		at = d
 	}
-	return deadline{ctx: ctx, at: at, timer: time.NewTimer(time.Until(at))}
+	return deadline{ctx: ctx, start: start, at: at, timer: time.NewTimer(at.Sub(start))}
 }
 
 // stop releases the timer.
