@@ -77,11 +77,10 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel(nil)
 		ex.cancel, r = cancel, r.WithContext(ctx)
 	}
-	// The request's context is the exchange's (observe): the timer
+	// The request's context is the exchange's (observe): the route timer
 	// cancels it with errUpstreamTimeout, and it ends with the request.
-	cancel := ex.cancel
-	ex.timer = time.AfterFunc(p.rt.timeout, func() { cancel(errUpstreamTimeout) })
-	defer ex.timer.Stop()
+	ex.timer = armRouteTimer(ex, p.rt.timeout)
+	defer ex.stopTimer()
 	if ex.w.body != nil {
 		// The transport does not return before its body read does: when
 		// the exchange ends (route timeout, client gone, shutdown), stop
@@ -148,9 +147,9 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		h["Via"] = append(vias, p.s.viaEntry(in))
 	}
 	if ids := h["X-Request-Id"]; len(ids) != 1 || ids[0] != ex.id {
-		// Observe set it on the incoming request, and the outgoing one is
-		// its clone; only a client that named it in Connection removed it.
-		h["X-Request-Id"] = []string{ex.id}
+		// The client's own (kept when sane) came with the clone; anything
+		// else is replaced by the exchange's id.
+		h["X-Request-Id"] = ex.idVals[:]
 	}
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {
@@ -210,11 +209,7 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
 		}
 	}
-	// One backing array for the five values; each slice is capped at one
-	// element, so an append by a later hook copies instead of overwriting
-	// its neighbour.
-	v := [...]string{ip, ip, proto, host, forwardedValue(ex, ip, host, proto)}
-	vals := v[:]
+	vals := ex.conn.forwarded(ex, ip, host, proto)[:]
 	h["X-Forwarded-For"] = vals[0:1:1]
 	h["X-Real-Ip"] = vals[1:2:2]
 	h["X-Forwarded-Proto"] = vals[2:3:3]
@@ -304,6 +299,35 @@ func (rt *route) allowsUpgrade(in http.Header) bool {
 	return false
 }
 
+// forwardedMemo holds the forwarding header values of one (client IP,
+// host, proto): X-Forwarded-For, X-Real-Ip, X-Forwarded-Proto,
+// X-Forwarded-Host and Forwarded. They are shared by the requests that
+// have the same three, read-only: each header gets a slice capped at one
+// element, so an append by a later hook copies instead of overwriting its
+// neighbour or another request's value.
+type forwardedMemo struct {
+	ip, host, proto string
+	vals            [5]string
+}
+
+// forwarded returns the forwarding header values for ip, host and proto:
+// the connection's last ones when they match (the requests of one
+// keep-alive connection usually do), else new ones, remembered for the
+// next request. m may be nil (no connection memo): new values each time.
+func (m *peerMemo) forwarded(ex *exchange, ip, host, proto string) *[5]string {
+	if m != nil {
+		if f := m.fwd.Load(); f != nil && f.ip == ip && f.host == host && f.proto == proto {
+			return &f.vals
+		}
+	}
+	f := &forwardedMemo{ip: ip, host: host, proto: proto}
+	f.vals = [5]string{ip, ip, proto, host, forwardedValue(ex, ip, host, proto)}
+	if m != nil {
+		m.fwd.Store(f)
+	}
+	return &f.vals
+}
+
 // forwardedValue renders RFC 7239 Forwarded: for=...;host="...";proto=...
 // ip is the client's address as text ("unknown" when there is none). One
 // allocation: the value is built in a buffer sized for it.
@@ -345,7 +369,7 @@ func writeQuotedForwarded(b *strings.Builder, s string) {
 // CORS routes) and applies the route's Set-Cookie policy.
 func (p *routeProxy) modifyResponse(res *http.Response) error {
 	ex := exchangeFrom(res.Request.Context())
-	if ex.timer != nil && !ex.timer.Stop() {
+	if ex.stopTimer() {
 		return errUpstreamTimeout
 	}
 	h := res.Header
