@@ -137,9 +137,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		delete(h, "Upgrade")
 		delete(h, "Connection")
 	}
-	if !p.s.keepUnderscores {
-		dropUnderscoreHeaders(h)
-	}
+	dropClientHeaders(h, !p.s.keepUnderscores, !ex.trusted)
 	p.s.setForwarded(h, in, ex)
 	if vias := h["Via"]; len(vias) == 0 && len(p.s.viaLine11) == 1 && in.ProtoMajor == 1 && in.ProtoMinor == 1 {
 		h["Via"] = p.s.viaLine11 // shared, read-only; cap 1, so an append copies
@@ -158,14 +156,22 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	cookies.ApplyRequest(h, rt.forward)
 }
 
-// dropUnderscoreHeaders deletes every header whose name contains "_"
-// (headers_with_underscores: drop): an upstream behind CGI-style naming
-// would read X_Forwarded_For as X-Forwarded-For and X_Real_IP as
-// X-Real-IP, past the gateway's own values.
-func dropUnderscoreHeaders(h http.Header) {
-	for name := range h {
-		if strings.IndexByte(name, '_') >= 0 {
-			delete(h, name)
+// dropClientHeaders removes, in one pass over the outgoing headers, what
+// the upstream must not get from the client:
+//
+//   - underscores: every header whose name contains "_"
+//     (headers_with_underscores: drop): an upstream behind CGI-style
+//     naming would read X_Forwarded_For as X-Forwarded-For and X_Real_IP
+//     as X-Real-IP, past the gateway's own values;
+//   - untrusted: from a peer that is not a trusted proxy, every
+//     X-Forwarded-* and clientClaimHeaders header (setForwarded).
+func dropClientHeaders(h http.Header, underscores, untrusted bool) {
+	if !underscores && !untrusted {
+		return
+	}
+	for k := range h {
+		if (underscores && strings.IndexByte(k, '_') >= 0) || (untrusted && (isXForwarded(k) || isClientClaimHeader(k))) {
+			delete(h, k)
 		}
 	}
 }
@@ -173,7 +179,7 @@ func dropUnderscoreHeaders(h http.Header) {
 // setForwarded replaces the client-IP headers with the gateway's view
 // (docs/edge.md, "Client IP"). From an untrusted peer nothing the client sent is kept
 // (no X-Forwarded-* at all, nor the configured client-IP header, nor any
-// of clientClaimHeaders);
+// of clientClaimHeaders: dropClientHeaders removed those first);
 // from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are
 // believed, and the client IP comes from its headers (clientIP).
 func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
@@ -198,13 +204,9 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 		}
 	} else {
 		// ReverseProxy drops only X-Forwarded-For, -Host and -Proto; an
-		// untrusted client's -Prefix, -Port, -Ssl... go too (frameworks
-		// build redirects from them).
-		for k := range h {
-			if isXForwarded(k) || isClientClaimHeader(k) {
-				delete(h, k)
-			}
-		}
+		// untrusted client's -Prefix, -Port, -Ssl... and claim headers
+		// went in rewrite (dropClientHeaders: frameworks build redirects
+		// from them).
 		if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
 			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
 		}
@@ -253,13 +255,25 @@ var clientClaimHeaders = []string{
 // isClientClaimHeader reports whether the header name k is one of
 // clientClaimHeaders, in any case and with '_' for '-'.
 func isClientClaimHeader(k string) bool {
-	for _, name := range clientClaimHeaders {
+	if len(k) >= len(claimHeadersByLen) {
+		return false
+	}
+	for _, name := range claimHeadersByLen[len(k)] {
 		if headerNameIs(k, name) {
 			return true
 		}
 	}
 	return false
 }
+
+// claimHeadersByLen is clientClaimHeaders by name length, so a header
+// name is compared only with the names it could be.
+var claimHeadersByLen = func() (t [32][]string) {
+	for _, name := range clientClaimHeaders {
+		t[len(name)] = append(t[len(name)], name)
+	}
+	return t
+}()
 
 // headerNameIs compares the header name k with the lower-case name,
 // ASCII case-insensitively and with '_' standing for '-'.
