@@ -38,17 +38,24 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		defer s.inFlight.Add(-1)
 		ex := &exchange{start: time.Now()}
 		ex.w.reset(w)
-		ex.id = requestID(r.Header.Get("X-Request-Id"))
-		id := []string{ex.id} // one value slice for both maps (cap 1: an append copies)
-		r.Header["X-Request-Id"] = id
+		var clientID string
+		if v := r.Header["X-Request-Id"]; len(v) > 0 {
+			clientID = v[0]
+		}
+		ex.id = requestID(clientID)
+		ex.idVals[0] = ex.id
+		// The response carries it from here on; the upstream's copy is
+		// set by rewrite and the webhook's by dispatch, so the incoming
+		// header map does not grow for it.
 		h := w.Header()
-		h["X-Request-Id"] = id
+		h["X-Request-Id"] = ex.idVals[:]
 		if s.draining.Load() {
 			h["Connection"] = []string{"close"}
 		}
 		var peer netip.Addr
 		peerStr := ""
 		if m, ok := r.Context().Value(peerMemoKey{}).(*peerMemo); ok {
+			ex.conn = m
 			peer, peerStr = m.peer(r.RemoteAddr) // once per connection (Server.HTTPServer)
 		} else {
 			peer = parseHostPort(r.RemoteAddr)
@@ -212,6 +219,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 					s.refusePath(w, ex, pathEscapedSlash)
 					return
 				}
+				r.Header["X-Request-Id"] = ex.idVals[:] // the envelope's x-request-id (docs/webhooks.md)
 				s.webhook.ServeHTTP(w, r)
 				return
 			}

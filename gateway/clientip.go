@@ -137,8 +137,13 @@ func parseForwardedAddr(s string) (netip.Addr, bool) {
 // peerMemo remembers the parsed TCP peer of one client connection, whose
 // RemoteAddr never changes, so the requests of a keep-alive connection
 // parse and print it once. Server.HTTPServer puts one in every
-// connection's context (peerMemoKey); safe for concurrent use.
-type peerMemo struct{ p atomic.Pointer[parsedPeer] }
+// connection's context (peerMemoKey); safe for concurrent use. It also
+// keeps the connection's last forwarding header values (proxy.go,
+// forwarded).
+type peerMemo struct {
+	p   atomic.Pointer[parsedPeer]
+	fwd atomic.Pointer[forwardedMemo]
+}
 
 type parsedPeer struct {
 	remote string     // RemoteAddr as net/http gives it

@@ -17,10 +17,17 @@ import (
 // in and the response moves out. One allocation per request; it also
 // holds the response writer wrapper.
 type exchange struct {
-	w         responseWriter
-	body      requestBody // used when the request has a body (w.body points here)
-	start     time.Time
-	id        string     // X-Request-Id
+	w     responseWriter
+	body  requestBody // used when the request has a body (w.body points here)
+	start time.Time
+	id    string // X-Request-Id
+	// idVals is the X-Request-Id header value ([]string{id}, cap 1, so an
+	// append copies): the response's, the upstream's and the webhook's
+	// share it without a slice of their own.
+	idVals [1]string
+	// conn is the client connection's memo (Server.HTTPServer), nil
+	// outside such a server.
+	conn      *peerMemo
 	client    netip.Addr // client IP (docs/edge.md, "Client IP")
 	clientStr string     // client.String(), or "unknown": set once by observe
 	trusted   bool       // the direct peer is a trusted proxy
@@ -31,8 +38,8 @@ type exchange struct {
 	identity  identity.Identity
 	verdict   ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
-	// headers arrive.
-	timer      *time.Timer
+	// headers arrive (routetimer.go); nil once stopped.
+	timer      *routeTimer
 	clientGone bool // the client went away before the upstream answered
 	// ctx is the request's context from observe on: the exchange under
 	// exchangeKey over a context cancelled (cancel) when the request
@@ -62,6 +69,17 @@ func (c *exchangeContext) Value(key any) any {
 		return c.ex
 	}
 	return c.Context.Value(key)
+}
+
+// stopTimer stops the route timer, if one runs, and reports whether the
+// timeout passed first.
+func (ex *exchange) stopTimer() (timedOut bool) {
+	if ex.timer == nil {
+		return false
+	}
+	t := ex.timer
+	ex.timer = nil
+	return t.disarm()
 }
 
 func exchangeFrom(ctx context.Context) *exchange {

@@ -77,11 +77,10 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer cancel(nil)
 		ex.cancel, r = cancel, r.WithContext(ctx)
 	}
-	// The request's context is the exchange's (observe): the timer
+	// The request's context is the exchange's (observe): the route timer
 	// cancels it with errUpstreamTimeout, and it ends with the request.
-	cancel := ex.cancel
-	ex.timer = time.AfterFunc(p.rt.timeout, func() { cancel(errUpstreamTimeout) })
-	defer ex.timer.Stop()
+	ex.timer = armRouteTimer(ex, p.rt.timeout)
+	defer ex.stopTimer()
 	if ex.w.body != nil {
 		// The transport does not return before its body read does: when
 		// the exchange ends (route timeout, client gone, shutdown), stop
@@ -138,9 +137,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		delete(h, "Upgrade")
 		delete(h, "Connection")
 	}
-	if !p.s.keepUnderscores {
-		dropUnderscoreHeaders(h)
-	}
+	dropClientHeaders(h, !p.s.keepUnderscores, !ex.trusted)
 	p.s.setForwarded(h, in, ex)
 	if vias := h["Via"]; len(vias) == 0 && len(p.s.viaLine11) == 1 && in.ProtoMajor == 1 && in.ProtoMinor == 1 {
 		h["Via"] = p.s.viaLine11 // shared, read-only; cap 1, so an append copies
@@ -148,9 +145,9 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		h["Via"] = append(vias, p.s.viaEntry(in))
 	}
 	if ids := h["X-Request-Id"]; len(ids) != 1 || ids[0] != ex.id {
-		// Observe set it on the incoming request, and the outgoing one is
-		// its clone; only a client that named it in Connection removed it.
-		h["X-Request-Id"] = []string{ex.id}
+		// The client's own (kept when sane) came with the clone; anything
+		// else is replaced by the exchange's id.
+		h["X-Request-Id"] = ex.idVals[:]
 	}
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {
@@ -159,14 +156,22 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	cookies.ApplyRequest(h, rt.forward)
 }
 
-// dropUnderscoreHeaders deletes every header whose name contains "_"
-// (headers_with_underscores: drop): an upstream behind CGI-style naming
-// would read X_Forwarded_For as X-Forwarded-For and X_Real_IP as
-// X-Real-IP, past the gateway's own values.
-func dropUnderscoreHeaders(h http.Header) {
-	for name := range h {
-		if strings.IndexByte(name, '_') >= 0 {
-			delete(h, name)
+// dropClientHeaders removes, in one pass over the outgoing headers, what
+// the upstream must not get from the client:
+//
+//   - underscores: every header whose name contains "_"
+//     (headers_with_underscores: drop): an upstream behind CGI-style
+//     naming would read X_Forwarded_For as X-Forwarded-For and X_Real_IP
+//     as X-Real-IP, past the gateway's own values;
+//   - untrusted: from a peer that is not a trusted proxy, every
+//     X-Forwarded-* and clientClaimHeaders header (setForwarded).
+func dropClientHeaders(h http.Header, underscores, untrusted bool) {
+	if !underscores && !untrusted {
+		return
+	}
+	for k := range h {
+		if (underscores && strings.IndexByte(k, '_') >= 0) || (untrusted && (isXForwarded(k) || isClientClaimHeader(k))) {
+			delete(h, k)
 		}
 	}
 }
@@ -174,7 +179,7 @@ func dropUnderscoreHeaders(h http.Header) {
 // setForwarded replaces the client-IP headers with the gateway's view
 // (docs/edge.md, "Client IP"). From an untrusted peer nothing the client sent is kept
 // (no X-Forwarded-* at all, nor the configured client-IP header, nor any
-// of clientClaimHeaders);
+// of clientClaimHeaders: dropClientHeaders removed those first);
 // from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are
 // believed, and the client IP comes from its headers (clientIP).
 func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
@@ -199,22 +204,14 @@ func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
 		}
 	} else {
 		// ReverseProxy drops only X-Forwarded-For, -Host and -Proto; an
-		// untrusted client's -Prefix, -Port, -Ssl... go too (frameworks
-		// build redirects from them).
-		for k := range h {
-			if isXForwarded(k) || isClientClaimHeader(k) {
-				delete(h, k)
-			}
-		}
+		// untrusted client's -Prefix, -Port, -Ssl... and claim headers
+		// went in rewrite (dropClientHeaders: frameworks build redirects
+		// from them).
 		if s.ip.header != "" && s.ip.header != "X-Real-Ip" {
 			delete(h, s.ip.header) // e.g. a spoofed CF-Connecting-IP
 		}
 	}
-	// One backing array for the five values; each slice is capped at one
-	// element, so an append by a later hook copies instead of overwriting
-	// its neighbour.
-	v := [...]string{ip, ip, proto, host, forwardedValue(ex, ip, host, proto)}
-	vals := v[:]
+	vals := ex.conn.forwarded(ex, ip, host, proto)[:]
 	h["X-Forwarded-For"] = vals[0:1:1]
 	h["X-Real-Ip"] = vals[1:2:2]
 	h["X-Forwarded-Proto"] = vals[2:3:3]
@@ -258,13 +255,25 @@ var clientClaimHeaders = []string{
 // isClientClaimHeader reports whether the header name k is one of
 // clientClaimHeaders, in any case and with '_' for '-'.
 func isClientClaimHeader(k string) bool {
-	for _, name := range clientClaimHeaders {
+	if len(k) >= len(claimHeadersByLen) {
+		return false
+	}
+	for _, name := range claimHeadersByLen[len(k)] {
 		if headerNameIs(k, name) {
 			return true
 		}
 	}
 	return false
 }
+
+// claimHeadersByLen is clientClaimHeaders by name length, so a header
+// name is compared only with the names it could be.
+var claimHeadersByLen = func() (t [32][]string) {
+	for _, name := range clientClaimHeaders {
+		t[len(name)] = append(t[len(name)], name)
+	}
+	return t
+}()
 
 // headerNameIs compares the header name k with the lower-case name,
 // ASCII case-insensitively and with '_' standing for '-'.
@@ -302,6 +311,35 @@ func (rt *route) allowsUpgrade(in http.Header) bool {
 		}
 	}
 	return false
+}
+
+// forwardedMemo holds the forwarding header values of one (client IP,
+// host, proto): X-Forwarded-For, X-Real-Ip, X-Forwarded-Proto,
+// X-Forwarded-Host and Forwarded. They are shared by the requests that
+// have the same three, read-only: each header gets a slice capped at one
+// element, so an append by a later hook copies instead of overwriting its
+// neighbour or another request's value.
+type forwardedMemo struct {
+	ip, host, proto string
+	vals            [5]string
+}
+
+// forwarded returns the forwarding header values for ip, host and proto:
+// the connection's last ones when they match (the requests of one
+// keep-alive connection usually do), else new ones, remembered for the
+// next request. m may be nil (no connection memo): new values each time.
+func (m *peerMemo) forwarded(ex *exchange, ip, host, proto string) *[5]string {
+	if m != nil {
+		if f := m.fwd.Load(); f != nil && f.ip == ip && f.host == host && f.proto == proto {
+			return &f.vals
+		}
+	}
+	f := &forwardedMemo{ip: ip, host: host, proto: proto}
+	f.vals = [5]string{ip, ip, proto, host, forwardedValue(ex, ip, host, proto)}
+	if m != nil {
+		m.fwd.Store(f)
+	}
+	return &f.vals
 }
 
 // forwardedValue renders RFC 7239 Forwarded: for=...;host="...";proto=...
@@ -345,7 +383,7 @@ func writeQuotedForwarded(b *strings.Builder, s string) {
 // CORS routes) and applies the route's Set-Cookie policy.
 func (p *routeProxy) modifyResponse(res *http.Response) error {
 	ex := exchangeFrom(res.Request.Context())
-	if ex.timer != nil && !ex.timer.Stop() {
+	if ex.stopTimer() {
 		return errUpstreamTimeout
 	}
 	h := res.Header

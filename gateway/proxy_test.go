@@ -548,3 +548,21 @@ func TestUnderscoreSpelledHeadersNeverReachTheUpstream(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryClientClaimHeaderIsRecognised: the by-length table
+// (claimHeadersByLen) holds every name of clientClaimHeaders, in any case
+// and with '_' for '-'.
+func TestEveryClientClaimHeaderIsRecognised(t *testing.T) {
+	for _, name := range clientClaimHeaders {
+		for _, k := range []string{name, http.CanonicalHeaderKey(name), strings.ReplaceAll(strings.ToUpper(name), "-", "_")} {
+			if !isClientClaimHeader(k) {
+				t.Errorf("%q not recognised", k)
+			}
+		}
+	}
+	for _, k := range []string{"X-Real-Ipx", "Client-Id", "X-Request-Id", ""} {
+		if isClientClaimHeader(k) {
+			t.Errorf("%q recognised", k)
+		}
+	}
+}

@@ -292,6 +292,12 @@ func (v *Verifier) Verify(token string) (Identity, bool) {
 	if v == nil || token == "" || len(token) > cookies.MaxTokenBytes {
 		return Identity{}, false
 	}
+	if strings.Count(token, ".") != 2 {
+		// Not a JWS in compact form (header.payload.signature): the
+		// parser would refuse it too, after a hash, a cache lookup and
+		// seven allocations of error values.
+		return Identity{}, false
+	}
 	now := v.now()
 	gen := v.keys.generation()
 	if id, ok := v.cache.get(token, now, gen); ok {

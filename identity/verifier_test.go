@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,6 +221,35 @@ func TestCachedTokenEndsAtItsExpiry(t *testing.T) {
 	now = start.Add(51 * time.Second)
 	if _, ok := v.Verify(tok); ok {
 		t.Fatal("Verify past exp + leeway accepted")
+	}
+}
+
+// TestTokenWithoutThreeSegmentsIsAnonymous: a credential that is not a
+// compact JWS (an opaque session id in olp_auth, a JWE's five segments)
+// is refused before any parsing, as the parser would refuse it.
+func TestTokenWithoutThreeSegmentsIsAnonymous(t *testing.T) {
+	t.Parallel()
+	v := newHS256Verifier(t)
+	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u1", "exp": time.Now().Add(time.Hour).Unix()}, "")
+	if _, ok := v.Verify(tok); !ok {
+		t.Fatal("a valid token was refused")
+	}
+	for _, bad := range []string{"abc", "a.b", tok + ".x", tok + ".x.y", strings.Replace(tok, ".", "", 1)} {
+		if id, ok := v.Verify(bad); ok || id != (Identity{}) {
+			t.Errorf("Verify(%q) = %+v, %v; want anonymous", bad, id, ok)
+		}
+	}
+}
+
+// BenchmarkVerifyOpaqueToken is a credential that is no JWT (the
+// in-process chain bench sends olp_auth=abc): it must cost no parse.
+func BenchmarkVerifyOpaqueToken(b *testing.B) {
+	v := newHS256Verifier(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := v.Verify("abc"); ok {
+			b.Fatal("verified")
+		}
 	}
 }
 
