@@ -87,6 +87,10 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// waiting for the client's body.
 		defer context.AfterFunc(r.Context(), ex.body.stop)()
 	}
+	// Until the upstream's answer arrives, a relayed 1xx's headers go on
+	// a map of their own (writer.go, relaying).
+	ex.w.relaying = true
+	defer ex.w.endRelay()
 	p.rp.ServeHTTP(w, r)
 }
 
@@ -383,6 +387,7 @@ func writeQuotedForwarded(b *strings.Builder, s string) {
 // CORS routes) and applies the route's Set-Cookie policy.
 func (p *routeProxy) modifyResponse(res *http.Response) error {
 	ex := exchangeFrom(res.Request.Context())
+	ex.w.endRelay() // the final answer's headers go on the response (writer.go)
 	if ex.stopTimer() {
 		return errUpstreamTimeout
 	}
@@ -421,6 +426,7 @@ var corsResponseHeaders = []string{
 func (p *routeProxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	ctx := r.Context()
 	ex := exchangeFrom(ctx)
+	ex.w.endRelay() // the answer's headers go on the response (writer.go)
 	routeTimeout := errors.Is(context.Cause(ctx), errUpstreamTimeout) || errors.Is(err, errUpstreamTimeout)
 	var bodyKind string
 	if ex.w.body != nil {

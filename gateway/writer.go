@@ -25,6 +25,60 @@ type responseWriter struct {
 	// body is the request's body when it has one: an answer written
 	// while it is unfinished closes the connection (body.go).
 	body *requestBody
+	// relaying is set while the proxy waits for the upstream's answer
+	// (routeProxy.ServeHTTP until modifyResponse or errorHandler): then
+	// Header is relayed, a map of the upstream's 1xx headers apart from
+	// the chain's own. ReverseProxy relays a 1xx by copying its headers
+	// into Header(), writing it and clearing that map: on the response's
+	// own map that wiped the request id, CORS and rate-limit headers off
+	// the final answer.
+	relaying bool
+	relayed  http.Header // allocated by the first relayed 1xx only
+}
+
+// Header is the response's header map, or while relaying the map of the
+// upstream's next 1xx.
+func (w *responseWriter) Header() http.Header {
+	if w.relaying {
+		if w.relayed == nil {
+			w.relayed = make(http.Header)
+		}
+		return w.relayed
+	}
+	return w.ResponseWriter.Header()
+}
+
+// endRelay ends the relaying phase: the upstream's final answer (or the
+// gateway's error) goes on the response's own map.
+func (w *responseWriter) endRelay() { w.relaying, w.relayed = false, nil }
+
+// writeRelayed sends a relayed 1xx: the chain's headers, then the
+// upstream's (Set-Cookie and X-Request-Id excepted: the route's cookie
+// policy never sees a 1xx, and the request id is the edge's), and leaves
+// the response's map as it was.
+func (w *responseWriter) writeRelayed(code int) {
+	h := w.ResponseWriter.Header()
+	type prior struct {
+		name string
+		vals []string // nil: absent
+	}
+	var saved []prior
+	for k, v := range w.relayed {
+		if k == "Set-Cookie" || k == "X-Request-Id" {
+			continue
+		}
+		own := h[k]
+		saved = append(saved, prior{k, own})
+		h[k] = append(own[:len(own):len(own)], v...) // a copy: own is left intact
+	}
+	w.ResponseWriter.WriteHeader(code)
+	for _, p := range saved {
+		if p.vals == nil {
+			delete(h, p.name)
+		} else {
+			h[p.name] = p.vals
+		}
+	}
 }
 
 func (w *responseWriter) reset(rw http.ResponseWriter) {
@@ -42,6 +96,10 @@ func (w *responseWriter) WriteHeader(code int) {
 		// ReverseProxy copies a 1xx's headers here without ModifyResponse,
 		// so the route's Set-Cookie policy never sees them: an upstream's
 		// 103 must not carry olp_* cookies past it (docs/edge.md, Cookies).
+		if w.relaying {
+			w.writeRelayed(code)
+			return
+		}
 		delete(w.Header(), "Set-Cookie")
 		w.ResponseWriter.WriteHeader(code)
 		return

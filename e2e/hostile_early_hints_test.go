@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// An upstream that sends 103 Early Hints before its answer made the final
+// response lose every header the gateway had set before proxying:
+// ReverseProxy relays a 1xx by copying its headers into the response's
+// map, writing it, and clearing the map. So the final 200 went out without
+// X-Request-Id, without the CORS headers (a browser then refuses the
+// answer) and without the rate-limit headers; and the 103 carried the
+// upstream's own X-Request-Id beside the gateway's. The gateway's headers
+// must reach the final response, and the 103 carries only its id.
+func TestHostileEarlyHintsDropTheGatewaysHeadersFromTheFinalResponse(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.Header().Set("X-Request-Id", "upstream-own-id")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Del("X-Request-Id")
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	top := `cors:
+  policies:
+    portal: {allowed_origins: ["https://app.example.com"], allow_credentials: true}
+`
+	p := startServe(t, minimalServe(srv.URL, "    cors: portal\n", top))
+	conn, err := net.DialTimeout("tcp", hostPort(p.public), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, "GET /x HTTP/1.1\r\nHost: a\r\nOrigin: https://app.example.com\r\nX-Request-Id: client-id-7\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	early, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if early.StatusCode != http.StatusEarlyHints || early.Header.Get("Link") == "" {
+		t.Fatalf("first response %d %v, want the relayed 103 with its Link", early.StatusCode, early.Header)
+	}
+	if got := early.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "client-id-7" {
+		t.Errorf("103 X-Request-Id %q, want only the gateway's [client-id-7]", got)
+	}
+	final, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(final.Body)
+	if final.StatusCode != 200 || string(body) != "ok" {
+		t.Fatalf("final %d %q, want 200 ok", final.StatusCode, body)
+	}
+	if got := final.Header.Values("X-Request-Id"); len(got) != 1 || got[0] != "client-id-7" {
+		t.Errorf("final X-Request-Id %q, want [client-id-7]", got)
+	}
+	if got := final.Header.Get("Access-Control-Allow-Origin"); got != "https://app.example.com" {
+		t.Errorf("final Access-Control-Allow-Origin %q, want the allowed origin (headers: %v)", got, final.Header)
+	}
+	if !strings.Contains(strings.Join(final.Header.Values("Vary"), ","), "Origin") {
+		t.Errorf("final Vary %q lacks Origin", final.Header.Values("Vary"))
+	}
+}
