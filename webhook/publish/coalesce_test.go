@@ -153,10 +153,14 @@ func TestCoalescingConnQueueRefillsDuringAWriteAndCloseReleasesWriters(t *testin
 			}
 		}
 	}()
-	waitFor(t, "the queue at its limit", func() bool {
+	// The flusher must be inside its (stalled) socket write: until it
+	// takes its first batch, a queue at the limit is still about to be
+	// emptied into that batch (a CI run saw waitRoom return nil when the
+	// flusher was scheduled late and took the whole full queue).
+	waitFor(t, "the queue at its limit behind a stalled write", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.pending) >= coalesceLimit
+		return c.writing && len(c.pending) >= coalesceLimit
 	})
 	c.mu.Lock()
 	queued := len(c.pending)
