@@ -70,27 +70,9 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 // the keys that got NOSCRIPT are sent again, as EVAL, so no hit is counted
 // twice. Each node answers with its own clock; the latest is returned.
 func (s *RedisStore) hitPerKey(ctx context.Context, pinned int64, hits []Hit, out []Count) (time.Time, error) {
-	cmds := make([]*redis.Cmd, len(hits))
-	p := s.c.Pipeline()
-	for i := range hits {
-		keys, args := hitArgs(pinned, hits[i:i+1])
-		cmds[i] = p.EvalSha(ctx, hitScript.Hash(), keys, args...)
-	}
-	_, _ = p.Exec(ctx) // errors are read per command below
-	var missing []int
-	for i, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		p := s.c.Pipeline()
-		for _, i := range missing {
-			keys, args := hitArgs(pinned, hits[i:i+1])
-			cmds[i] = p.Eval(ctx, hitScriptSource, keys, args...)
-		}
-		_, _ = p.Exec(ctx)
-	}
+	cmds := s.evalEach(ctx, hitScript, hitScriptSource, len(hits), func(i int) ([]string, []any) {
+		return hitArgs(pinned, hits[i:i+1])
+	})
 	var now time.Time
 	for i, c := range cmds {
 		reply, err := c.Int64Slice()
@@ -152,3 +134,34 @@ func (s *RedisStore) Ping(ctx context.Context) error {
 }
 
 var _ Store = (*RedisStore)(nil)
+
+// evalEach runs script once per call i (args(i) gives its keys and
+// arguments) in one pipeline, then sends the calls that met NOSCRIPT again
+// as EVAL of source in a second pipeline. A call that met NOSCRIPT did not
+// run, and every other call ran once, so nothing is counted twice, even on
+// a Redis Cluster whose nodes each cache scripts on their own. The
+// commands are returned for the caller to read (replies or errors).
+func (s *RedisStore) evalEach(ctx context.Context, script *redis.Script, source string, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
+	p := s.c.Pipeline()
+	for i := range n {
+		keys, argv := args(i)
+		cmds[i] = p.EvalSha(ctx, script.Hash(), keys, argv...)
+	}
+	_, _ = p.Exec(ctx) // errors are read per command
+	var missing []int
+	for i, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		p := s.c.Pipeline()
+		for _, i := range missing {
+			keys, argv := args(i)
+			cmds[i] = p.Eval(ctx, source, keys, argv...)
+		}
+		_, _ = p.Exec(ctx)
+	}
+	return cmds
+}

@@ -98,25 +98,7 @@ func TestRedisStore_ClusterNoScriptOnOneNodeDoesNotCountTwice(t *testing.T) {
 	cc := rdb.(*redis.ClusterClient)
 	ks := keyspace.MustNew(prefix)
 	ctx := context.Background()
-	// Two keys on two different masters.
-	var hits []Hit
-	var nodes []*redis.Client
-	seen := map[string]bool{}
-	for i := 0; len(hits) < 2 && i < 64; i++ {
-		k := ks.RateLimit("burst", "198.51.100."+strconv.Itoa(i))
-		node, err := cc.MasterForKey(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if addr := node.Options().Addr; !seen[addr] {
-			seen[addr] = true
-			nodes = append(nodes, node)
-			hits = append(hits, Hit{Key: k, Algorithm: FixedWindow, TTL: 5 * time.Second})
-		}
-	}
-	if len(hits) < 2 {
-		t.Fatal("64 keys all on one node of a three-master cluster")
-	}
+	hits, nodes := hitsOnTwoMasters(t, cc, ks)
 	// The script cached on the first key's node only.
 	if err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
 		t.Fatal(err)
@@ -131,4 +113,56 @@ func TestRedisStore_ClusterNoScriptOnOneNodeDoesNotCountTwice(t *testing.T) {
 	if out[0].N != 1 || out[1].N != 1 {
 		t.Fatalf("counts after one hit = %d, %d; want 1, 1", out[0].N, out[1].N)
 	}
+}
+
+// The sync path (rate_limits.sync) pipelines its script the same way:
+// with the script cached on one master only, each key is still merged
+// once.
+func TestRedisStore_ClusterNoScriptOnOneNodeDoesNotSyncTwice(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedisCluster(t, prefix)
+	cc := rdb.(*redis.ClusterClient)
+	ks := keyspace.MustNew(prefix)
+	ctx := context.Background()
+	hits, nodes := hitsOnTwoMasters(t, cc, ks)
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[0].ScriptLoad(ctx, syncScriptSource).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ops := []SyncOp{{Hit: hits[0], Local: KeyState{N: 1, TTL: 5 * time.Second}}, {Hit: hits[1], Local: KeyState{N: 1, TTL: 5 * time.Second}}}
+	out := make([]KeyState, 2)
+	if _, err := NewRedisStore(rdb).Sync(ctx, ops, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[0].N != 1 || out[1].N != 1 {
+		t.Fatalf("counts after one sync of one hit each = %d, %d; want 1, 1", out[0].N, out[1].N)
+	}
+}
+
+// hitsOnTwoMasters returns fixed-window hits on two keys that live on two
+// different masters of cc, and those masters.
+func hitsOnTwoMasters(t *testing.T, cc *redis.ClusterClient, ks keyspace.Keyspace) ([]Hit, []*redis.Client) {
+	t.Helper()
+	var hits []Hit
+	var nodes []*redis.Client
+	seen := map[string]bool{}
+	for i := 0; len(hits) < 2 && i < 64; i++ {
+		k := ks.RateLimit("burst", "198.51.100."+strconv.Itoa(i))
+		node, err := cc.MasterForKey(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := node.Options().Addr; !seen[addr] {
+			seen[addr] = true
+			nodes = append(nodes, node)
+			hits = append(hits, Hit{Key: k, Algorithm: FixedWindow, TTL: 5 * time.Second})
+		}
+	}
+	if len(hits) < 2 {
+		t.Fatal("64 keys all on one node of a three-master cluster")
+	}
+	return hits, nodes
 }

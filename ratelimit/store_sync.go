@@ -38,27 +38,9 @@ func (s *RedisStore) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (ti
 		size = 1
 	}
 	parts := chunks(len(ops), size)
-	cmds := make([]*redis.Cmd, len(parts))
-	p := s.c.Pipeline()
-	for i, c := range parts {
-		keys, args := syncArgs(pinned, ops[c[0]:c[1]])
-		cmds[i] = p.EvalSha(ctx, syncScript.Hash(), keys, args...)
-	}
-	_, _ = p.Exec(ctx) // errors are read per command below
-	var missing []int
-	for i, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) > 0 {
-		p := s.c.Pipeline()
-		for _, i := range missing {
-			keys, args := syncArgs(pinned, ops[parts[i][0]:parts[i][1]])
-			cmds[i] = p.Eval(ctx, syncScriptSource, keys, args...)
-		}
-		_, _ = p.Exec(ctx)
-	}
+	cmds := s.evalEach(ctx, syncScript, syncScriptSource, len(parts), func(i int) ([]string, []any) {
+		return syncArgs(pinned, ops[parts[i][0]:parts[i][1]])
+	})
 	var now time.Time
 	for i, c := range cmds {
 		reply, err := c.Slice()
