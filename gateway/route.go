@@ -49,44 +49,74 @@ type route struct {
 // the longest whole-segment path prefix; configuration order breaks ties.
 // A host tier whose routes match no path falls through to the next tier.
 type router struct {
-	exact map[string][]*route
+	exact map[string]*tier
 	wild  []wildcard // longest suffix first
-	any   []*route
+	any   *tier
 }
 
 type wildcard struct {
 	suffix string // ".example.org"
+	*tier
+}
+
+// tier is the routes of one host tier in match order (longest prefix
+// first, configuration order among equal lengths), with their pathTrie
+// when there are enough of them for a walk to beat a scan.
+type tier struct {
 	routes []*route
+	trie   *pathTrie
+}
+
+func newTier(routes []*route) *tier {
+	slices.SortStableFunc(routes, func(a, b *route) int { return cmp.Compare(len(b.Prefix), len(a.Prefix)) })
+	t := &tier{routes: routes}
+	if len(routes) >= trieMinRoutes {
+		t.trie = newPathTrie(routes)
+	}
+	return t
+}
+
+// match returns the tier's route for the escaped path p and the escaped
+// rest of p after its prefix; nil when none matches (also for a nil tier).
+func (t *tier) match(p string) (*route, string) {
+	switch {
+	case t == nil:
+		return nil, ""
+	case t.trie != nil:
+		return t.trie.match(p)
+	}
+	return matchIn(t.routes, p)
 }
 
 func newRouter(routes []*route) *router {
-	rt := &router{exact: map[string][]*route{}}
-	wild := map[string][]*route{}
+	exact, wild := map[string][]*route{}, map[string][]*route{}
+	var anyHost []*route
 	for _, r := range routes {
 		if len(r.Hosts) == 0 {
-			rt.any = append(rt.any, r)
+			anyHost = append(anyHost, r)
 		}
 		for _, h := range r.Hosts {
 			h = strings.TrimSuffix(strings.ToLower(h), ".")
 			if suffix, ok := strings.CutPrefix(h, "*"); ok {
 				wild[suffix] = append(wild[suffix], r)
 			} else {
-				rt.exact[h] = append(rt.exact[h], r)
+				exact[h] = append(exact[h], r)
 			}
 		}
 	}
-	byPrefix := func(a, b *route) int { return cmp.Compare(len(b.Prefix), len(a.Prefix)) }
-	for h := range rt.exact {
-		slices.SortStableFunc(rt.exact[h], byPrefix)
+	rt := &router{exact: make(map[string]*tier, len(exact))}
+	for h, rs := range exact {
+		rt.exact[h] = newTier(rs)
 	}
 	for suffix, rs := range wild {
-		slices.SortStableFunc(rs, byPrefix)
-		rt.wild = append(rt.wild, wildcard{suffix: suffix, routes: rs})
+		rt.wild = append(rt.wild, wildcard{suffix: suffix, tier: newTier(rs)})
 	}
 	slices.SortStableFunc(rt.wild, func(a, b wildcard) int {
 		return cmp.Or(cmp.Compare(len(b.suffix), len(a.suffix)), strings.Compare(a.suffix, b.suffix))
 	})
-	slices.SortStableFunc(rt.any, byPrefix)
+	if len(anyHost) > 0 {
+		rt.any = newTier(anyHost)
+	}
 	return rt
 }
 
@@ -95,17 +125,17 @@ func newRouter(routes []*route) *router {
 // rest of the path after the route's prefix; nil when no route matches.
 func (rt *router) match(host, escapedPath string) (*route, string) {
 	host = normalizeHost(host)
-	if r, rest := matchIn(rt.exact[host], escapedPath); r != nil {
+	if r, rest := rt.exact[host].match(escapedPath); r != nil {
 		return r, rest
 	}
 	for _, w := range rt.wild {
 		if len(host) > len(w.suffix) && strings.HasSuffix(host, w.suffix) {
-			if r, rest := matchIn(w.routes, escapedPath); r != nil {
+			if r, rest := w.match(escapedPath); r != nil {
 				return r, rest
 			}
 		}
 	}
-	return matchIn(rt.any, escapedPath)
+	return rt.any.match(escapedPath)
 }
 
 func matchIn(routes []*route, p string) (*route, string) {
