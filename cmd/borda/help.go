@@ -140,6 +140,18 @@ var helps = map[string]commandHelp{
 		about: []string{"Prints the configured rate-limit rules and the relaxes in force in the shared store."},
 		env:   []string{"BORDA_CONFIG", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"},
 	},
+	"limits probe": {
+		usage: "borda limits probe [--config FILE] --target URL [--rule NAME] [--token T] [--force] [--format table|json]",
+		about: []string{
+			"For staging: drives each rule a route applies until it limits, checks the 429 (status,",
+			"Retry-After, X-RateLimit-*, RateLimit-Policy and RateLimit, problem+json with the rule's PT-BR",
+			"message) and that the limit lifts after Retry-After; an observe rule is checked for its",
+			"X-RateLimit-Would-Block marker. Exit 0 when all hold, 1 naming each failed check. Refuses a",
+			"production config without --force. User and escola rules use --token, or a token minted with",
+			"the secret auth.jwt_secret_env names, for a subject of the probe's own.",
+		},
+		env: []string{"BORDA_CONFIG", "AUTH_JWT_SECRET"},
+	},
 	"config check": {
 		usage: "borda config check [--config FILE]",
 		about: []string{
@@ -168,7 +180,7 @@ var helps = map[string]commandHelp{
 var groups = map[string][]string{
 	"config": {"check"},
 	"dlq":    {"list", "show", "replay"},
-	"limits": {"relax", "show"},
+	"limits": {"relax", "show", "probe"},
 }
 
 // writeHelp writes the help of the command named name (a key of helps),

@@ -47,8 +47,10 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return runLimitsRelax(ctx, args[1:], stdout, stderr)
 	case "show":
 		return runLimitsShow(ctx, args[1:], stdout, stderr)
+	case "probe":
+		return runLimitsProbe(ctx, args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "borda limits: unknown subcommand %q (want relax or show)\n", args[0])
+		fmt.Fprintf(stderr, "borda limits: unknown subcommand %q (want relax, show or probe)\n", args[0])
 		return 2
 	}
 }
