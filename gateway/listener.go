@@ -54,8 +54,13 @@ func (s *Server) newLimitListener(ln net.Listener, name string, n, perIP int, op
 }
 
 // maxRefusing bounds the connections being answered 503 at once; above
-// it a refused connection is closed without the answer.
-const maxRefusing = 64
+// it a refused connection is closed without the answer (still counted and
+// logged). refuseLinger bounds each answer's write and the read that
+// waits for the client's close.
+const (
+	maxRefusing  = 64
+	refuseLinger = 250 * time.Millisecond
+)
 
 type limitListener struct {
 	net.Listener
@@ -89,22 +94,55 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.refuse(c, "per_ip")
 			continue
 		}
-		select {
-		case l.sem <- struct{}{}:
-		default:
-			l.reclaim() // at the cap: the longest-idle connection goes first
-			select {
-			case l.sem <- struct{}{}:
-			case <-l.done:
-				l.forgetIP(lc)
-				c.Close()
-				return nil, net.ErrClosed
-			}
+		if !l.acquire() {
+			l.forgetIP(lc)
+			c.Close()
+			return nil, net.ErrClosed
 		}
 		if l.open != nil {
 			l.open.Inc()
 		}
+		// A new connection that stays silent for silentAfter is
+		// reclaimable until its first request starts (StateActive), as
+		// net/http's Shutdown treats one: it holds nothing in flight.
+		l.mu.Lock()
+		l.idle[lc] = time.Now().Add(silentAfter)
+		l.mu.Unlock()
 		return lc, nil
+	}
+}
+
+// silentAfter is how long a new connection that has sent nothing is
+// spared by reclaim (a client's request follows its connect within a
+// round trip); reclaimEvery is how often a full listener looks again.
+const (
+	silentAfter  = time.Second
+	reclaimEvery = 250 * time.Millisecond
+)
+
+// acquire takes a connection slot: at the cap it reclaims the longest-idle
+// connection, and looks again every reclaimEvery while it waits for one
+// to close; false when the listener closed.
+func (l *limitListener) acquire() bool {
+	select {
+	case l.sem <- struct{}{}:
+		return true
+	default:
+	}
+	var tick *time.Ticker
+	for {
+		l.reclaim()
+		if tick == nil {
+			tick = time.NewTicker(reclaimEvery)
+			defer tick.Stop()
+		}
+		select {
+		case l.sem <- struct{}{}:
+			return true
+		case <-l.done:
+			return false
+		case <-tick.C:
+		}
 	}
 }
 
@@ -117,8 +155,9 @@ func (l *limitListener) admitIP(lc *limitConn) bool {
 	l.mu.Lock()
 	if len(l.perIP[lc.ip]) >= l.perIPCap {
 		var oldest *limitConn
+		now := time.Now()
 		for _, c := range l.perIP[lc.ip] {
-			if since, ok := l.idle[c]; ok && (oldest == nil || since.Before(l.idle[oldest])) {
+			if since, ok := l.idle[c]; ok && since.Before(now) && (oldest == nil || since.Before(l.idle[oldest])) {
 				oldest = c
 			}
 		}
@@ -143,8 +182,9 @@ func (l *limitListener) reclaim() bool {
 	l.mu.Lock()
 	var oldest *limitConn
 	var at time.Time
+	now := time.Now()
 	for c, since := range l.idle {
-		if oldest == nil || since.Before(at) {
+		if since.Before(now) && (oldest == nil || since.Before(at)) {
 			oldest, at = c, since
 		}
 	}
@@ -190,7 +230,7 @@ func (l *limitListener) refuse(c net.Conn, reason string) {
 	go func() {
 		defer func() { <-l.refusing }()
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Second))
+		_ = c.SetDeadline(time.Now().Add(refuseLinger))
 		_, _ = c.Write(refusedAnswer)
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
@@ -272,7 +312,8 @@ func (c *limitConn) CloseWrite() error {
 }
 
 // trackIdle is the http.Server ConnState hook that tells a limitListener
-// which of its connections are idle keep-alives (reclaimable).
+// which of its connections are idle keep-alives (reclaimable); a new
+// connection is reclaimable from Accept on (StateNew changes nothing).
 func trackIdle(c net.Conn, state http.ConnState) {
 	lc, ok := c.(*limitConn)
 	if !ok {
@@ -281,6 +322,7 @@ func trackIdle(c net.Conn, state http.ConnState) {
 	l := lc.l
 	l.mu.Lock()
 	switch state {
+	case http.StateNew:
 	case http.StateIdle:
 		l.idle[lc] = time.Now()
 	default:
