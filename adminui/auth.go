@@ -3,7 +3,10 @@ package adminui
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"io"
+	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 )
@@ -54,4 +57,72 @@ func sameHost(raw, host string) bool {
 		return false
 	}
 	return strings.EqualFold(u.Host, host)
+}
+
+// openPaths are the admin paths that answer without the token from any
+// peer: probes and the Prometheus scrape (docs/operations.md, "Admin
+// listener"), which carry no dead letter, route or limit.
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// Private guards the whole admin listener (docs/security.md, "admin"):
+// every path but /healthz, /readyz and /metrics answers only to a
+// loopback peer (the TCP peer of the connection, 127.0.0.0/8 or ::1,
+// never a header: kubectl port-forward and a same-host operator arrive
+// so) or to a request carrying token, as "Authorization: Bearer TOKEN" or
+// as the password of HTTP Basic (any user name: a browser asks for it
+// after the 401). Anything else is 401 with WWW-Authenticate, or 403 when
+// no token is set (ADMIN_TOKEN empty: only loopback may read). The token
+// is compared as the page's is (SHA-256 digests in constant time).
+// isLoopback decides what a loopback peer is (nil: IsLoopbackPeer).
+func Private(next http.Handler, token string, isLoopback func(remoteAddr string) bool, log *slog.Logger) http.Handler {
+	gate := newTokenGate(token)
+	if isLoopback == nil {
+		isLoopback = IsLoopbackPeer
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if openPaths[r.URL.Path] || isLoopback(r.RemoteAddr) || gate.valid(requestToken(r)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		log.Warn("admin listener refused: not loopback and no valid admin token", "path", r.URL.Path, "peer", r.RemoteAddr)
+		h := w.Header()
+		h.Set("Cache-Control", "no-store")
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		if !gate.set {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, "Refused: the admin listener answers only loopback peers when ADMIN_TOKEN is not set.\n")
+			return
+		}
+		h.Set("WWW-Authenticate", `Basic realm="borda admin", charset="UTF-8"`)
+		h.Add("WWW-Authenticate", `Bearer realm="borda admin"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, "Refused: send the admin token (Authorization: Bearer ADMIN_TOKEN, or as the Basic password).\n")
+	})
+}
+
+// IsLoopbackPeer reports whether remoteAddr (an http.Request's
+// RemoteAddr, "IP:port") is a loopback address: 127.0.0.0/8, ::1, or an
+// IPv4-mapped loopback. Anything unparsable is not.
+func IsLoopbackPeer(remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	return ap.Addr().Unmap().IsLoopback()
+}
+
+// requestToken is the credential of r: a Bearer token or a Basic
+// password (the scheme's name in any case), else "".
+func requestToken(r *http.Request) string {
+	if _, pass, ok := r.BasicAuth(); ok {
+		return pass
+	}
+	auth := r.Header.Get("Authorization")
+	if len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return strings.TrimSpace(auth[7:])
+	}
+	return ""
 }

@@ -167,10 +167,24 @@ type Server struct {
 	BodyMinRate int64 `yaml:"body_min_rate"`
 	// MaxConnections caps the client connections the public listener
 	// holds open at once, idle keep-alive ones included (default 4096).
-	// At the cap new connections wait in the kernel's accept queue until
-	// one closes. A connection waiting on a request body costs about
-	// 60 KB (docs/performance.md, "Slow clients").
+	// At the cap a new connection closes the longest-idle keep-alive
+	// connection, or waits in the kernel's accept queue until one closes
+	// when none is idle. A connection waiting on a request body costs
+	// about 60 KB (docs/performance.md, "Slow clients").
 	MaxConnections int `yaml:"max_connections"`
+	// MaxConnectionsPerIP caps the public listener's open connections
+	// from one client IP, the TCP peer (default 1024; 0 turns it off;
+	// trusted_proxies peers are exempt). Above it the client's own
+	// longest-idle connection is closed, or, when none is idle, the new
+	// connection is answered 503 and closed (nginx limit_conn;
+	// borda_http_connections_refused_total).
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
+	// AdminMaxConnections caps the admin listener's open connections
+	// (default 64; one IP holds at most a quarter), apart from
+	// max_connections, so the admin port cannot take the public
+	// listener's file descriptors. Its requests have a 10 s header and a
+	// 30 s whole-request read timeout.
+	AdminMaxConnections int `yaml:"admin_max_connections"`
 }
 
 // Shutdown configures graceful shutdown. From SIGTERM to exit `borda
@@ -213,7 +227,7 @@ func Default() Config {
 		Telemetry:  defaultTelemetry(),
 		Webhook:    defaultWebhook(),
 		Forward:    defaultForward(),
-		Server:     Server{BodyTimeout: Duration(60e9), BodyMinRate: 500, MaxConnections: 4096},
+		Server:     Server{BodyTimeout: Duration(60e9), BodyMinRate: 500, MaxConnections: 4096, MaxConnectionsPerIP: 1024, AdminMaxConnections: 64},
 		Shutdown:   Shutdown{Drain: Duration(5e9), ConfirmDrain: Duration(5e9)},
 	}
 }

@@ -118,6 +118,12 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	if c.Server.MaxConnections < 1 {
 		p.addf("server.max_connections", "must be at least 1, got %d", c.Server.MaxConnections)
 	}
+	if c.Server.MaxConnectionsPerIP < 0 {
+		p.addf("server.max_connections_per_ip", "must not be negative (0 turns the per-IP cap off), got %d", c.Server.MaxConnectionsPerIP)
+	}
+	if c.Server.AdminMaxConnections < 1 {
+		p.addf("server.admin_max_connections", "must be at least 1, got %d", c.Server.AdminMaxConnections)
+	}
 	c.validateGateway(&p)
 	c.validateRateLimits(&p)
 	c.validateTelemetry(&p)

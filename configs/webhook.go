@@ -24,6 +24,13 @@ type Webhook struct {
 	// MaxBodyBytes caps the request body in bytes (default 10485760);
 	// beyond it: 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// UnauthenticatedBodyBytes bounds, across all requests, the bytes
+	// that bodies of signature-only sources hold in memory before their
+	// signature is checked (default 67108864, 64 MiB; a body is charged
+	// as it arrives). A delivery that would pass it is answered 503
+	// BODY_BUDGET_EXHAUSTED with Retry-After: 1 and the connection closed
+	// (providers retry); token-authenticated sources are not charged.
+	UnauthenticatedBodyBytes int64 `yaml:"unauthenticated_body_bytes"`
 	// BodyTimeout bounds reading one request body (default 30s). A body
 	// that trickles in slower answers 408 REQUEST_TIMEOUT (providers retry
 	// it) and the connection is closed, so a slow client cannot hold a
@@ -123,18 +130,19 @@ type WebhookSignature struct {
 
 func defaultWebhook() Webhook {
 	return Webhook{
-		Exchange:        "yzex.events",
-		RoutingKey:      "yzex.events.connect.whatsapp.legacy_forward",
-		ConfirmTimeout:  Duration(3e9),
-		MaxBodyBytes:    10 << 20,
-		BodyTimeout:     Duration(30e9),
-		QueueType:       "quorum",
-		DedupSize:       20000,
-		DedupTTL:        Duration(30 * 60e9),
-		PublishChannels: 4,
-		MaxInFlight:     1024,
-		IDFields:        []string{"instance", "event", "data.key.id"},
-		AuthFailures:    WebhookAuthFailures{PerIP: 20, PerSource: 600, Window: Duration(60e9), MaxClients: 10000},
+		Exchange:                 "yzex.events",
+		RoutingKey:               "yzex.events.connect.whatsapp.legacy_forward",
+		ConfirmTimeout:           Duration(3e9),
+		MaxBodyBytes:             10 << 20,
+		UnauthenticatedBodyBytes: 64 << 20,
+		BodyTimeout:              Duration(30e9),
+		QueueType:                "quorum",
+		DedupSize:                20000,
+		DedupTTL:                 Duration(30 * 60e9),
+		PublishChannels:          4,
+		MaxInFlight:              1024,
+		IDFields:                 []string{"instance", "event", "data.key.id"},
+		AuthFailures:             WebhookAuthFailures{PerIP: 20, PerSource: 600, Window: Duration(60e9), MaxClients: 10000},
 	}
 }
 
@@ -157,6 +165,9 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 	}
 	if w.MaxBodyBytes < 1 {
 		p.addf("webhook.max_body_bytes", "must be positive (bytes)")
+	}
+	if w.UnauthenticatedBodyBytes < w.MaxBodyBytes {
+		p.addf("webhook.unauthenticated_body_bytes", "must be at least webhook.max_body_bytes (%d), got %d", w.MaxBodyBytes, w.UnauthenticatedBodyBytes)
 	}
 	if w.QueueType != "quorum" && w.QueueType != "classic" {
 		p.addf("webhook.queue_type", "%q: want quorum or classic", w.QueueType)

@@ -89,6 +89,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		if s.rejectTarget(&ex.w, r, ex) {
 			return
 		}
+		closeAfterChunked(&ex.w, r)
 		next.ServeHTTP(&ex.w, r)
 	})
 }

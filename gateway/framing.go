@@ -40,3 +40,20 @@ func (s *Server) rejectTarget(w http.ResponseWriter, r *http.Request, ex *exchan
 	writeProblem(w, p, ex.id)
 	return true
 }
+
+// closeAfterChunked asks net/http to close the connection after the
+// answer to a request whose body came chunked (docs/edge.md, "Client
+// connections and request bodies"). A request with both Content-Length
+// and Transfer-Encoding is the request-smuggling shape RFC 9112 §6.1
+// asks an intermediary to close after answering; net/http deletes the
+// Content-Length before any handler runs, so the two cannot be told
+// apart here and every chunked request closes its connection (browsers
+// and the webhook providers send Content-Length; nginx since 1.23
+// refuses the pair with 400, older nginx closed as Borda does). Bytes
+// the client sent after the chunked body are then never read as a second
+// request.
+func closeAfterChunked(w http.ResponseWriter, r *http.Request) {
+	if len(r.TransferEncoding) > 0 {
+		w.Header()["Connection"] = []string{"close"}
+	}
+}

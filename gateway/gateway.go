@@ -123,8 +123,10 @@ type Server struct {
 	// server.body_min_rate (bytes/s) for bodies on proxied routes.
 	bodyTimeout time.Duration
 	bodyMinRate int64
-	// maxConns is server.max_connections (Listener).
-	maxConns int
+	// maxConns is server.max_connections, maxConnsPerIP
+	// server.max_connections_per_ip (Listener).
+	maxConnsPerIP int
+	maxConns      int
 	// via is this process's Via pseudonym ("borda-" and 64 random bits in
 	// hex), added to every proxied request so a request that comes back
 	// to the process that sent it is answered 508 (loop.go).
@@ -188,6 +190,7 @@ func New(opts Options, deps Deps) (*Server, error) {
 	s.escapedSlashes = opts.EscapedSlashes.action()
 	s.pprof = newPprofGate(opts.Pprof)
 	s.bodyTimeout, s.bodyMinRate, s.maxConns = opts.BodyTimeout, opts.BodyMinRate, opts.MaxConnections
+	s.maxConnsPerIP = opts.MaxConnectionsPerIP
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout, s.bodyMinRate = 60*time.Second, 500
 	}

@@ -54,3 +54,16 @@ func (s *Server) looped(h http.Header) bool {
 	}
 	return false
 }
+
+// addResponseVia appends this process's Via entry to an upstream's
+// response (RFC 9110 §7.6.3 asks it of every forwarded message, responses
+// included), with the protocol the response came in: "1.1 borda-…",
+// "2 borda-…" from an HTTP/2 upstream. The upstream's own Via lines stay
+// before it.
+func (s *Server) addResponseVia(res *http.Response) {
+	entry := s.viaEntry11
+	if res.ProtoMajor != 1 || res.ProtoMinor != 1 || entry == "" {
+		entry = viaVersion(&http.Request{ProtoMajor: res.ProtoMajor, ProtoMinor: res.ProtoMinor}) + " " + s.via
+	}
+	res.Header["Via"] = append(res.Header["Via"], entry)
+}

@@ -17,6 +17,9 @@ type metrics struct {
 	upstream *prometheus.CounterVec   // borda_upstream_errors_total{route,kind}
 	client   *prometheus.CounterVec   // borda_client_errors_total{route,kind}
 	conns    prometheus.Gauge         // borda_http_connections_open
+
+	connsRefused   *prometheus.CounterVec // borda_http_connections_refused_total{listener,reason}
+	connsReclaimed *prometheus.CounterVec // borda_http_connections_reclaimed_total{listener}
 }
 
 // Upstream error kinds (borda_upstream_errors_total{kind}).
@@ -55,8 +58,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "borda_http_connections_open",
 			Help: "Client connections the public listener holds open (server.max_connections caps it).",
 		}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_http_connections_refused_total",
+			Help: "Connections answered 503 and closed on accept, by listener (public, admin) and reason (per_ip: over server.max_connections_per_ip).",
+		}, []string{"listener", "reason"}),
+		connsReclaimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_http_connections_reclaimed_total",
+			Help: "Idle keep-alive connections closed to make room for a new one (listener at its cap, or the client IP at its own), by listener.",
+		}, []string{"listener"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.client, m.conns} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.client, m.conns, m.connsRefused, m.connsReclaimed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

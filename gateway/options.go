@@ -45,6 +45,10 @@ type Options struct {
 	// MaxConnections caps the public listener's open connections
 	// (Server.Listener); 0: no cap.
 	MaxConnections int
+	// MaxConnectionsPerIP caps the public listener's open connections
+	// from one client IP (the TCP peer; trusted proxies exempt); 0: no
+	// per-IP cap.
+	MaxConnectionsPerIP int
 }
 
 // Route is one entry of the route table.

@@ -69,6 +69,9 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problemLoop, ex.id)
 		return
 	}
+	if answerMaxForwards(w, r, ex.id) {
+		return
+	}
 	if ex.w.body != nil {
 		ex.body.arm(p.s.bodyTimeout, p.s.bodyMinRate)
 	}
@@ -143,6 +146,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	dropClientHeaders(h, !p.s.keepUnderscores, !ex.trusted)
 	p.s.setForwarded(h, in, ex)
+	decrementMaxForwards(h, in.Method)
 	if vias := h["Via"]; len(vias) == 0 && len(p.s.viaLine11) == 1 && in.ProtoMajor == 1 && in.ProtoMinor == 1 {
 		h["Via"] = p.s.viaLine11 // shared, read-only; cap 1, so an append copies
 	} else {
@@ -253,12 +257,39 @@ var clientClaimHeaders = []string{
 	"x-envoy-external-address", "x-azure-clientip", "x-azure-socketip",
 	// URL overrides (IIS, Symfony, Laravel read them in place of the
 	// request line): a path the route table never saw.
-	"x-original-url", "x-rewrite-url",
+	"x-original-url", "x-rewrite-url", "x-original-uri", "x-original-host", "x-original-method",
+	"x-http-method-override", "x-http-method", "x-method-override",
+	// Scheme and host overrides (Tornado xheaders, Werkzeug, IIS ARR,
+	// Microsoft Front-End-Https, Cloudflare CF-Visitor): "https" or a host
+	// the client typed, believed for redirects and secure cookies.
+	"x-scheme", "x-url-scheme", "front-end-https", "x-forwarded-protocol", "x-host", "cf-visitor",
+	"x-arr-ssl", "x-arr-clientcert", "x-client-cert", "client-cert", "client-cert-chain",
+	// Identity an authenticating proxy vouches for (Apache/CGI REMOTE_USER,
+	// Grafana auth.proxy, oauth2-proxy, Squid's X-ProxyUser-Ip, ALB OIDC).
+	"remote-user", "x-remote-user", "x-user", "x-email", "x-webauth-user", "x-proxyuser-ip",
+	"x-authenticated-user", "x-auth-user", "x-authenticated-userid", "x-remote-group",
+	"x-amzn-oidc-identity", "x-amzn-oidc-data", "x-amzn-oidc-accesstoken",
+}
+
+// clientClaimPrefixes are header-name prefixes whose every member an
+// upstream reads as its proxy's word (same matching as clientClaimHeaders):
+// Envoy's internal headers (Envoy itself strips x-envoy-* from untrusted
+// peers), oauth2-proxy's X-Auth-Request-*, Google IAP's
+// X-Goog-Authenticated-User-*, Azure App Service's X-Ms-Client-Principal*,
+// client-certificate details (X-Ssl-*, Ssl-Client-*).
+var clientClaimPrefixes = []string{
+	"x-envoy-", "x-auth-request-", "x-goog-authenticated-user-", "x-ms-client-principal",
+	"x-ssl-", "ssl-client-",
 }
 
 // isClientClaimHeader reports whether the header name k is one of
 // clientClaimHeaders, in any case and with '_' for '-'.
 func isClientClaimHeader(k string) bool {
+	for _, p := range clientClaimPrefixes {
+		if len(k) >= len(p) && headerNameIs(k[:len(p)], p) {
+			return true
+		}
+	}
 	if len(k) >= len(claimHeadersByLen) {
 		return false
 	}
@@ -392,6 +423,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 		return errUpstreamTimeout
 	}
 	h := res.Header
+	p.s.addResponseVia(res)
 	delete(h, "X-Request-Id")
 	delete(h, wouldBlockKey)
 	if p.rt.varyOrigin {

@@ -47,6 +47,7 @@ func newHTTPServer(addr string, h http.Handler, logger *slog.Logger) *http.Serve
 func (s *Server) HTTPServer(addr string, h http.Handler) *http.Server {
 	srv := newHTTPServer(addr, h, nil)
 	srv.ErrorLog = s.errorLog
+	srv.ConnState = trackIdle // idle connections are reclaimable (Listener)
 	srv.BaseContext = func(net.Listener) context.Context { return s.base }
 	srv.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
 		return context.WithValue(ctx, peerMemoKey{}, &peerMemo{}) // the peer parsed once per connection

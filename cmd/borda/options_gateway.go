@@ -38,6 +38,7 @@ func gatewayOptions(cfg configs.Config) (gateway.Options, error) {
 		BodyTimeout:           cfg.Server.BodyTimeout.D(),
 		BodyMinRate:           cfg.Server.BodyMinRate,
 		MaxConnections:        cfg.Server.MaxConnections,
+		MaxConnectionsPerIP:   cfg.Server.MaxConnectionsPerIP,
 	}
 	for _, rc := range cfg.Routes {
 		u := rc.UpstreamURL

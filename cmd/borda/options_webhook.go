@@ -83,10 +83,11 @@ func ingressPublisherOptions(cfg configs.Config, logger *slog.Logger, reg promet
 // ingress never accepts everything.
 func ingressOptions(w configs.Webhook) (ingress.Options, error) {
 	opts := ingress.Options{
-		DedupSize:    w.DedupSize,
-		DedupTTL:     w.DedupTTL.D(),
-		MaxBodyBytes: w.MaxBodyBytes,
-		BodyTimeout:  w.BodyTimeout.D(),
+		DedupSize:                w.DedupSize,
+		DedupTTL:                 w.DedupTTL.D(),
+		MaxBodyBytes:             w.MaxBodyBytes,
+		UnauthenticatedBodyBytes: w.UnauthenticatedBodyBytes,
+		BodyTimeout:              w.BodyTimeout.D(),
 		AuthFailures: ingress.AuthFailures{
 			PerIP: w.AuthFailures.PerIP, PerSource: w.AuthFailures.PerSource,
 			MaxClients: w.AuthFailures.MaxClients, Window: w.AuthFailures.Window.D(),

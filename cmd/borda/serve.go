@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/olp-edu/borda/adminui"
 	"github.com/olp-edu/borda/configs"
 )
 
@@ -39,7 +40,10 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 
 	servers := []*http.Server{app.gateway.HTTPServer(cfg.Listen, app.gateway.Handler())}
 	if cfg.AdminListen != "off" {
-		servers = append(servers, app.gateway.HTTPServer(cfg.AdminListen, app.adminHandler(ctx, cfg)))
+		// Private: only probes and /metrics without ADMIN_TOKEN from a
+		// peer that is not loopback (docs/operations.md).
+		admin := adminui.Private(app.adminHandler(ctx, cfg), cfg.AdminToken.Reveal(), nil, logger)
+		servers = append(servers, app.gateway.AdminHTTPServer(cfg.AdminListen, admin))
 	}
 	listeners := make([]net.Listener, 0, len(servers))
 	for _, srv := range servers {
@@ -52,7 +56,9 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 			return 1
 		}
 		if len(listeners) == 0 {
-			ln = app.gateway.Listener(ln) // server.max_connections; the admin listener stays uncapped
+			ln = app.gateway.Listener(ln) // server.max_connections and max_connections_per_ip
+		} else {
+			ln = app.gateway.AdminListener(ln, cfg.Server.AdminMaxConnections) // its own cap
 		}
 		listeners = append(listeners, ln)
 	}

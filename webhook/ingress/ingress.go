@@ -10,9 +10,11 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -69,6 +71,12 @@ type Options struct {
 	DedupTTL  time.Duration
 	// MaxBodyBytes caps a request body (beyond it: 413).
 	MaxBodyBytes int64
+	// UnauthenticatedBodyBytes bounds the bytes that bodies of
+	// signature-only sources (unauthenticated until the whole body is
+	// read and verified) hold at once across all requests (0:
+	// DefaultUnauthenticatedBodyBytes); a body that would pass it is
+	// answered 503 BODY_BUDGET_EXHAUSTED with Retry-After: 1.
+	UnauthenticatedBodyBytes int64
 	// BodyTimeout bounds reading one body (0: no bound; beyond it: 408).
 	BodyTimeout time.Duration
 	// AuthFailures is the failed-authentication throttle.
@@ -130,6 +138,7 @@ type Ingress struct {
 	pub      MessagePublisher
 	dedup    *dedup
 	maxBody  int64
+	budget   *bodyBudget   // unauthenticated bodies in memory (bodybudget.go)
 	bodyTime time.Duration // Options.BodyTimeout
 	logger   *slog.Logger
 	metrics  *ingressMetrics
@@ -165,6 +174,7 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		pub:      pub,
 		dedup:    newDedup(opts.DedupSize, opts.DedupTTL),
 		maxBody:  opts.MaxBodyBytes,
+		budget:   &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes)},
 		bodyTime: opts.BodyTimeout,
 		logger:   logger.With("component", "webhook-ingress"),
 		metrics:  m,
@@ -263,11 +273,22 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		_ = rc.SetReadDeadline(time.Now().Add(i.bodyTime)) // ErrNotSupported: no deadline, as before
 	}
 	sc := getScratch()
-	body, err := readBodyInto(http.MaxBytesReader(w, r.Body, i.maxBody), hint, sc.body)
+	var in io.Reader = http.MaxBytesReader(w, r.Body, i.maxBody)
+	if len(src.tokens) == 0 { // unauthenticated until verified: charged to the budget (bodybudget.go)
+		charged := i.budget.reader(in)
+		defer charged.release()
+		in = charged
+	}
+	body, err := readBodyInto(in, hint, sc.body)
 	var encoded []byte
 	defer func() { sc.put(body, encoded) }() // nothing refers to either once serve returns
 	_ = rc.SetReadDeadline(time.Time{})
 	if err != nil {
+		if errors.Is(err, errBodyBudget) {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, ReasonBodyBudget)
+		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			w.Header().Set("Connection", "close")

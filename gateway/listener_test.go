@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// capServer serves a 200 handler on a loopback listener wrapped by
+// Listener with the given caps.
+func capServer(t *testing.T, maxConns, perIP int) (*Server, string) {
+	t.Helper()
+	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"http://127.0.0.1:1\"\n", nil, nil))
+	s := h.srv
+	s.maxConns, s.maxConnsPerIP = maxConns, perIP
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := s.HTTPServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	lim := s.Listener(ln)
+	go func() { _ = srv.Serve(lim) }()
+	t.Cleanup(func() { srv.Close() })
+	return s, ln.Addr().String()
+}
+
+// idleConn opens a connection and completes one keep-alive request on it,
+// leaving it idle.
+func idleConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("idle connection's request: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return c, br
+}
+
+// busyConn opens a connection whose request waits on its body.
+func busyConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nx"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func status(t *testing.T, addr string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer above the cap (silence): %v", err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func closedByPeer(c net.Conn, br *bufio.Reader) bool {
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	_, err := br.ReadByte()
+	return err == io.EOF || (err != nil && !isTimeout(err))
+}
+
+func waitCounter(t *testing.T, c prometheus.Counter, want float64) {
+	t.Helper()
+	if !eventually(t, 3*time.Second, func() bool { return counterValue(c) >= want }) {
+		t.Fatalf("counter %v, want %v", counterValue(c), want)
+	}
+}
+
+// TestOneClientsIdleKeepAlivesCannotFillTheListener: one client holding
+// max_connections idle keep-alives kept every other client out (provider
+// webhooks timed out). For several caps, a new connection at the cap
+// closes the longest-idle one and is served.
+func TestOneClientsIdleKeepAlivesCannotFillTheListener(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []int{1, 4, 32} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			s, addr := capServer(t, limit, 0)
+			type held struct {
+				c  net.Conn
+				br *bufio.Reader
+			}
+			var idle []held
+			for range limit {
+				c, br := idleConn(t, addr)
+				idle = append(idle, held{c, br})
+			}
+			if got := status(t, addr); got != 200 {
+				t.Fatalf("a new client at the cap got %d", got)
+			}
+			waitCounter(t, s.metrics.connsReclaimed.WithLabelValues("public"), 1)
+			if !closedByPeer(idle[0].c, idle[0].br) {
+				t.Error("the longest-idle connection was not the one reclaimed")
+			}
+		})
+	}
+}
+
+// TestPerIPConnectionCapAnswers503: above max_connections_per_ip the
+// client's own idle connection is reclaimed first; when all of them are
+// busy the new one gets a 503 problem (never silence), counted.
+func TestPerIPConnectionCapAnswers503(t *testing.T) {
+	t.Parallel()
+	for _, perIP := range []int{1, 3, 8} {
+		t.Run(fmt.Sprint(perIP), func(t *testing.T) {
+			s, addr := capServer(t, 100, perIP)
+			for range perIP {
+				idleConn(t, addr)
+			}
+			if got := status(t, addr); got != 200 {
+				t.Fatalf("with idle connections of its own, a new one got %d", got)
+			}
+			waitCounter(t, s.metrics.connsReclaimed.WithLabelValues("public"), 1)
+			for range perIP {
+				busyConn(t, addr)
+			}
+			// The busy ones are accepted asynchronously: wait until the
+			// next is refused.
+			var got int
+			eventually(t, 3*time.Second, func() bool { got = status(t, addr); return got == 503 })
+			if got != 503 {
+				t.Fatalf("over the per-IP cap with every connection busy: %d, want 503", got)
+			}
+			if counterValue(s.metrics.connsRefused.WithLabelValues("public", "per_ip")) < 1 {
+				t.Error("the refusal was not counted")
+			}
+			if !strings.Contains(string(refusedAnswer), "Content-Length: "+fmt.Sprint(len(refusedBody))) {
+				t.Error("the 503's Content-Length is not its body's")
+			}
+		})
+	}
+}
