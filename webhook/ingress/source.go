@@ -51,6 +51,10 @@ type source struct {
 	tokens     tokenSet // empty: no token required (signature-only source)
 	sig        verifier // nil: unsigned
 	idFields   [][]string
+	// idHeaders and idFallback: where a signed source's event id may come
+	// from besides idFields (identity.go, idOf).
+	idHeaders  []string
+	idFallback [][]string
 	redact     []string
 }
 
@@ -75,6 +79,8 @@ func compileSources(srcs []Source) ([]*source, error) {
 				errs = append(errs, fmt.Errorf("source %q: signature (%s): %w", c.Name, c.Signature.Scheme, err))
 			}
 			s.sig = v
+			s.idHeaders = signedIDHeaders[c.Signature.Scheme]
+			s.idFallback = signedFallbackFields[c.Signature.Scheme]
 		}
 		if len(s.tokens) == 0 && c.Signature == nil {
 			errs = append(errs, fmt.Errorf("source %q: no token and no signature; refusing to accept unauthenticated webhooks", c.Name))
