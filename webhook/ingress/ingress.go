@@ -150,6 +150,8 @@ func mediaKind(v string) int {
 // (and their sub-paths), before host routing, on any Host.
 type Ingress struct {
 	sources  []*source
+	bases    [][]string // each source's segs, in sources' order (RedactPath)
+	paths    []string   // each source's path, in sources' order
 	pub      MessagePublisher
 	dedup    *dedup
 	maxBody  int64
@@ -185,6 +187,8 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 	}
 	i := &Ingress{
 		sources:  sources,
+		bases:    sourceBases(sources),
+		paths:    sourcePaths(sources),
 		pub:      pub,
 		dedup:    newDedup(opts.DedupSize, opts.DedupTTL),
 		maxBody:  opts.MaxBodyBytes,
@@ -226,11 +230,7 @@ func peerIP(r *http.Request) string {
 // Paths returns the path of every source, longest first. Each is served
 // with all its sub-paths ("/webhooks/whatsapp" and "/webhooks/whatsapp/…").
 func (i *Ingress) Paths() []string {
-	out := make([]string, len(i.sources))
-	for n, s := range i.sources {
-		out[n] = s.path
-	}
-	return out
+	return sourcePaths(i.sources)
 }
 
 // ServeHTTP answers one webhook delivery (docs/webhooks.md §3, the status table).
