@@ -64,7 +64,7 @@ func TestCheckSuggestsTheNearestKeyAtEachLevel(t *testing.T) {
 		"webhook.auth_failures.per_ipp: unknown key; did you mean `per_ip`? (line 16)",
 		"webhook.sources[0].signature.secretenv: unknown key; did you mean `secret_env`? (line 20)",
 		"forward.breaker.opn_for: unknown key; did you mean `open_for`? (line 22)",
-		"forward.zzzzzz: unknown key (valid here: queue, dlq, prefetch, timeout, retry_delays, breaker, lease_ttl, retention_ttl, url, events_queue, events_binding) (line 23)",
+		"forward.zzzzzz: unknown key (valid here: queue, dlq, prefetch, timeout, retry_delays, breaker, lease_ttl, retention_ttl, url, signature_versions, events_queue, events_binding) (line 23)",
 	})
 }
 

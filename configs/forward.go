@@ -42,6 +42,13 @@ type Forward struct {
 	URL string `yaml:"url"`
 	// HMACSecret signs each POST (LEGACY_WEBHOOK_HMAC_SECRET).
 	HMACSecret Secret `yaml:"-"`
+	// SignatureVersions are the signatures each POST carries (default
+	// [v1, v2]): v1 is X-Webhook-Signature over timestamp and body, v2 is
+	// X-Webhook-Signature-V2, which also covers Idempotency-Key and
+	// Content-Type (docs/forwarder.md, "The POST"). Once every receiver
+	// checks v2, list only v2 so a captured POST cannot be replayed under a
+	// changed Idempotency-Key.
+	SignatureVersions []string `yaml:"signature_versions"`
 	// EventsQueue is the queue `borda consume-events` reads (default
 	// yzex-connect-whatsapp-events-queue).
 	EventsQueue string `yaml:"events_queue"`
@@ -67,14 +74,15 @@ func EventsBindingFor(rk string) string {
 
 func defaultForward() Forward {
 	return Forward{
-		Queue:        "yzex-connect-whatsapp-legacy-forward-queue",
-		DLQ:          "yzex-connect-whatsapp-legacy-forward-dlq",
-		EventsQueue:  "yzex-connect-whatsapp-events-queue",
-		Prefetch:     20,
-		Timeout:      Duration(10e9),
-		RetryDelays:  []Delay{{"1m", 60e9}, {"5m", 300e9}, {"15m", 900e9}, {"60m", 3600e9}},
-		Breaker:      Breaker{Failures: 10, OpenFor: Duration(30e9)},
-		RetentionTTL: Duration(7 * 24 * 3600e9),
+		Queue:             "yzex-connect-whatsapp-legacy-forward-queue",
+		DLQ:               "yzex-connect-whatsapp-legacy-forward-dlq",
+		EventsQueue:       "yzex-connect-whatsapp-events-queue",
+		Prefetch:          20,
+		Timeout:           Duration(10e9),
+		RetryDelays:       []Delay{{"1m", 60e9}, {"5m", 300e9}, {"15m", 900e9}, {"60m", 3600e9}},
+		Breaker:           Breaker{Failures: 10, OpenFor: Duration(30e9)},
+		RetentionTTL:      Duration(7 * 24 * 3600e9),
+		SignatureVersions: []string{"v1", "v2"},
 	}
 }
 
@@ -119,6 +127,14 @@ func (c *Config) validateForward(p *problems) {
 	}
 	if f.Breaker.OpenFor <= 0 {
 		p.addf("forward.breaker.open_for", "must be positive")
+	}
+	if len(f.SignatureVersions) == 0 {
+		p.addf("forward.signature_versions", "must list v1, v2 or both")
+	}
+	for i, v := range f.SignatureVersions {
+		if v != "v1" && v != "v2" {
+			p.addf(fmt.Sprintf("forward.signature_versions[%d]", i), "%q: want v1 or v2", v)
+		}
 	}
 	if b := f.EventsBinding; b != "" && (len(b) > 255 || strings.ContainsAny(b, " \t\r\n")) {
 		p.addf("forward.events_binding", "%q: want a topic pattern of at most 255 bytes without spaces", b)

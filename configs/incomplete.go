@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Incomplete lists the parts c enables that cannot work as configured,
@@ -43,8 +44,17 @@ func (c Config) Incomplete() []Finding {
 		case s.TokensEnv == "" && s.Signature == nil && len(w.Tokens) == 0:
 			add(f, "source %q answers 503: no tokens_env, no signature and no WEBHOOK_TOKENS to fall back on; set WEBHOOK_TOKENS or the source's tokens_env", s.Name)
 		}
-		if sig := s.Signature; sig != nil && sig.SecretEnv != "" && len(sig.Secrets) == 0 {
-			add(f+".signature.secret_env", "source %q answers 503: %s is unset or empty; set %s", s.Name, sig.SecretEnv, sig.SecretEnv)
+		if sig := s.Signature; sig != nil && (sig.SecretEnv != "" || len(sig.SecretEnvs) > 0) && len(sig.Secrets) == 0 {
+			names := strings.Join(append([]string{sig.SecretEnv}[:min(1, len(sig.SecretEnv))], sig.SecretEnvs...), ", ")
+			add(f+".signature.secret_env", "source %q answers 503: %s is unset or empty; set it", s.Name, names)
+		}
+		if sig := s.Signature; sig != nil && sig.Scheme == "github" {
+			for _, sec := range sig.Secrets {
+				if strings.Contains(sec.Reveal(), ",") {
+					add(f+".signature.secret_env", "source %q: a secret holds a comma; it is taken as one whole secret (github secrets are free text), not as a rotation list: to accept two secrets, name the second variable in secret_envs", s.Name)
+					break
+				}
+			}
 		}
 	}
 	if w.Path != "" || len(w.Sources) > 0 {

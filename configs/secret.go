@@ -139,3 +139,33 @@ func ScrubSecrets(text string, secrets []string) string {
 	}
 	return RedactURLs(text)
 }
+
+// signingSecrets reads a webhook source's signing secrets: the variable
+// named by secretEnv (for github its whole trimmed value is one secret;
+// for stripe and standard it is split on commas, which their secret
+// alphabets never hold), then each variable of secretEnvs as one whole
+// secret. Unset or empty variables add nothing.
+func signingSecrets(scheme, secretEnv string, secretEnvs []string, lookup func(string) (string, bool)) Secrets {
+	var out Secrets
+	one := func(name string) (string, bool) {
+		if name == "" {
+			return "", false
+		}
+		v, ok := lookup(name)
+		v = strings.TrimSpace(v)
+		return v, ok && v != ""
+	}
+	if v, ok := one(secretEnv); ok {
+		if scheme == "github" {
+			out = append(out, Secret(v))
+		} else {
+			out = append(out, splitSecrets(v)...)
+		}
+	}
+	for _, name := range secretEnvs {
+		if v, ok := one(name); ok {
+			out = append(out, Secret(v))
+		}
+	}
+	return out
+}

@@ -118,9 +118,16 @@ type WebhookSignature struct {
 	// Scheme is github (X-Hub-Signature-256), stripe (t=…,v1=…) or
 	// standard (Standard Webhooks).
 	Scheme string `yaml:"scheme"`
-	// SecretEnv names the environment variable holding the secret(s),
-	// comma-separated for rotation.
+	// SecretEnv names the environment variable holding the secret. For
+	// github the whole value is one secret (a GitHub secret is free text
+	// and may hold a comma); for stripe and standard, whose secrets
+	// ("whsec_" + base64 or letters and digits) never hold one, a comma
+	// still separates secrets for rotation, as it always did.
 	SecretEnv string `yaml:"secret_env"`
+	// SecretEnvs name more variables, each holding one whole secret (no
+	// splitting), accepted alongside SecretEnv's during a rotation
+	// (docs/webhooks.md, "Signed sources").
+	SecretEnvs []string `yaml:"secret_envs"`
 	// Tolerance is the accepted timestamp skew (default 5m).
 	Tolerance Duration `yaml:"tolerance"`
 
@@ -232,12 +239,16 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 			if sig.Tolerance == 0 {
 				sig.Tolerance = Duration(5 * 60e9)
 			}
-			if sig.SecretEnv == "" {
-				p.addf(f+".signature.secret_env", "is required")
-			} else if lookup != nil {
-				if v, ok := lookup(sig.SecretEnv); ok {
-					sig.Secrets = splitSecrets(v)
+			if sig.SecretEnv == "" && len(sig.SecretEnvs) == 0 {
+				p.addf(f+".signature.secret_env", "is required (or secret_envs)")
+			}
+			for j, name := range sig.SecretEnvs {
+				if name == "" {
+					p.addf(fmt.Sprintf("%s.signature.secret_envs[%d]", f, j), "must name an environment variable")
 				}
+			}
+			if lookup != nil {
+				sig.Secrets = signingSecrets(sig.Scheme, sig.SecretEnv, sig.SecretEnvs, lookup)
 			}
 		}
 	}

@@ -46,7 +46,7 @@ webhook:
 		t.Fatal(err)
 	}
 	s := cfg.Webhook.Sources
-	if len(s[0].Tokens) != 2 || s[0].Tokens[1].Reveal() != "b" || len(s[1].Signature.Secrets) != 2 || s[1].Signature.Tolerance.D().Minutes() != 5 {
+	if len(s[0].Tokens) != 2 || s[0].Tokens[1].Reveal() != "b" || len(s[1].Signature.Secrets) != 1 || s[1].Signature.Secrets[0].Reveal() != "s1,s2" || s[1].Signature.Tolerance.D().Minutes() != 5 {
 		t.Errorf("sources = %+v", s)
 	}
 }
@@ -76,5 +76,56 @@ webhook:
 	}
 	if a := cfg.Webhook.AuthFailures; a.PerIP != 5 || a.PerSource != 600 || a.Window.D() != 60e9 || a.MaxClients != 10000 {
 		t.Errorf("auth_failures = %+v, want per_ip 5 and the other defaults", a)
+	}
+}
+
+// TestSigningSecretWithCommaIsOneSecret: a github signing secret holding
+// a comma is one secret (it was split in two: a delivery signed with it
+// got 401 and one signed with its first half 200); rotation goes through
+// secret_envs; stripe and standard keep splitting on commas, which their
+// secrets cannot hold; `borda config check` warns about the comma.
+func TestSigningSecretWithCommaIsOneSecret(t *testing.T) {
+	env := map[string]string{"GH": " half,other ", "GH_NEXT": "n,ext", "ST": "whsec_a, whsec_b", "EMPTY": " "}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct {
+		scheme, env string
+		envs        []string
+		want        []string
+	}{
+		{"github", "GH", nil, []string{"half,other"}},
+		{"github", "GH", []string{"GH_NEXT"}, []string{"half,other", "n,ext"}},
+		{"github", "", []string{"GH_NEXT", "EMPTY", "UNSET"}, []string{"n,ext"}},
+		{"stripe", "ST", nil, []string{"whsec_a", "whsec_b"}},
+		{"standard", "ST", []string{"GH"}, []string{"whsec_a", "whsec_b", "half,other"}},
+		{"github", "UNSET", nil, nil},
+	} {
+		got := signingSecrets(tc.scheme, tc.env, tc.envs, lookup)
+		var vals []string
+		for _, s := range got {
+			vals = append(vals, s.Reveal())
+		}
+		if strings.Join(vals, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("signingSecrets(%s, %q, %q) = %q, want %q", tc.scheme, tc.env, tc.envs, vals, tc.want)
+		}
+	}
+	doc := `
+webhook:
+  sources:
+    - name: github
+      path: /hooks/github
+      signature: {scheme: github, secret_env: GH}
+`
+	r := Check([]byte(doc), lookup)
+	found := false
+	for _, w := range r.Warnings {
+		if w.Path == "webhook.sources[0].signature.secret_env" && strings.Contains(w.Message, "comma") {
+			found = true
+			if strings.Contains(w.Message, "half") || strings.Contains(w.Message, "other") {
+				t.Errorf("the warning prints the secret: %s", w.Message)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("config check warnings %+v: none about the comma", r.Warnings)
 	}
 }

@@ -297,3 +297,45 @@ func TestHostileIngressForgedForwardedForDoesNotEscapeTheThrottle(t *testing.T) 
 		t.Errorf("25 clients behind a trusted proxy: %v, want 25 × 401", codes)
 	}
 }
+
+// Issue 22 item 6: a token in a path spelling the router accepts but the
+// redaction missed ("/webhooks/whatsapp;x/t/TOKEN", "/.t/TOKEN",
+// "/t./TOKEN", "/T;x/TOKEN", "/Webhooks/WhatsApp/t/TOKEN" routed
+// elsewhere) reached the access log. The real binary's log holds none of
+// them, and the ";x" spelling the router sends to the ingress is served.
+func TestHostileIngressTokenPathSpellingsNeverReachTheLog(t *testing.T) {
+	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
+	p := startIngressServe(t, newNames(t), amqpURL, redisURL)
+	const leak = "Leaked-Tok-9f3a"
+	paths := []string{
+		"/webhooks/whatsapp;x/t/" + leak,
+		"/webhooks/whatsapp/.t/" + leak,
+		"/webhooks/whatsapp/t./" + leak,
+		"/webhooks/whatsapp/T;x/" + leak + "/messages-upsert",
+		"/webhooks/whatsapp/%74/" + leak,
+		"/webhooks/whatsapp/t/" + leak + "/" + leak,
+		"/webhooks/whatsapp/messages-upsert;token=" + leak,
+		"/Webhooks/WhatsApp/t/" + leak,
+		"/webhooks/whatsapp;x/t/" + ingressToken + "/messages-upsert",
+	}
+	for k, path := range paths {
+		code, _, reply := ingressRaw(t, p.public, path, fmt.Sprintf(`{"id":"spelling-%d"}`, k))
+		t.Logf("POST %s → %d %s", path, code, reply)
+		if strings.Contains(path, ingressToken) && code != 200 {
+			t.Errorf("POST %s: %d %s, want 200 (the router sends it to the ingress)", path, code, reply)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(strings.ToLower(p.logs.String()), `"path":"/webhooks/`) < len(paths) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d access-log lines within 10 s:\n%s", len(paths), p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	logs := p.logs.String()
+	for _, secret := range []string{leak, "Tok-9f3a", ingressToken} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds %q:\n%s", secret, logs)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -249,5 +250,53 @@ func TestOneShotAggregateRunsRightAfterServeAggregated(t *testing.T) {
 	}
 	if rows := rig.rows(t); !strings.Contains(strings.Join(rows, "\n"), "endpoint app:/api/alunos/{id} 1") {
 		t.Errorf("rows = %q, want the request counted", rows)
+	}
+}
+
+// Issue 22 item 7: format characters (Unicode Cf: bidi overrides and
+// isolates, zero-width, BOM) and line separators in a path became
+// telemetry keys and gateway_metrics rows, so a dashboard showed text other
+// than what was counted. Through the real binary they count as app:other,
+// like the control characters, and no row holds a Cc or Cf rune.
+func TestHostileFormatCharactersDoNotReachTheDashboard(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	p := startServe(t, rig.serveWithoutDatabase())
+	hostile := []string{
+		"/b/%e2%80%aetxt.exe", // U+202E RIGHT-TO-LEFT OVERRIDE
+		"/b/%e2%80%aa",        // U+202A
+		"/b/%e2%81%a7x",       // U+2067 RIGHT-TO-LEFT ISOLATE
+		"/ad%e2%80%8bmin",     // U+200B ZERO WIDTH SPACE
+		"/b/%e2%80%8f",        // U+200F RIGHT-TO-LEFT MARK
+		"/%ef%bb%bfapi",       // U+FEFF BOM
+		"/ad%c2%admin",        // U+00AD SOFT HYPHEN
+		"/b/%e2%80%a8x",       // U+2028 LINE SEPARATOR
+		"/b/%f3%a0%81%81",     // U+E0041 TAG LATIN CAPITAL LETTER A
+	}
+	for _, path := range append(hostile, "/a%C3%A7%C3%A3o") {
+		resp, _, err := rawExchange(t, p.public, "GET "+path+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
+		if err != nil {
+			t.Fatalf("GET %q: %v", path, err)
+		}
+		t.Logf("GET %q → %d", path, resp.StatusCode)
+	}
+	rig.waitForCounter(t, "m:app:/ação:*")
+	if out, code := rig.run(t, "aggregate"); code != 0 {
+		t.Fatalf("borda aggregate exited %d:\n%s", code, out)
+	}
+	rows := rig.rows(t)
+	t.Logf("rows: %q", rows)
+	other := false
+	for _, r := range rows {
+		other = other || strings.HasPrefix(r, "endpoint app:other ")
+		if strings.ContainsFunc(r, func(c rune) bool { return unicode.In(c, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp) }) {
+			t.Errorf("row %q holds a control or format character", r)
+		}
+		if strings.HasPrefix(r, "endpoint app:/b/") || strings.HasPrefix(r, "endpoint app:/ad") {
+			t.Errorf("hostile path landed as its own row: %q", r)
+		}
+	}
+	if !other {
+		t.Errorf("no endpoint app:other row: the hostile paths were not counted")
 	}
 }

@@ -116,8 +116,11 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 	}
 	lm.record(status, methodLabel(r.Method), dur)
 	path := r.URL.Path
-	if ex.label == labelWebhook && s.webhook != nil {
-		path = s.webhook.RedactPath(path) // never a URL token in a log line or a key
+	if s.webhook != nil {
+		// Never a URL token in a log line or a key: on every route, as a
+		// path routed elsewhere ("/Webhooks/WhatsApp/t/TOKEN": the router
+		// is case-sensitive) may still carry one.
+		path = s.webhook.RedactPath(path)
 	}
 	if s.recorder != nil {
 		route := ""

@@ -32,7 +32,16 @@ type Options struct {
 	Reconnect time.Duration
 	// MaxHold caps the wait between tries of a held delivery (0: 30s).
 	MaxHold time.Duration
+	// Now is the clock event times are bounded by (nil: time.Now).
+	Now func() time.Time
 }
+
+// MaxEventSkew is how far past the consumer's clock an event's date_time
+// may order it: a later one is taken as now + MaxEventSkew, so an event
+// dated 9999-12-31 cannot pin an instance's state for ever (the next real
+// event, a few minutes on, overwrites it). 5 minutes, the signature
+// tolerance providers use for clock skew (Stripe, Standard Webhooks).
+const MaxEventSkew = 5 * time.Minute
 
 // Consumer is `borda consume-events`.
 type Consumer struct {
@@ -79,6 +88,9 @@ func New(opts Options) (*Consumer, error) {
 	if opts.MaxHold == 0 {
 		opts.MaxHold = 30 * time.Second
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "borda_instances_events_total",
 		Help: "Events read by consume-events, by result: applied, skipped (older than the stored state), ignored (not connection.update), malformed.",
@@ -115,6 +127,11 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 	case err != nil:
 		c.log.Warn("malformed connection.update", "event_id", env.ID, "err", err)
 		return Malformed, nil
+	}
+	if limit := c.opts.Now().Add(MaxEventSkew); u.EventTime.After(limit) {
+		c.log.Warn("connection.update dated in the future; ordered as now + max skew", "event_id", env.ID, "instance", u.Instance,
+			"event_time", u.EventTime, "ordered_at", limit)
+		u.EventTime = limit
 	}
 	applied, err := c.store.Apply(ctx, u)
 	if err != nil {

@@ -1,6 +1,9 @@
 package telemetry
 
-import "unicode/utf8"
+import (
+	"unicode"
+	"unicode/utf8"
+)
 
 // maxDimensionLen bounds a gateway_metrics.dimension value in bytes: a
 // route name, ":" and a template of at most maxTemplateLen bytes fit.
@@ -31,8 +34,8 @@ func ValidText(s string) bool {
 		if r == utf8.RuneError && n <= 1 {
 			return false // invalid or truncated sequence (overlong forms included)
 		}
-		if r >= 0x80 && r <= 0x9f {
-			return false
+		if r <= 0x9f || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r) {
+			return false // C1 control, separator or format character
 		}
 		i += n
 	}

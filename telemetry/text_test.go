@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -30,6 +32,47 @@ var hostileTexts = map[string]string{
 	"NEL U+0085 (C1)":           "/x\u0085",
 	"CSI U+009B (C1)":           "/x\u009b",
 	"invalid after valid runes": "/ação/\xfe",
+	// Format characters (Cf) and separators: invisible or reordering on a
+	// dashboard (issue 22 item 7).
+	"RLO U+202E (bidi override)": "/x\u202etxt.exe",
+	"LRE U+202A":                 "/x\u202a",
+	"PDF U+202C":                 "/x\u202c",
+	"RLI U+2067 (bidi isolate)":  "/x\u2067y",
+	"PDI U+2069":                 "/x\u2069",
+	"LRM U+200E":                 "/x\u200e",
+	"RLM U+200F":                 "/x\u200f",
+	"ZWSP U+200B":                "/ad\u200bmin",
+	"ZWJ U+200D":                 "/x\u200d",
+	"word joiner U+2060":         "/x\u2060",
+	"BOM U+FEFF":                 "/\ufeffapi",
+	"soft hyphen U+00AD":         "/ad\u00admin",
+	"Arabic letter mark U+061C":  "/x\u061c",
+	"tag U+E0041":                "/x\U000E0041",
+	"interlinear U+FFF9":         "/x\ufff9",
+	"line separator U+2028":      "/x\u2028y",
+	"paragraph separator U+2029": "/x\u2029y",
+}
+
+// FuzzValidText: no text ValidText accepts holds invalid UTF-8, a control
+// (Cc) or a format character (Cf), or a line or paragraph separator.
+func FuzzValidText(f *testing.F) {
+	for _, s := range hostileTexts {
+		f.Add(s)
+	}
+	f.Add("/ação/matrícula")
+	f.Fuzz(func(t *testing.T, s string) {
+		if !ValidText(s) {
+			return
+		}
+		if !utf8.ValidString(s) {
+			t.Fatalf("ValidText(%q) = true for invalid UTF-8", s)
+		}
+		for _, r := range s {
+			if unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp) {
+				t.Fatalf("ValidText(%q) = true with %U", s, r)
+			}
+		}
+	})
 }
 
 func TestValidTextRefusesInvalidUTF8AndControls(t *testing.T) {

@@ -21,16 +21,17 @@ func forwardOptions(cfg configs.Config) forward.Options {
 	secret := f.HMACSecret.Reveal()
 	scrub := append(configs.URLSecrets(f.URL), secret)
 	return forward.Options{
-		URL:          f.URL,
-		HMACSecret:   []byte(secret),
-		Scrub:        func(text string) string { return configs.ScrubSecrets(text, scrub) },
-		Prefetch:     f.Prefetch,
-		Timeout:      f.Timeout.D(),
-		LeaseTTL:     f.LeaseTTL.D(),
-		RetentionTTL: f.RetentionTTL.D(),
-		Breaker:      forward.BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},
-		Topology:     topologyOf(cfg),
-		AMQPURL:      cfg.AMQP.URL.Reveal(),
+		URL:               f.URL,
+		HMACSecret:        []byte(secret),
+		SignatureVersions: f.SignatureVersions,
+		Scrub:             func(text string) string { return configs.ScrubSecrets(text, scrub) },
+		Prefetch:          f.Prefetch,
+		Timeout:           f.Timeout.D(),
+		LeaseTTL:          f.LeaseTTL.D(),
+		RetentionTTL:      f.RetentionTTL.D(),
+		Breaker:           forward.BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},
+		Topology:          topologyOf(cfg),
+		AMQPURL:           cfg.AMQP.URL.Reveal(),
 	}
 }
 

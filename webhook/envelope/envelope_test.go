@@ -97,3 +97,30 @@ func BenchmarkEncode1KB(b *testing.B) {
 		}
 	}
 }
+
+// TestDigestKnownVector pins the envelope's sha256 (and the body's
+// base64) to values computed outside the code: consumers in other
+// languages check them.
+func TestDigestKnownVector(t *testing.T) {
+	body := []byte(`{"a": 1.0, "t": "Gold 🥇"}`)
+	// printf '%s' '{"a": 1.0, "t": "Gold 🥇"}' | sha256sum
+	const want = "fd3c0291451e6b20dd282d35c676be7d5bbb38b897efb5531e18159694c36d15"
+	if got := Digest(body); got != want {
+		t.Errorf("Digest = %s, want %s", got, want)
+	}
+	// printf '' | sha256sum
+	if got := Digest(nil); got != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
+		t.Errorf("Digest(empty) = %s", got)
+	}
+	e := New("id", "s", "application/json", nil, body, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b, err := e.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// printf '%s' '{"a": 1.0, "t": "Gold 🥇"}' | base64 -w0
+	for _, s := range []string{`"sha256":"` + want + `"`, `"body_b64":"eyJhIjogMS4wLCAidCI6ICJHb2xkIPCfpYcifQ=="`} {
+		if !bytes.Contains(b, []byte(s)) {
+			t.Errorf("encoded envelope %s lacks %s", b, s)
+		}
+	}
+}

@@ -37,6 +37,11 @@ type Options struct {
 	// key that signs each POST (LEGACY_WEBHOOK_HMAC_SECRET).
 	URL        string
 	HMACSecret []byte
+	// SignatureVersions are the signatures each POST carries: SignatureV1
+	// (X-Webhook-Signature, timestamp and body) and/or SignatureV2
+	// (X-Webhook-Signature-V2, which also covers Idempotency-Key and
+	// Content-Type). Empty: both, so receivers that check v1 keep working.
+	SignatureVersions []string
 	// Scrub returns text the endpoint or the transport wrote (a reply
 	// excerpt, an error) with URL's secrets and the HMAC secret removed and
 	// every URL redacted: the excerpt goes to logs and to a dead letter's
@@ -132,6 +137,8 @@ func New(opts Options) (*Forwarder, error) {
 		return nil, errors.New("forward: forward.url is required (LEGACY_WEBHOOK_URL)")
 	case len(f.HMACSecret) == 0:
 		return nil, errors.New("forward: the HMAC secret is required (LEGACY_WEBHOOK_HMAC_SECRET)")
+	case !validVersions(f.SignatureVersions):
+		return nil, fmt.Errorf("forward: signature versions %q: each must be %q or %q", f.SignatureVersions, SignatureV1, SignatureV2)
 	case f.LeaseTTL <= f.Timeout:
 		return nil, fmt.Errorf("forward: lease TTL %s must exceed the POST timeout %s", f.LeaseTTL, f.Timeout)
 	case len(opts.Topology.Retry) == 0:
@@ -188,7 +195,7 @@ func New(opts Options) (*Forwarder, error) {
 		opts:    opts,
 		top:     opts.Topology,
 		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL),
-		poster:  &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub},
+		poster:  newPoster(client, f),
 		policy:  Policy{Delays: delays},
 		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, m.breaker, log),
 		pub:     pub,

@@ -2,9 +2,13 @@ package forward
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +58,9 @@ func newLegacy(t *testing.T, script func(n int, key string) action) *legacy {
 	l := &legacy{script: script}
 	l.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if err := legacyVerify(r.Header, body, []byte(testSecret)); err != "" {
+			t.Errorf("legacy endpoint: %s (Idempotency-Key %q)", err, r.Header.Get(HeaderIdempotencyKey))
+		}
 		key := r.Header.Get(HeaderIdempotencyKey)
 		l.mu.Lock()
 		n := 0
@@ -91,6 +98,35 @@ func newLegacy(t *testing.T, script func(n int, key string) action) *legacy {
 	}))
 	t.Cleanup(l.srv.Close)
 	return l
+}
+
+// legacyVerify checks a POST's signatures as a receiver written from
+// docs/forwarder.md would, with crypto/hmac alone (never the package's
+// Sign or Verify, so a change to those cannot make it agree): v1 over
+// timestamp "." body, v2 over timestamp, Idempotency-Key, Content-Type and
+// body joined by "\n". It returns "" when every signature sent matches and
+// at least one is sent.
+func legacyVerify(h http.Header, body, secret []byte) string {
+	ts := h.Get("X-Webhook-Timestamp")
+	if _, err := strconv.ParseInt(ts, 10, 64); err != nil {
+		return "timestamp not unix seconds: " + ts
+	}
+	hexMAC := func(msg string) string {
+		m := hmac.New(sha256.New, secret)
+		m.Write([]byte(msg))
+		return hex.EncodeToString(m.Sum(nil))
+	}
+	v1, v2 := h.Get("X-Webhook-Signature"), h.Get("X-Webhook-Signature-V2")
+	if v1 == "" && v2 == "" {
+		return "no signature"
+	}
+	if v1 != "" && v1 != hexMAC(ts+"."+string(body)) {
+		return "v1 signature does not match"
+	}
+	if v2 != "" && v2 != hexMAC(ts+"\n"+h.Get("Idempotency-Key")+"\n"+h.Get("Content-Type")+"\n"+string(body)) {
+		return "v2 signature does not match"
+	}
+	return ""
 }
 
 func (l *legacy) all() []hit {
@@ -225,7 +261,7 @@ func (h *harness) options() Options {
 	secret := f.HMACSecret.Reveal()
 	scrub := append(configs.URLSecrets(f.URL), secret)
 	return Options{
-		URL: f.URL, HMACSecret: []byte(secret),
+		URL: f.URL, HMACSecret: []byte(secret), SignatureVersions: f.SignatureVersions,
 		Scrub:    func(text string) string { return configs.ScrubSecrets(text, scrub) },
 		Prefetch: f.Prefetch, Timeout: f.Timeout.D(), LeaseTTL: f.LeaseTTL.D(), RetentionTTL: f.RetentionTTL.D(),
 		Breaker:  BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},

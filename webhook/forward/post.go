@@ -66,11 +66,34 @@ type poster struct {
 	url     string
 	secret  []byte
 	timeout time.Duration
+	// v1, v2: which signatures are sent (Options.SignatureVersions).
+	v1, v2 bool
 	// scrub removes the password and query values of url and the HMAC
 	// secret from an excerpt, and redacts its URLs (Options.Scrub), so
 	// neither a transport error nor a reply that echoes the request line
 	// puts them in a log line or a dead letter's headers.
 	scrub func(string) string
+}
+
+// newPoster builds the poster of f.
+func newPoster(client *http.Client, f Options) *poster {
+	p := &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub}
+	p.v1, p.v2 = len(f.SignatureVersions) == 0, len(f.SignatureVersions) == 0
+	for _, v := range f.SignatureVersions {
+		p.v1 = p.v1 || v == SignatureV1
+		p.v2 = p.v2 || v == SignatureV2
+	}
+	return p
+}
+
+// validVersions reports whether every entry of vs is a signature version.
+func validVersions(vs []string) bool {
+	for _, v := range vs {
+		if v != SignatureV1 && v != SignatureV2 {
+			return false
+		}
+	}
+	return true
 }
 
 // post sends env's body, signed at now. It never returns an error: a
@@ -133,8 +156,14 @@ func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
 		h.Set("Content-Type", env.ContentType)
 	}
 	h.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	h.Set(HeaderSignature, Sign(p.secret, now, env.Body))
 	h.Set(HeaderIdempotencyKey, IdempotencyKey(env.ID))
+	if p.v1 {
+		h.Set(HeaderSignature, Sign(p.secret, now, env.Body))
+	}
+	if p.v2 {
+		// Over the values as they are sent, set above.
+		h.Set(HeaderSignatureV2, SignV2(p.secret, now, h.Get(HeaderIdempotencyKey), h.Get("Content-Type"), env.Body))
+	}
 	return h
 }
 

@@ -77,6 +77,10 @@ func parseTarget(rest, rawQuery string) requestTarget {
 	if len(segs) == 1 && segs[0] == "" {
 		segs = nil
 	}
+	// Never an event the redaction hides ("/x/t/{token}" sent with a
+	// header credential, "/t/{token}/{token}"): it would carry the token
+	// into the envelope.
+	hidden := len(segs) > 0 && isMarked(tokenSegments(segs), len(segs)-1)
 	if len(segs) >= 2 && segs[0] == "t" {
 		t.pathToken = segs[1]
 		segs = segs[2:]
@@ -84,7 +88,7 @@ func parseTarget(rest, rawQuery string) requestTarget {
 			t.repeated = true
 		}
 	}
-	if len(segs) > 0 {
+	if len(segs) > 0 && !hidden {
 		t.event = segs[len(segs)-1]
 	}
 	if rawQuery == "" {
@@ -164,43 +168,18 @@ func credential(h http.Header, t requestTarget) presented {
 	return p
 }
 
-// RedactPath returns a request path with the token of the path form
-// ({path}/t/{token}[/{event}]) replaced by "[redacted]", for access logs:
-// "/webhooks/whatsapp/t/abc/messages-upsert" →
-// "/webhooks/whatsapp/t/[redacted]/messages-upsert". Other paths are
-// returned unchanged. (Query strings carry ?token= too: never log them.)
+// RedactPath returns a request path fit for access logs, telemetry keys
+// and gateway_metrics: under a source's path (compared as the router
+// does, in any letter case), the token of the path form and every
+// spelling that reads as one is replaced by "[redacted]"
+// (redactTokenPath): "/webhooks/whatsapp/t/abc/messages-upsert" →
+// "/webhooks/whatsapp/t/[redacted]/messages-upsert", and so are
+// "/webhooks/whatsapp;x/t/abc", "/webhooks/whatsapp/.t/abc",
+// "/webhooks/whatsapp/T;x/abc" and "/Webhooks/WhatsApp/t/abc". Other paths
+// are returned unchanged. (Query strings carry ?token= too: never log
+// them.)
 func (i *Ingress) RedactPath(p string) string {
-	src, rest := matchSource(i.sources, p)
-	if src == nil {
-		return p
-	}
-	return redactPathToken(src.path, rest)
+	return redactTokenPath(p, i.bases, i.paths)
 }
 
-// redactPathToken rebuilds base+rest with every segment that follows a
-// "t" segment of rest (any letter case, anywhere in rest) replaced by
-// "[redacted]": the path form "/t/{token}[/{event}]", and also a token a
-// misconfigured provider sends in the wrong place ("/x/t/{token}",
-// "/T/{token}", "/t/a/t/b"), which is refused with 401 but must not reach
-// a log line or a telemetry key either (docs/webhooks.md §2).
-func redactPathToken(base, rest string) string {
-	segs := strings.Split(rest, "/")
-	changed := false
-	for k := 0; k < len(segs); k++ {
-		if !strings.EqualFold(segs[k], "t") {
-			continue
-		}
-		// The next non-empty segment: "/t//abc" is "/t/abc" once empty
-		// segments are merged.
-		for k++; k < len(segs) && segs[k] == ""; k++ {
-		}
-		if k < len(segs) {
-			segs[k] = "[redacted]"
-			changed = true
-		}
-	}
-	if !changed {
-		return base + rest
-	}
-	return base + strings.Join(segs, "/")
-}
+func isMarked(marked []bool, k int) bool { return marked != nil && marked[k] }

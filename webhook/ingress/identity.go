@@ -33,14 +33,54 @@ const derivedIDPrefix = "sha256:"
 // terminal prints verbatim, and two deliveries of the same hostile id
 // still dedup to one (docs/webhooks.md §4).
 func eventID(h http.Header, body []byte, isJSON bool, fields [][]string) string {
-	for _, name := range deliveryIDHeaders {
+	return eventIDOf(deliveryIDHeaders, nil, h, body, isJSON, fields)
+}
+
+// signedIDHeaders are the delivery-id headers a signature scheme covers,
+// the only ones believed on a source that verifies it: a replayer can set
+// any other header on a captured delivery, and each new value would be a
+// new event (issue 22 item 6). Standard Webhooks signs webhook-id; Stripe
+// and GitHub sign the body only (X-GitHub-Delivery is not covered).
+var signedIDHeaders = map[string][]string{
+	"standard": {"Webhook-Id"},
+	"stripe":   nil,
+	"github":   nil,
+}
+
+// signedFallbackFields are body paths tried after a signed source's
+// id_fields: Stripe's event object carries its id ("evt_…") at the top.
+var signedFallbackFields = map[string][][]string{
+	"stripe": {{"id"}},
+}
+
+// idOf is the event id of a request to src: from signed material only
+// (the signed id header, then the body) when src verifies a signature,
+// else eventID's order.
+func (src *source) idOf(h http.Header, body []byte, isJSON bool) string {
+	if src.sig == nil {
+		return eventID(h, body, isJSON, src.idFields)
+	}
+	return eventIDOf(src.idHeaders, src.idFallback, h, body, isJSON, src.idFields)
+}
+
+// eventIDOf is eventID with its delivery-id headers, and the body paths
+// tried when fields do not resolve (one path each), given.
+func eventIDOf(headers []string, fallback [][]string, h http.Header, body []byte, isJSON bool, fields [][]string) string {
+	for _, name := range headers {
 		if v := strings.TrimSpace(h.Get(name)); v != "" {
 			return bounded(v)
 		}
 	}
-	if isJSON && len(fields) > 0 {
-		if v, ok := fieldsID(body, fields); ok {
-			return bounded(v)
+	if isJSON {
+		if len(fields) > 0 {
+			if v, ok := fieldsID(body, fields); ok {
+				return bounded(v)
+			}
+		}
+		for _, path := range fallback {
+			if v, ok := lookupScalar(body, path); ok {
+				return bounded(v)
+			}
 		}
 	}
 	return digestHex(body)

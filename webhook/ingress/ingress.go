@@ -119,22 +119,47 @@ func headerValue(h http.Header, key string) string {
 	return ""
 }
 
-// parseMediaType returns the media type of a Content-Type value as
-// mime.ParseMediaType does (lower case; "" when it does not parse). The
-// common exact spellings skip the parser and its allocations.
-func parseMediaType(v string) string {
+// Body kinds of a Content-Type value (mediaKind).
+const (
+	mediaOther = iota // refused: 415
+	mediaJSON
+	mediaForm
+)
+
+// mediaKind classifies a Content-Type value: mediaJSON for application/json
+// and any +json structured suffix (RFC 6839 §3.1: application/vnd.foo+json),
+// mediaForm for application/x-www-form-urlencoded, else mediaOther. The
+// media type is read as mime.ParseMediaType reads it (RFC 9110 §8.3.1:
+// case-insensitive, parameters and whitespace around them ignored), so
+// "Application/JSON; charset=UTF-8" is JSON. It is the one decision both
+// the JSON check and redact_fields use: a body parsed as JSON is always
+// redacted as JSON (issue 22 item 6). The common exact spellings skip the
+// parser and its allocations.
+func mediaKind(v string) int {
 	switch v {
-	case "application/json", "application/x-www-form-urlencoded":
-		return v
+	case "application/json":
+		return mediaJSON
+	case "application/x-www-form-urlencoded":
+		return mediaForm
 	}
-	mt, _, _ := mime.ParseMediaType(v)
-	return mt
+	mt, _, err := mime.ParseMediaType(v)
+	switch {
+	case err != nil:
+		return mediaOther
+	case mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")):
+		return mediaJSON
+	case mt == "application/x-www-form-urlencoded":
+		return mediaForm
+	}
+	return mediaOther
 }
 
 // Ingress is the webhook http.Handler. Mount it at every path of Paths
 // (and their sub-paths), before host routing, on any Host.
 type Ingress struct {
 	sources  []*source
+	bases    [][]string // each source's segs, in sources' order (RedactPath)
+	paths    []string   // each source's path, in sources' order
 	pub      MessagePublisher
 	dedup    *dedup
 	maxBody  int64
@@ -171,6 +196,8 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 	}
 	i := &Ingress{
 		sources:  sources,
+		bases:    sourceBases(sources),
+		paths:    sourcePaths(sources),
 		pub:      pub,
 		dedup:    newDedup(opts.DedupSize, opts.DedupTTL),
 		maxBody:  opts.MaxBodyBytes,
@@ -213,11 +240,7 @@ func peerIP(r *http.Request) string {
 // Paths returns the path of every source, longest first. Each is served
 // with all its sub-paths ("/webhooks/whatsapp" and "/webhooks/whatsapp/…").
 func (i *Ingress) Paths() []string {
-	out := make([]string, len(i.sources))
-	for n, s := range i.sources {
-		out[n] = s.path
-	}
-	return out
+	return sourcePaths(i.sources)
 }
 
 // ServeHTTP answers one webhook delivery (docs/webhooks.md §3, the status table).
@@ -249,9 +272,9 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		return i.refuse(w, r, src, reason)
 	}
 	contentType := headerValue(r.Header, "Content-Type")
-	mediaType := parseMediaType(contentType)
-	isJSON := mediaType == "application/json"
-	if !isJSON && mediaType != "application/x-www-form-urlencoded" {
+	kind := mediaKind(contentType)
+	isJSON := kind == mediaJSON
+	if kind == mediaOther {
 		return respond(w, http.StatusUnsupportedMediaType, StatusUnsupportedMediaType, "")
 	}
 	if r.ContentLength > i.maxBody {
@@ -310,7 +333,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		return respond(w, http.StatusBadRequest, StatusInvalidPayload, "")
 	}
 
-	id := eventID(r.Header, body, isJSON, src.idFields)
+	id := src.idOf(r.Header, body, isJSON)
 	state, ticket := i.dedup.begin(src.name, id, receivedAt)
 	switch state {
 	case stateInFlight:
@@ -425,7 +448,7 @@ func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id
 	}
 	original := body
 	var removed []string
-	if len(src.redact) > 0 && strings.HasPrefix(headers["content-type"], "application/json") {
+	if len(src.redact) > 0 && mediaKind(headers["content-type"]) == mediaJSON {
 		var err error
 		if body, removed, err = redactFields(body, src.redact); err != nil {
 			return publish.Message{}, fmt.Errorf("%w: redacting: %w", publish.ErrBrokerUnavailable, err)

@@ -47,10 +47,15 @@ type Signature struct {
 type source struct {
 	name       string
 	path       string
+	segs       []string // baseSegments(path)
 	routingKey string
 	tokens     tokenSet // empty: no token required (signature-only source)
 	sig        verifier // nil: unsigned
 	idFields   [][]string
+	// idHeaders and idFallback: where a signed source's event id may come
+	// from besides idFields (identity.go, idOf).
+	idHeaders  []string
+	idFallback [][]string
 	redact     []string
 }
 
@@ -64,6 +69,7 @@ func compileSources(srcs []Source) ([]*source, error) {
 		s := &source{
 			name:       c.Name,
 			path:       c.Path,
+			segs:       baseSegments(c.Path),
 			routingKey: c.RoutingKey,
 			tokens:     newTokenSet(c.Tokens),
 			idFields:   splitFields(c.IDFields),
@@ -75,6 +81,8 @@ func compileSources(srcs []Source) ([]*source, error) {
 				errs = append(errs, fmt.Errorf("source %q: signature (%s): %w", c.Name, c.Signature.Scheme, err))
 			}
 			s.sig = v
+			s.idHeaders = signedIDHeaders[c.Signature.Scheme]
+			s.idFallback = signedFallbackFields[c.Signature.Scheme]
 		}
 		if len(s.tokens) == 0 && c.Signature == nil {
 			errs = append(errs, fmt.Errorf("source %q: no token and no signature; refusing to accept unauthenticated webhooks", c.Name))
@@ -88,11 +96,12 @@ func compileSources(srcs []Source) ([]*source, error) {
 	return out, nil
 }
 
-// match returns the source whose path is urlPath or a parent of it, and
-// the rest of the path ("" or starting with "/").
+// matchSource returns the source whose path is urlPath or a parent of it,
+// as the gateway's router matches it (cutBase: whole segments, ";params"
+// skipped), and the rest of the path ("" or starting with "/").
 func matchSource(sources []*source, urlPath string) (*source, string) {
 	for _, s := range sources {
-		if rest, ok := strings.CutPrefix(urlPath, s.path); ok && (rest == "" || rest[0] == '/') {
+		if rest, ok := cutBase(urlPath, s.segs, false); ok {
 			return s, rest
 		}
 	}
@@ -105,6 +114,24 @@ func splitFields(fields []string) [][]string {
 		if f = strings.TrimSpace(f); f != "" {
 			out = append(out, strings.Split(f, "."))
 		}
+	}
+	return out
+}
+
+// sourceBases returns each source's segs, in order.
+func sourceBases(sources []*source) [][]string {
+	out := make([][]string, len(sources))
+	for n, s := range sources {
+		out[n] = s.segs
+	}
+	return out
+}
+
+// sourcePaths returns each source's path, in order.
+func sourcePaths(sources []*source) []string {
+	out := make([]string, len(sources))
+	for n, s := range sources {
+		out[n] = s.path
 	}
 	return out
 }

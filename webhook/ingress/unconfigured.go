@@ -3,6 +3,8 @@ package ingress
 import (
 	"errors"
 	"net/http"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -20,12 +22,21 @@ type Unconfigured struct {
 	// Err is why the ingress could not be built.
 	Err   error
 	paths []string
+	// sorted are paths longest first, bases their segments (RedactPath).
+	sorted []string
+	bases  [][]string
 }
 
 // NewUnconfigured returns the stand-in serving paths (the webhook path
 // prefixes the configuration names), failing with err.
 func NewUnconfigured(paths []string, err error) *Unconfigured {
-	return &Unconfigured{Err: err, paths: paths}
+	u := &Unconfigured{Err: err, paths: paths}
+	u.sorted = slices.Clone(paths)
+	sort.SliceStable(u.sorted, func(i, j int) bool { return len(u.sorted[i]) > len(u.sorted[j]) })
+	for _, p := range u.sorted {
+		u.bases = append(u.bases, baseSegments(p))
+	}
+	return u
 }
 
 // Paths returns the webhook path prefixes to mount.
@@ -42,15 +53,9 @@ func (u *Unconfigured) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	respond(w, http.StatusServiceUnavailable, "SERVICE_UNAVAILABLE", ReasonNotConfigured)
 }
 
-// RedactPath replaces the token of the path form ({path}/t/{token}) with
-// "[redacted]", as Ingress.RedactPath does.
+// RedactPath redacts the path form's token as Ingress.RedactPath does.
 func (u *Unconfigured) RedactPath(p string) string {
-	for _, base := range u.paths {
-		if rest, ok := strings.CutPrefix(p, base); ok && (rest == "" || rest[0] == '/') {
-			return redactPathToken(base, rest)
-		}
-	}
-	return p
+	return redactTokenPath(p, u.bases, u.sorted)
 }
 
 // Ready returns Err: the component is never ready.

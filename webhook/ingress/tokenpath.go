@@ -1,0 +1,186 @@
+package ingress
+
+import (
+	"net/url"
+	"strings"
+)
+
+// redactedSegment replaces a path segment that is, or may be, a token.
+const redactedSegment = "[redacted]"
+
+// cutBase reports whether the decoded request path p lies under the
+// source path whose segments are base (its path split on "/", without the
+// leading empty one), and returns the rest ("" or starting with "/").
+// Segments are compared whole, and path parameters (";x" up to the
+// segment's end) of a request segment are skipped, exactly as the
+// gateway's router matches a prefix (gateway/pathmatch.go): it sends
+// "/webhooks/whatsapp;x/t/TOKEN" here, so the ingress serves, and redacts,
+// it as "/webhooks/whatsapp/t/TOKEN". fold compares ASCII case-insensitively
+// (for redaction only: the router is case-sensitive).
+func cutBase(p string, base []string, fold bool) (string, bool) {
+	i := 0
+	for _, seg := range base {
+		if i >= len(p) || p[i] != '/' {
+			return "", false
+		}
+		i++
+		if len(p)-i < len(seg) {
+			return "", false
+		}
+		if got := p[i : i+len(seg)]; got != seg && !(fold && strings.EqualFold(got, seg)) {
+			return "", false
+		}
+		i += len(seg)
+		if i < len(p) && p[i] == ';' {
+			for i < len(p) && p[i] != '/' {
+				i++
+			}
+		}
+		if i < len(p) && p[i] != '/' {
+			return "", false
+		}
+	}
+	return p[i:], true
+}
+
+// baseSegments splits a source path ("/webhooks/whatsapp") into the
+// segments cutBase compares.
+func baseSegments(path string) []string {
+	return strings.Split(strings.TrimPrefix(path, "/"), "/")
+}
+
+// tokenMarker reports whether a segment is, or reads as, the "t" that
+// introduces a path token to some parser: "t" in any letter case, with
+// path parameters ("t;x"), percent-encoded ("%74"), or with dots or
+// spaces around it (".t", "t.": Windows and some frameworks trim them).
+// Only "t" itself is accepted as the token form (parseTarget); every
+// spelling here is redacted, so a token a provider sends in a spelling the
+// ingress refuses still never reaches a log line or a telemetry key.
+func tokenMarker(seg string) bool {
+	if len(seg) == 0 || len(seg) > 32 {
+		return false
+	}
+	if i := strings.IndexByte(seg, ';'); i >= 0 {
+		seg = seg[:i]
+	}
+	if strings.IndexByte(seg, '%') >= 0 {
+		if u, err := url.PathUnescape(seg); err == nil {
+			seg = u
+		}
+	}
+	seg = strings.Trim(seg, ". \t")
+	return seg == "t" || seg == "T"
+}
+
+// tokenSegments marks the segments of segs (a path split on "/") that are
+// or may be a token: the first non-empty segment after each tokenMarker,
+// every segment after that token when more than one non-empty segment
+// follows it (the path form is "/t/{token}[/{event}]": a longer tail may
+// be a token that held a "/", or the token again), and any segment equal
+// to a marked one. It returns nil when none is.
+func tokenSegments(segs []string) []bool {
+	var marked []bool
+	for k := 0; k < len(segs); k++ {
+		if !tokenMarker(segs[k]) {
+			continue
+		}
+		j := k + 1
+		for j < len(segs) && segs[j] == "" {
+			j++
+		}
+		if j >= len(segs) {
+			break
+		}
+		if marked == nil {
+			marked = make([]bool, len(segs))
+		}
+		marked[j] = true
+		tail := 0
+		for n := j + 1; n < len(segs); n++ {
+			if segs[n] != "" {
+				tail++
+			}
+		}
+		if tail > 1 {
+			for n := j + 1; n < len(segs); n++ {
+				marked[n] = segs[n] != "" && !tokenMarker(segs[n])
+			}
+			break
+		}
+		k = j
+	}
+	if marked == nil {
+		return nil
+	}
+	if len(segs) > 64 { // bound the pairwise pass: mark everything
+		for n, s := range segs {
+			marked[n] = s != "" && !tokenMarker(s)
+		}
+		return marked
+	}
+	for n, s := range segs {
+		if marked[n] {
+			continue
+		}
+		for m, t := range segs {
+			if marked[m] && s != "" && sameCore(s, t) {
+				marked[n] = true
+			}
+		}
+	}
+	return marked
+}
+
+// sameCore reports whether segments a and b hold the same value once
+// parameters, dots and spaces around it are cut, or (6 bytes or more) one
+// holds the other.
+func sameCore(a, b string) bool {
+	if a == b {
+		return true
+	}
+	a, b = strings.Trim(paramless(a), ". \t"), strings.Trim(paramless(b), ". \t")
+	if a == "" || b == "" {
+		return false
+	}
+	return a == b || (len(a) >= 6 && len(b) >= 6 && (strings.Contains(a, b) || strings.Contains(b, a)))
+}
+
+// paramless is seg without its path parameters.
+func paramless(seg string) string {
+	if i := strings.IndexByte(seg, ';'); i >= 0 {
+		return seg[:i]
+	}
+	return seg
+}
+
+// redactTokenPath returns the decoded request path p fit for a log line,
+// a telemetry key and gateway_metrics when it lies under one of bases
+// (source paths as baseSegments, longest first; case folded): the
+// source's own path, then the rest with every tokenSegments segment
+// replaced by "[redacted]" and every path parameter by ";[redacted]" (a
+// parameter may carry a credential too). Any other path is returned as
+// it is. It allocates only for a path it changes.
+func redactTokenPath(p string, bases [][]string, paths []string) string {
+	for n, base := range bases {
+		rest, ok := cutBase(p, base, true)
+		if !ok {
+			continue
+		}
+		clean := strings.IndexByte(p, ';') < 0 && !strings.Contains(p, "//") && p[:len(p)-len(rest)] == paths[n]
+		segs := strings.Split(rest, "/")
+		marked := tokenSegments(segs)
+		if marked == nil && clean {
+			return p
+		}
+		for k, s := range segs {
+			switch {
+			case marked != nil && marked[k]:
+				segs[k] = redactedSegment
+			case strings.IndexByte(s, ';') >= 0:
+				segs[k] = paramless(s) + ";" + redactedSegment
+			}
+		}
+		return paths[n] + strings.Join(segs, "/")
+	}
+	return p
+}

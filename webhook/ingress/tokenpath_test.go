@@ -1,0 +1,132 @@
+package ingress
+
+import (
+	"strings"
+	"testing"
+)
+
+const spelledToken = "S3cr3tTok"
+
+// tokenPathSpellings builds every spelling of a path-form token a router
+// or a framework reads as one: the source path with path parameters or in
+// another letter case, the "t" marker in any case, with parameters,
+// percent-encoded, with dots or spaces around it, merged or doubled
+// slashes, a token with parameters or a trailing dot, the token after a
+// wrong segment, an event with a parameter carrying the token.
+func tokenPathSpellings() []string {
+	bases := []string{"/webhooks/whatsapp", "/webhooks/whatsapp;x", "/webhooks;a/whatsapp;b=c", "/Webhooks/WhatsApp", "/WEBHOOKS/WHATSAPP;x"}
+	markers := []string{"t", "T", "t;x", "T;jsessionid=1", ".t", "t.", "..t", "t..", "%74", "%54", " t", "t "}
+	tokens := []string{spelledToken, spelledToken + ";x", spelledToken + ".", spelledToken + ";v=" + spelledToken}
+	tails := []string{"", "/", "/messages-upsert", "/messages-upsert/extra", "/" + spelledToken, "/messages-upsert;token=" + spelledToken}
+	var out []string
+	for _, b := range bases {
+		for _, m := range markers {
+			for _, tok := range tokens {
+				for _, tail := range tails {
+					for _, mid := range []string{"", "/x", "/t/a"} {
+						for _, sep := range []string{"/", "//"} {
+							out = append(out, b+mid+"/"+m+sep+tok+tail)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestRedactPathEverySpelling: no spelling of the path form's token
+// reaches the redacted path (access log, telemetry key, gateway_metrics),
+// through the ingress and through its unconfigured stand-in. Before the
+// fix "/webhooks/whatsapp;x/t/TOKEN", "/.t/TOKEN", "/t./TOKEN" and
+// "/Webhooks/WhatsApp/t/TOKEN" kept the token.
+func TestRedactPathEverySpelling(t *testing.T) {
+	t.Parallel()
+	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+	u := NewUnconfigured([]string{"/webhooks/whatsapp"}, nil)
+	n := 0
+	for _, p := range tokenPathSpellings() {
+		for name, redact := range map[string]func(string) string{"ingress": i.RedactPath, "unconfigured": u.RedactPath} {
+			if got := redact(p); strings.Contains(got, spelledToken) {
+				t.Errorf("%s: RedactPath(%q) = %q keeps the token", name, p, got)
+				if n++; n > 20 {
+					t.FailNow()
+				}
+			}
+		}
+	}
+	// A token that held an escaped "/" (escaped_slashes: keep) followed by
+	// an event: the whole tail is redacted.
+	if got := i.RedactPath("/webhooks/whatsapp/t/S3cr/3tTok/messages-upsert"); strings.Contains(got, "S3cr") || strings.Contains(got, "3tTok") {
+		t.Errorf("RedactPath kept a part of a token holding a slash: %q", got)
+	}
+	for in, want := range map[string]string{
+		"/webhooks/whatsapp;x/t/abc/messages-upsert": "/webhooks/whatsapp/t/[redacted]/messages-upsert",
+		"/webhooks/whatsapp/.t/abc":                  "/webhooks/whatsapp/.t/[redacted]",
+		"/Webhooks/WhatsApp/t/abc":                   "/webhooks/whatsapp/t/[redacted]",
+		"/webhooks/whatsapp/messages-upsert;k=v":     "/webhooks/whatsapp/messages-upsert;[redacted]",
+		"/webhooks/whatsappx/t/abc":                  "/webhooks/whatsappx/t/abc", // not under the source
+	} {
+		if got := i.RedactPath(in); got != want {
+			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestIngressServesParamSpellingAsTheRouterMatchesIt: the gateway's router
+// sends "/webhooks/whatsapp;x/t/TOKEN" to the ingress; the ingress
+// matches it the same way (it answered 404), and an event segment that
+// follows a token marker is never the envelope's event.
+func TestIngressServesParamSpellingAsTheRouterMatchesIt(t *testing.T) {
+	t.Parallel()
+	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+	expect(t, req{target: "/webhooks/whatsapp;x/t/test-token/messages-upsert", body: `{"a":1}`}.do(i), 200, StatusPublishedConfirmed)
+	if tg := parseTarget("/x/t/test-token", ""); tg.event != "" {
+		t.Errorf("event = %q: the token became the event", tg.event)
+	}
+	if tg := parseTarget("/T/test-token", ""); tg.event != "" {
+		t.Errorf("event = %q: the token became the event", tg.event)
+	}
+	if tg := parseTarget("/t/tok/messages-upsert", ""); tg.event != "messages-upsert" || tg.pathToken != "tok" {
+		t.Errorf("target = %+v", tg)
+	}
+}
+
+// FuzzRedactPath: for any path the ingress matches, the token it reads
+// from the path (the router's view: matchSource, parseTarget) is never a
+// segment of the redacted path, nor the event.
+func FuzzRedactPath(f *testing.F) {
+	for _, p := range tokenPathSpellings()[:200] {
+		f.Add(p)
+	}
+	f.Add("/webhooks/whatsapp;x/t/abc")
+	i, _ := newUnitIngress(&testing.T{}, unitConfig(), &fakePublisher{})
+	f.Fuzz(func(t *testing.T, p string) {
+		src, rest := matchSource(i.sources, p)
+		if src == nil {
+			return
+		}
+		tg := parseTarget(rest, "")
+		if tg.pathToken == "" {
+			return
+		}
+		if tg.event == tg.pathToken {
+			t.Fatalf("%q: the event is the token %q", p, tg.pathToken)
+		}
+		out := i.RedactPath(p)
+		for _, seg := range strings.Split(out, "/") {
+			if paramless(seg) == tg.pathToken && !tokenMarker(seg) && !isBaseSegment(src, seg) {
+				t.Fatalf("RedactPath(%q) = %q keeps the token %q", p, out, tg.pathToken)
+			}
+		}
+	})
+}
+
+func isBaseSegment(src *source, seg string) bool {
+	for _, s := range src.segs {
+		if s == seg {
+			return true
+		}
+	}
+	return seg == ""
+}
