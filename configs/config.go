@@ -96,6 +96,9 @@ type Config struct {
 	Forward    Forward    `yaml:"forward"`
 	Server     Server     `yaml:"server"`
 	Shutdown   Shutdown   `yaml:"shutdown"`
+	// Deny lists refuse client addresses and user agents on every request
+	// (docs/edge.md, "Deny lists").
+	Deny Deny `yaml:"deny"`
 
 	// TrustedPrefixes is TrustedProxies parsed by Load.
 	TrustedPrefixes []netip.Prefix `yaml:"-"`

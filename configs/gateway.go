@@ -57,6 +57,9 @@ type Route struct {
 	// Not allowed when the top level is unescape (nothing escaped is
 	// left by the time the route is known).
 	EscapedSlashes string `yaml:"escaped_slashes"`
+	// Deny lists applied to this route's requests, besides the top-level
+	// deny (docs/edge.md, "Deny lists").
+	Deny Deny `yaml:"deny"`
 	// Upgrades are the Upgrade protocols (RFC 9110 §7.8) the route
 	// tunnels to its upstream, matched case-insensitively against a
 	// request's single Upgrade token (default [websocket]; [] allows

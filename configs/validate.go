@@ -125,6 +125,10 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 		p.addf("server.admin_max_connections", "must be at least 1, got %d", c.Server.AdminMaxConnections)
 	}
 	c.validateGateway(&p)
+	validateDeny(&p, "deny", c.Deny, true)
+	for i, rt := range c.Routes {
+		validateDeny(&p, fmt.Sprintf("routes[%d].deny", i), rt.Deny, false)
+	}
 	c.validateRateLimits(&p)
 	c.validateTelemetry(&p)
 	c.validateWebhook(&p, lookup)

@@ -210,6 +210,10 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 // verify one and the upstream could read the other).
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	ex := exchangeFrom(r.Context())
+	if list := s.deniedGlobally(ex, r); list != "" {
+		s.refuseDenied(w, ex, list)
+		return
+	}
 	path, slashes, fault := s.cleanPath(r.URL)
 	if fault != pathOK {
 		s.refusePath(w, ex, fault)
@@ -238,6 +242,10 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request) {
 	}
 	ex.route, ex.rest, ex.label = rt, rest, rt.Name
 	ex.w.varyOrigin = rt.varyOrigin
+	if list := s.deniedOnRoute(rt.Name, ex, r); list != "" {
+		s.refuseDenied(w, ex, list)
+		return
+	}
 	if slashes && rt.escapedSlashes == slashReject {
 		s.refusePath(w, ex, pathEscapedSlash)
 		return

@@ -102,6 +102,7 @@ type Server struct {
 	recorder     Recorder
 	verifier     IdentityVerifier
 	metrics      *metrics
+	deny         denyState
 	// unroutedMetrics and webhookMetrics are the request metrics of the
 	// "unrouted" and "webhook" labels; a route's are in route.metrics.
 	unroutedMetrics *labelMetrics
@@ -163,6 +164,7 @@ func New(opts Options, deps Deps) (*Server, error) {
 		registry: deps.Registry,
 		via:      newViaPseudonym(),
 	}
+	s.SetDeny(opts.Deny)
 	s.viaEntry11 = "1.1 " + s.via
 	s.viaLine11 = []string{s.viaEntry11}[:1:1]
 	if s.log == nil {

@@ -20,6 +20,7 @@ type metrics struct {
 
 	connsRefused   *prometheus.CounterVec // borda_http_connections_refused_total{listener,reason}
 	connsReclaimed *prometheus.CounterVec // borda_http_connections_reclaimed_total{listener}
+	denied         *prometheus.CounterVec // borda_denied_total{list,route}
 }
 
 // Upstream error kinds (borda_upstream_errors_total{kind}).
@@ -66,8 +67,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "borda_http_connections_reclaimed_total",
 			Help: "Idle keep-alive connections closed to make room for a new one (listener at its cap, or the client IP at its own), by listener.",
 		}, []string{"listener"}),
+		denied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_denied_total",
+			Help: "Requests answered 403 by a deny list (deny, routes[].deny), by list and route (unrouted: the top-level lists, before routing).",
+		}, []string{"list", "route"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.client, m.conns, m.connsRefused, m.connsReclaimed} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.upstream, m.client, m.conns, m.connsRefused, m.connsReclaimed, m.denied} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

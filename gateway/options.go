@@ -49,6 +49,9 @@ type Options struct {
 	// from one client IP (the TCP peer; trusted proxies exempt); 0: no
 	// per-IP cap.
 	MaxConnectionsPerIP int
+	// Deny is the deny lists in force from the start (SetDeny swaps
+	// them); the zero value denies nothing.
+	Deny Deny
 }
 
 // Route is one entry of the route table.

@@ -22,6 +22,8 @@ var (
 		Detail: "Nenhum serviço atende a este endereço."}
 	problemBadGateway = problem{Title: "Serviço indisponível", Status: http.StatusBadGateway,
 		Detail: "Não foi possível contatar o serviço de destino. Tente novamente em instantes."}
+	problemDenied = problem{Title: "Acesso negado", Status: http.StatusForbidden,
+		Detail: "Este endereço ou cliente não tem permissão para acessar este serviço."}
 	problemLoop = problem{Title: "Laço de encaminhamento", Status: http.StatusLoopDetected,
 		Detail: "A requisição voltou a este gateway pelo próprio serviço de destino; verifique a configuração da rota."}
 	problemGatewayTimeout = problem{Title: "Tempo de resposta esgotado", Status: http.StatusGatewayTimeout,

@@ -36,6 +36,7 @@ type app struct {
 	verifier   *identity.Verifier  // nil without auth.jwt_secret_env's secret or auth.jwks_url
 	gateway    *gateway.Server
 	ops        *opsPage // the operator page (options_adminui.go); nil when off
+	deny       denyLists
 	stopBg     context.CancelFunc
 	bgDone     chan struct{}
 }
@@ -117,6 +118,10 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 			return nil, fmt.Errorf("starting telemetry recorder: %w", err)
 		}
 	}
+	if err := a.deny.start(bg); err != nil {
+		stop()
+		return nil, fmt.Errorf("starting deny-list feeds: %w", err)
+	}
 	go func() {
 		defer close(a.bgDone)
 		a.aggregate(bg, cfg, ks)
@@ -192,6 +197,7 @@ func (a *app) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	a.shutdown(ctx, a.log) // a no-op after runServe's own shutdown
 	cancel()
+	a.deny.stop(context.Background())
 	if a.limiter != nil {
 		_ = a.limiter.Stop(context.Background()) // waits for the relax poller's one-second read at most
 	}

@@ -122,6 +122,9 @@ func (a *app) buildGateway(cfg configs.Config, deps gateway.Deps) error {
 	if err != nil {
 		return err
 	}
+	if opts.Deny, err = a.deny.build(cfg, a.log); err != nil {
+		return fmt.Errorf("deny lists: %w", err)
+	}
 	a.gateway, err = gateway.New(opts, deps)
 	return err
 }

@@ -125,4 +125,13 @@ func (a *app) reload(path string) {
 	}
 	a.ops.reloaded(cfg)
 	a.log.Info("rate-limit rules reloaded", "config", path, "rules", len(cfg.RateLimits.Rules))
+	// The deny lists' files are re-read; a bad one keeps the lists in force.
+	if deny, err := a.deny.build(cfg, a.log); err != nil {
+		a.log.Error("deny lists not reloaded: keeping the running lists", "config", path, "err", err)
+	} else {
+		a.gateway.SetDeny(deny)
+		if err := a.deny.start(context.WithoutCancel(context.Background())); err != nil {
+			a.log.Error("starting deny-list feeds", "err", err)
+		}
+	}
 }
