@@ -45,8 +45,12 @@ func (c Config) Incomplete() []Finding {
 			add(f, "source %q answers 503: no tokens_env, no signature and no WEBHOOK_TOKENS to fall back on; set WEBHOOK_TOKENS or the source's tokens_env", s.Name)
 		}
 		if sig := s.Signature; sig != nil && (sig.SecretEnv != "" || len(sig.SecretEnvs) > 0) && len(sig.Secrets) == 0 {
-			names := strings.Join(append([]string{sig.SecretEnv}[:min(1, len(sig.SecretEnv))], sig.SecretEnvs...), ", ")
-			add(f+".signature.secret_env", "source %q answers 503: %s is unset or empty; set it", s.Name, names)
+			var names []string
+			if sig.SecretEnv != "" {
+				names = append(names, sig.SecretEnv)
+			}
+			names = append(names, sig.SecretEnvs...)
+			add(f+".signature.secret_env", "source %q answers 503: %s is unset or empty; set it", s.Name, strings.Join(names, ", "))
 		}
 		if sig := s.Signature; sig != nil && sig.Scheme == "github" {
 			for _, sec := range sig.Secrets {

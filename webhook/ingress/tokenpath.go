@@ -167,6 +167,9 @@ func redactTokenPath(p string, bases [][]string, paths []string) string {
 			continue
 		}
 		clean := strings.IndexByte(p, ';') < 0 && !strings.Contains(p, "//") && p[:len(p)-len(rest)] == paths[n]
+		if clean && !hasTokenMarker(rest) {
+			return p // the common case, without allocating
+		}
 		segs := strings.Split(rest, "/")
 		marked := tokenSegments(segs)
 		if marked == nil && clean {
@@ -183,4 +186,17 @@ func redactTokenPath(p string, bases [][]string, paths []string) string {
 		return paths[n] + strings.Join(segs, "/")
 	}
 	return p
+}
+
+// hasTokenMarker reports whether a segment of rest is a tokenMarker,
+// without allocating.
+func hasTokenMarker(rest string) bool {
+	for rest != "" {
+		var seg string
+		seg, rest, _ = strings.Cut(rest, "/")
+		if tokenMarker(seg) {
+			return true
+		}
+	}
+	return false
 }

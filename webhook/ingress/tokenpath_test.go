@@ -130,3 +130,18 @@ func isBaseSegment(src *source, seg string) bool {
 	}
 	return seg == ""
 }
+
+// BenchmarkRedactPath: the gateway redacts every request's path (every
+// route), so a path outside the webhook sources, and a clean webhook path
+// without a token, must cost no allocation.
+func BenchmarkRedactPath(b *testing.B) {
+	i, _ := newUnitIngress(&testing.T{}, unitConfig(), &fakePublisher{})
+	for _, p := range []string{"/api/alunos/42/notas", "/webhooks/whatsapp/messages-upsert", "/webhooks/whatsapp/t/abc/messages-upsert"} {
+		b.Run(p, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = i.RedactPath(p)
+			}
+		})
+	}
+}
