@@ -89,6 +89,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		lc := &limitConn{Conn: c, l: l}
 		if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
 			lc.ip = ap.Addr().Unmap()
+			lc.key = perIPKey(lc.ip, l.s.ip.v6Bits)
 		}
 		if !l.admitIP(lc) {
 			l.refuse(c, "per_ip")
@@ -153,10 +154,10 @@ func (l *limitListener) admitIP(lc *limitConn) bool {
 		return true
 	}
 	l.mu.Lock()
-	if len(l.perIP[lc.ip]) >= l.perIPCap {
+	if len(l.perIP[lc.key]) >= l.perIPCap {
 		var oldest *limitConn
 		now := time.Now()
-		for _, c := range l.perIP[lc.ip] {
+		for _, c := range l.perIP[lc.key] {
 			if since, ok := l.idle[c]; ok && since.Before(now) && (oldest == nil || since.Before(l.idle[oldest])) {
 				oldest = c
 			}
@@ -171,7 +172,7 @@ func (l *limitListener) admitIP(lc *limitConn) bool {
 		l.mu.Lock()
 	}
 	lc.counted = true
-	l.perIP[lc.ip] = append(l.perIP[lc.ip], lc)
+	l.perIP[lc.key] = append(l.perIP[lc.key], lc)
 	l.mu.Unlock()
 	return true
 }
@@ -259,7 +260,7 @@ func (l *limitListener) forgetIP(c *limitConn) {
 	delete(l.idle, c)
 	if c.counted {
 		c.counted = false
-		conns := l.perIP[c.ip]
+		conns := l.perIP[c.key]
 		for i, o := range conns {
 			if o == c {
 				conns[i] = conns[len(conns)-1]
@@ -268,9 +269,9 @@ func (l *limitListener) forgetIP(c *limitConn) {
 			}
 		}
 		if len(conns) == 0 {
-			delete(l.perIP, c.ip)
+			delete(l.perIP, c.key)
 		} else {
-			l.perIP[c.ip] = conns
+			l.perIP[c.key] = conns
 		}
 	}
 	l.mu.Unlock()
@@ -284,8 +285,9 @@ func (l *limitListener) Close() error {
 type limitConn struct {
 	net.Conn
 	l         *limitListener
-	ip        netip.Addr
-	counted   bool // in l.perIP (guarded by l.mu)
+	ip        netip.Addr // the TCP peer
+	key       netip.Addr // what the per-IP cap counts: ip, or its IPv6 prefix
+	counted   bool       // in l.perIP (guarded by l.mu)
 	closeOnce sync.Once
 }
 
@@ -347,4 +349,18 @@ func (s *Server) AdminHTTPServer(addr string, h http.Handler) *http.Server {
 	srv := s.HTTPServer(addr, h)
 	srv.ReadTimeout, srv.IdleTimeout = adminReadTimeout, adminIdleTimeout
 	return srv
+}
+
+// perIPKey is what the per-IP cap counts for the peer ip: the address
+// itself for IPv4, its v6Bits prefix for IPv6 (one IPv6 client holds a
+// whole prefix, /64 by default, as the rate limits count it).
+func perIPKey(ip netip.Addr, v6Bits int) netip.Addr {
+	if !ip.Is6() || v6Bits <= 0 || v6Bits >= 128 {
+		return ip
+	}
+	p, err := ip.Prefix(v6Bits)
+	if err != nil {
+		return ip
+	}
+	return p.Addr()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +163,31 @@ func TestPerIPConnectionCapAnswers503(t *testing.T) {
 				t.Error("the 503's Content-Length is not its body's")
 			}
 		})
+	}
+}
+
+// TestPerIPCapCountsAnIPv6PrefixAsOneClient: one IPv6 client holds a
+// /64; counted per address it could open max_connections_per_ip from
+// each of 2^64 addresses.
+func TestPerIPCapCountsAnIPv6PrefixAsOneClient(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		a, b string
+		bits int
+		same bool
+	}{
+		{"2001:db8:1:2::1", "2001:db8:1:2:ffff::9", 64, true},
+		{"2001:db8:1:2::1", "2001:db8:1:3::1", 64, false},
+		{"2001:db8:1:2::1", "2001:db8:1:3::1", 48, true},
+		{"2001:db8::1", "2001:db8::2", 128, false},
+		{"2001:db8::1", "2001:db8::2", 0, false},
+		{"203.0.113.1", "203.0.113.2", 64, false},
+		{"203.0.113.1", "203.0.113.1", 64, true},
+	} {
+		ka := perIPKey(netip.MustParseAddr(c.a), c.bits)
+		kb := perIPKey(netip.MustParseAddr(c.b), c.bits)
+		if (ka == kb) != c.same {
+			t.Errorf("%s and %s with /%d: same client %v, want %v", c.a, c.b, c.bits, ka == kb, c.same)
+		}
 	}
 }
