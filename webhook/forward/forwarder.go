@@ -59,6 +59,12 @@ type Options struct {
 	// Redis holds the idempotency keys; Keys builds them.
 	Redis redis.Scripter
 	Keys  keyspace.Keyspace
+	// LegacySource is the source whose events the source-less idempotency
+	// keys of earlier versions ({prefix}wh:fwd:{id}) still deduplicate
+	// until they expire: the only source configured (cmd/borda sets it
+	// when there is one). "": those keys are ignored, an event they would
+	// have dropped is POSTed (docs/forwarder.md, "Idempotency keys").
+	LegacySource string
 	// Logger (nil: discard) and Registerer (nil: a private registry).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -89,6 +95,7 @@ type Forwarder struct {
 	breaker *Breaker
 	pub     *publish.Publisher // retries, dead letters, give-backs
 	m       *metrics
+	dups    duplicates
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -187,7 +194,7 @@ func New(opts Options) (*Forwarder, error) {
 	return &Forwarder{
 		opts:    opts,
 		top:     opts.Topology,
-		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL),
+		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL, opts.LegacySource),
 		poster:  &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub},
 		policy:  Policy{Delays: delays},
 		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, m.breaker, log),
