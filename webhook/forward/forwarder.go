@@ -115,6 +115,7 @@ type Forwarder struct {
 	connected   atomic.Bool
 	consuming   atomic.Bool
 	storeDown   atomic.Bool
+	storeProbed atomic.Bool // a health probe of the store has answered
 	publishHeld atomic.Int32
 	// paused is signalled when a handler finds a dependency down, so the
 	// consumer stops taking deliveries (see pause).
@@ -221,6 +222,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if err := f.pub.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
+	var health sync.WaitGroup
+	hctx, stopHealth := context.WithCancel(ctx)
+	health.Go(func() { f.watchStore(hctx) })
+	defer func() { stopHealth(); health.Wait() }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), f.opts.PublishTimeout)
 		defer cancel()
@@ -450,6 +455,8 @@ func (f *Forwarder) Readiness() []string {
 	}
 	if f.storeDown.Load() {
 		out = append(out, "redis: the idempotency store does not answer; consuming paused")
+	} else if !f.storeProbed.Load() {
+		out = append(out, "redis: the idempotency store has not answered a probe yet")
 	}
 	switch f.breaker.State() {
 	case gobreaker.StateOpen:

@@ -18,6 +18,9 @@ type metrics struct {
 	oldestAge  prometheus.Gauge
 	breaker    prometheus.Gauge
 	duplicates *prometheus.CounterVec // {source}
+	// eventsDepth and eventsConsumers sample the events queue (none when
+	// forward.events_queue is "").
+	eventsDepth, eventsConsumers prometheus.Gauge
 
 	labelsMu sync.Mutex
 	sources  map[string]bool // the source label values in use
@@ -83,10 +86,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "borda_forward_duplicates_total",
 			Help: "Deliveries acked without a POST because their (source, event id) idempotency key says forwarded, by source (at most 32 values, then \"other\").",
 		}, []string{"source"}),
+		eventsDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_forward_events_queue_depth",
+			Help: "Ready messages in the events queue `borda consume-events` reads (sampled; absent when forward.events_queue is empty).",
+		}),
+		eventsConsumers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_forward_events_queue_consumers",
+			Help: "Consumers of the events queue (sampled; 0: `borda consume-events` is not running and the queue grows).",
+		}),
 		sources: map[string]bool{},
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.outcomes, m.attempts, m.retries, m.postTime, m.dlqDepth, m.queueDepth, m.oldestAge, m.breaker, m.duplicates} {
+	for _, c := range []prometheus.Collector{m.outcomes, m.attempts, m.retries, m.postTime, m.dlqDepth, m.queueDepth, m.oldestAge, m.breaker, m.duplicates, m.eventsDepth, m.eventsConsumers} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
