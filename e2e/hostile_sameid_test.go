@@ -31,10 +31,12 @@ func TestHostile_SameIDFromTwoSourcesReachesTheLegacyEndpointTwice(t *testing.T)
 
 	var mu sync.Mutex
 	var bodies []string
+	keys := map[string]string{} // body → the Idempotency-Key it came with
 	legacy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		bodies = append(bodies, string(b))
+		keys[string(b)] = r.Header.Get("Idempotency-Key")
 		mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	}))
@@ -121,6 +123,15 @@ forward:
 		if strings.Contains(got, `{"from":"whatsapp"}`) && strings.Contains(got, `{"from":"zapster"}`) {
 			if count != 2 {
 				t.Errorf("legacy endpoint got %d POSTs (%s), want 2", count, got)
+			}
+			// A receiver that deduplicates by Idempotency-Key (as
+			// docs/forwarder.md tells it to) must not drop either: the
+			// flat source keeps the bare id, another source names itself.
+			mu.Lock()
+			wk, zk := keys[`{"from":"whatsapp"}`], keys[`{"from":"zapster"}`]
+			mu.Unlock()
+			if wk != id || zk != "zapster:"+id {
+				t.Errorf("Idempotency-Keys %q (whatsapp) and %q (zapster), want %q and %q", wk, zk, id, "zapster:"+id)
 			}
 			return
 		}

@@ -33,6 +33,7 @@ func forwardOptions(cfg configs.Config) forward.Options {
 		Topology:          topologyOf(cfg),
 		AMQPURL:           cfg.AMQP.URL.Reveal(),
 		LegacySource:      soleSource(cfg.Webhook),
+		BareKeySource:     bareKeySource(cfg.Webhook),
 	}
 }
 
@@ -48,6 +49,15 @@ func soleSource(w configs.Webhook) string {
 		return w.Sources[0].Name
 	}
 	return ""
+}
+
+// bareKeySource is the source whose legacy POSTs keep the bare event id
+// as Idempotency-Key: the flat section's, else the only source.
+func bareKeySource(w configs.Webhook) string {
+	if w.Path != "" {
+		return flatSourceName
+	}
+	return soleSource(w)
 }
 
 // dlqConfirmTimeout bounds each put-back's and replay's confirm.

@@ -70,6 +70,12 @@ type Options struct {
 	// when there is one). "": those keys are ignored, an event they would
 	// have dropped is POSTed (docs/forwarder.md, "Idempotency keys").
 	LegacySource string
+	// BareKeySource is the source whose events keep the bare event id as
+	// the POST's Idempotency-Key, as before sources existed (the
+	// contract's receiver deduplicates by it); every other source's key
+	// is "{source}:{id}", so two sources sharing an id never share a key
+	// at the receiver. "": every key names its source.
+	BareKeySource string
 	// Logger (nil: discard) and Registerer (nil: a private registry).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
