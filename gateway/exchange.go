@@ -41,7 +41,7 @@ type exchange struct {
 	// identify): the limiter's identity is its Token, and rewrite hands
 	// the upstream exactly it.
 	credential cookies.Resolved
-	verdict   ratelimit.Verdict
+	verdict    ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
 	// headers arrive (routetimer.go); nil once stopped.
 	timer      *routeTimer

@@ -103,7 +103,7 @@ type Server struct {
 	// verifies is cookies.Resolve's verify callback (nil without a
 	// verifier), built once.
 	verifies func(token string) bool
-	metrics      *metrics
+	metrics  *metrics
 	// unroutedMetrics and webhookMetrics are the request metrics of the
 	// "unrouted" and "webhook" labels; a route's are in route.metrics.
 	unroutedMetrics *labelMetrics

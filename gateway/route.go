@@ -39,7 +39,7 @@ type route struct {
 	// upgradeOrigins are the exact CORS allowed_origins, lower case, a
 	// WebSocket upgrade of a session route may come from besides its own.
 	upgradeOrigins map[string]bool
-	setCookie     cookies.ResponsePolicy
+	setCookie      cookies.ResponsePolicy
 	// escapedSlashes is the route's escaped_slashes (reject or keep;
 	// under a top-level unescape nothing escaped reaches the route).
 	escapedSlashes slashAction
