@@ -110,7 +110,8 @@ var helps = map[string]commandHelp{
 		usage: "borda dlq list [--config FILE] [--limit N]",
 		about: []string{"Prints the dead-lettered webhooks of forward.dlq, with the legacy endpoint's reply excerpt",
 			"(non-printable data quoted), and leaves them in the queue without spending a delivery (safe",
-			"under RabbitMQ 4's delivery limit)."},
+			"under RabbitMQ 4's delivery limit). The last line says how many are in the queue and, when",
+			"--limit shows fewer, how many are shown; --limit 0 only counts them."},
 		env: []string{"BORDA_CONFIG", "AMQP_URL"},
 	},
 	"dlq show": {
