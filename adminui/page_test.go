@@ -33,13 +33,14 @@ type fakeLetters struct {
 	lists   int
 	replays []ReplayRequest
 	err     error
+	listErr error
 }
 
 func (f *fakeLetters) List(context.Context, int) ([]DeadLetter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++
-	return f.letters, nil
+	return f.letters, f.listErr
 }
 
 func (f *fakeLetters) Replay(_ context.Context, req ReplayRequest) (ReplayResult, error) {
@@ -299,5 +300,39 @@ func TestMountServesThePageAndPassesTheAdminPaths(t *testing.T) {
 	}
 	if res, _ := do(t, h, httptest.NewRequest(http.MethodPost, "/ui", nil)); res.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /ui: %d, want 405", res.StatusCode)
+	}
+}
+
+// TestDeadLettersAFailedListingNeverRendersAsEmpty: during a broker alarm
+// the page said "Listing failed …" and then "The dead-letter queue is
+// empty." A failed read (with nothing, or part, read) says so and never
+// claims an empty queue.
+func TestDeadLettersAFailedListingNeverRendersAsEmpty(t *testing.T) {
+	alarm := errors.New("the broker does not take publishes now")
+	for _, tc := range []struct {
+		name    string
+		letters []DeadLetter
+		err     error
+		want    []string
+		not     []string
+	}{
+		{"failed, none read", nil, alarm, []string{"Listing failed: the broker does not take publishes now", `id="letters-unknown"`}, []string{"is empty", `id="list-partial"`}},
+		{"failed after one", []DeadLetter{{ID: "ev-1", Source: "whatsapp"}}, alarm, []string{"Listing failed", `id="list-partial"`, "ev-1"}, []string{"is empty", `id="letters-unknown"`}},
+		{"empty", nil, nil, []string{"The dead-letter queue is empty."}, []string{"Listing failed", `id="letters-unknown"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testPage(t, testToken, &fakeLetters{letters: tc.letters, listErr: tc.err})
+			_, body := do(t, p.Handler(), httptest.NewRequest(http.MethodGet, "/ui/dead-letters", nil))
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(body, n) {
+					t.Errorf("page has %q:\n%s", n, body)
+				}
+			}
+		})
 	}
 }
