@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
@@ -15,7 +17,12 @@ import (
 // the deliveries in flight. Exit 2 on config errors, 1 on runtime failure.
 func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs, path := newFlags("forward", stderr)
-	admin := fs.String("admin", "127.0.0.1:9092", `admin listener for /metrics, /healthz and /readyz ("off" disables)`)
+	def := "127.0.0.1:9092"
+	if v := strings.TrimSpace(os.Getenv("BORDA_ADMIN_LISTEN")); v != "" {
+		def = v
+	}
+	admin := fs.String("admin-listen", def, `admin listener for /metrics, /healthz and /readyz ("off" disables); $BORDA_ADMIN_LISTEN sets the default`)
+	fs.StringVar(admin, "admin", def, "the same as --admin-listen")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}

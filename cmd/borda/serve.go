@@ -22,8 +22,16 @@ import (
 // rules stay.
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs, path := newFlags("serve", stderr)
+	listen := fs.String("listen", "", "public listener address, over `listen` and $BORDA_LISTEN (e.g. :8080)")
+	adminListen := fs.String("admin-listen", "", "admin listener address, over `admin_listen` and $BORDA_ADMIN_LISTEN (\"off\" disables)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	// The flags win over the file and the environment, and are validated
+	// as the file's keys are: they are applied as the variables that set
+	// the same keys (configs.ApplyEnv).
+	if !setFlagEnv(stderr, map[string]string{"BORDA_LISTEN": *listen, "BORDA_ADMIN_LISTEN": *adminListen}) {
+		return 2
 	}
 	cfg, code, ok := loadConfig(*path, stderr)
 	if !ok {
