@@ -109,7 +109,7 @@ func TestOverviewShowsRoutesLimiterPipelineAndForwarders(t *testing.T) {
 	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /ui = %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	for _, want := range []string{"portal", "http://127.0.0.1:3000", "observe", "api", "50 / 1m00s per user", "origins https://app.example",
+	for _, want := range []string{"portal", "http://127.0.0.1:3000", "observe", "api", "100 / 1m00s per user", "origins https://app.example",
 		"olp_auth → Authorization: Bearer", "×2", "portal:/api/alunos/{id}", "legacy-forward", "fwd-1", "5xx (HTTP 503): upstream down"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("overview lacks %q", want)
@@ -334,5 +334,27 @@ func TestDeadLettersAFailedListingNeverRendersAsEmpty(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRoutesTableShowsTheLimitInForceDuringARelax: with api relaxed ×2
+// the Routes table showed "50 / 1m00s per user", the base limit; it now
+// shows 100, the factor and when the relax ends, and the base beside it.
+func TestRoutesTableShowsTheLimitInForceDuringARelax(t *testing.T) {
+	p := testPage(t, testToken, &fakeLetters{})
+	_, body := do(t, p.Handler(), httptest.NewRequest(http.MethodGet, "/ui", nil))
+	i := strings.Index(body, `id="routes"`)
+	j := strings.Index(body, `id="limiter"`)
+	if i < 0 || j < i {
+		t.Fatalf("no routes section:\n%s", body)
+	}
+	routes := body[i:j]
+	for _, want := range []string{"100 / 1m00s per user", "relaxed ×2 until", "(base 50,"} {
+		if !strings.Contains(routes, want) {
+			t.Errorf("Routes table lacks %q:\n%s", want, routes)
+		}
+	}
+	if strings.Contains(routes, "50 / 1m00s per user") {
+		t.Errorf("Routes table shows the base limit as the one in force:\n%s", routes)
 	}
 }
