@@ -31,6 +31,18 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return code
 	}
 	log := newLogger(stderr)
+	// The last line the process writes: deferred first, it runs after
+	// every other deferred close (status snapshot, admin listener, Redis).
+	var runErr error
+	running := false
+	defer func() {
+		switch {
+		case runErr != nil:
+			log.Error("forward stopped", "err", runErr)
+		case running:
+			log.Info("forward stopped")
+		}
+	}()
 	rdb, err := redisconn.New(redisOptions(cfg.Redis))
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: forward needs redis.url (REDIS_URL) for its idempotency keys: %v\n", err)
@@ -68,10 +80,9 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	defer stopStatus()
 	log.Info("forwarding", "queue", cfg.Forward.Queue, "prefetch", cfg.Forward.Prefetch, "admin", *admin)
-	if err := f.Run(ctx); err != nil {
-		log.Error("forward stopped", "err", err)
+	running = true
+	if runErr = f.Run(ctx); runErr != nil {
 		return 1
 	}
-	log.Info("forward stopped")
 	return 0
 }

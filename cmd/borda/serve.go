@@ -43,7 +43,12 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 		logger.Error("starting borda serve", "err", err)
 		return 1
 	}
-	defer app.close()
+	closed := false
+	defer func() {
+		if !closed {
+			app.close()
+		}
+	}()
 
 	servers := []*http.Server{app.gateway.HTTPServer(cfg.Listen, app.gateway.Handler())}
 	if cfg.AdminListen != "off" {
@@ -108,6 +113,10 @@ loop:
 	confirmCtx, cancelConfirm := context.WithDeadline(context.Background(), stopBy)
 	defer cancelConfirm()
 	app.shutdown(confirmCtx, logger)
+	// Close every connection before saying "stopped": it is the last line
+	// the process writes (closing took ~1.7 s after it before).
+	app.close()
+	closed = true
 	logger.Info("stopped")
 	return exit
 }
