@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/schema"
 	"github.com/olp-edu/borda/webhook/deadletter"
 	"github.com/olp-edu/borda/webhook/publish"
 )
@@ -139,11 +140,12 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		DLQ: cfg.Forward.DLQ, ForwardQueue: cfg.Forward.Queue, Select: sel,
 		Operator: *operator, Reason: *reason, Force: *force, Limit: *limit,
 	})
+	err = schema.Hint(err)
 	failed := 0
 	for _, o := range out {
 		msg := ""
 		if o.Err != nil {
-			msg = ": " + printable(o.Err.Error())
+			msg = ": " + printable(schema.Hint(o.Err).Error())
 			failed++
 		}
 		fmt.Fprintf(stdout, "%s %s (audit #%d)%s\n", printable(o.Letter.ID), o.Outcome, o.AuditID, msg)
