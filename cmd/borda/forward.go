@@ -23,6 +23,7 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	admin := fs.String("admin-listen", def, `admin listener for /metrics, /healthz and /readyz ("off" disables); $BORDA_ADMIN_LISTEN sets the default`)
 	fs.StringVar(admin, "admin", def, "the same as --admin-listen")
+	summaryEvery := fs.Duration("summary-every", forward.DefaultSummaryEvery, "log a summary line at info this often (delivered, duplicates, retried, dead-lettered, breaker); each delivery is logged at debug (BORDA_LOG_LEVEL=debug)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -81,6 +82,7 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	defer stopStatus()
 	log.Info("forwarding", "queue", cfg.Forward.Queue, "prefetch", cfg.Forward.Prefetch, "admin", *admin)
 	running = true
+	go f.RunSummary(ctx, *summaryEvery)
 	if runErr = f.Run(ctx); runErr != nil {
 		return 1
 	}
