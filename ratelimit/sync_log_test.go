@@ -26,6 +26,7 @@ func TestSync_FailedRoundLogsThatItDecidesLocally(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	l.Decide(ctx, Subject{Route: "portal", IP: "198.51.100.6"})
 	l.syncRound(ctx)
 	out := buf.String()
 	if strings.Contains(out, "failing open") || !strings.Contains(out, "deciding on local counts") {
