@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/olp-edu/borda/configs"
 )
@@ -213,5 +214,27 @@ webhook:
 	}
 	if !strings.Contains(string(out), "upgrades:\n        - websocket\n") {
 		t.Errorf("printed config lacks the default upgrades:\n%s", out)
+	}
+}
+
+// TestLocalConfigHasAShortRetryLadder: configs/local.yaml is for trying
+// the pipeline on a laptop; with the production ladder a failing event took
+// about 80 minutes to reach the DLQ. Its ladder now sums to under a minute.
+func TestLocalConfigHasAShortRetryLadder(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := configs.Check(data, roundTripEnv)
+	if len(r.Errors) > 0 {
+		t.Fatal(r.Errors)
+	}
+	var sum time.Duration
+	for _, d := range r.Config.Forward.RetryDelays {
+		sum += d
+	}
+	if len(r.Config.Forward.RetryDelays) == 0 || sum > time.Minute {
+		t.Errorf("local.yaml retry_delays %v sum to %s, want a ladder under 1m", r.Config.Forward.RetryDelays, sum)
 	}
 }
