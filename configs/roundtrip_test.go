@@ -232,7 +232,7 @@ func TestLocalConfigHasAShortRetryLadder(t *testing.T) {
 	}
 	var sum time.Duration
 	for _, d := range r.Config.Forward.RetryDelays {
-		sum += d
+		sum += d.D
 	}
 	if len(r.Config.Forward.RetryDelays) == 0 || sum > time.Minute {
 		t.Errorf("local.yaml retry_delays %v sum to %s, want a ladder under 1m", r.Config.Forward.RetryDelays, sum)
