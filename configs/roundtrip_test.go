@@ -238,3 +238,48 @@ func TestLocalConfigHasAShortRetryLadder(t *testing.T) {
 		t.Errorf("local.yaml retry_delays %v sum to %s, want a ladder under 1m", r.Config.Forward.RetryDelays, sum)
 	}
 }
+
+// TestCheckSaysWhatTheRESTStoreCannotServe: production.yaml with the
+// Upstash REST store checks valid and warns that telemetry, aggregate,
+// forward and the page's forwarders need rediss://; with REDIS_URL set it
+// does not.
+func TestCheckSaysWhatTheRESTStoreCannotServe(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("production.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := func(name string) (string, bool) {
+		switch name {
+		case "UPSTASH_REDIS_REST_URL":
+			return "https://eu1-local.upstash.io", true
+		case "UPSTASH_REDIS_REST_TOKEN":
+			return "rest-token-0123456789abcdef0123456789", true
+		}
+		return roundTripEnv(name)
+	}
+	r := configs.Check(data, rest)
+	if len(r.Errors) > 0 {
+		t.Fatal(r.Errors)
+	}
+	found := false
+	for _, w := range r.Warnings {
+		if w.Path == "redis.rest_url" && strings.Contains(w.Message, "rediss://") && strings.Contains(w.Message, "borda aggregate") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no warning naming what needs rediss://: %v", r.Warnings)
+	}
+	withRESP := configs.Check(data, func(name string) (string, bool) {
+		if name == "REDIS_URL" {
+			return "rediss://default:pw@eu1-local.upstash.io:6379", true
+		}
+		return rest(name)
+	})
+	for _, w := range withRESP.Warnings {
+		if w.Path == "redis.rest_url" {
+			t.Errorf("warned with REDIS_URL set: %v", w)
+		}
+	}
+}
