@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,11 +199,42 @@ func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Timeout)
 	defer cancel()
 	d := overviewData{Routes: p.src.Routes.Routes(), Limiter: p.src.Limiter.Limiter(ctx)}
+	d.Routes = withRelaxes(d.Routes, d.Limiter.Relaxes, p.opts.Now())
 	if p.src.Pipeline != nil {
 		ps := p.src.Pipeline.Pipeline(ctx)
 		d.Pipeline = &ps
 	}
 	p.render(w, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
+}
+
+// withRelaxes returns routes with each rule under a relax in force at now
+// carrying the limit in force (floor(limit × factor), as ratelimit applies
+// it) and the relax, so the Routes table never shows the base limit as if
+// it were the one enforced.
+func withRelaxes(routes []Route, relaxes []Relax, now time.Time) []Route {
+	if len(relaxes) == 0 {
+		return routes
+	}
+	by := map[string]Relax{}
+	for _, r := range relaxes {
+		if now.Before(r.Until) {
+			by[r.Rule] = r
+		}
+	}
+	out := make([]Route, len(routes))
+	for i, rt := range routes {
+		rt.Rules = append([]Rule(nil), rt.Rules...)
+		for j, ru := range rt.Rules {
+			if rx, ok := by[ru.Name]; ok && rx.Factor >= 1 {
+				rx := rx
+				ru.Relax = &rx
+				ru.InForce = max(ru.Limit, int64(math.Floor(float64(ru.Limit)*rx.Factor)))
+				rt.Rules[j] = ru
+			}
+		}
+		out[i] = rt
+	}
+	return out
 }
 
 type deadLettersData struct {

@@ -33,13 +33,14 @@ type fakeLetters struct {
 	lists   int
 	replays []ReplayRequest
 	err     error
+	listErr error
 }
 
 func (f *fakeLetters) List(context.Context, int) ([]DeadLetter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lists++
-	return f.letters, nil
+	return f.letters, f.listErr
 }
 
 func (f *fakeLetters) Replay(_ context.Context, req ReplayRequest) (ReplayResult, error) {
@@ -108,7 +109,7 @@ func TestOverviewShowsRoutesLimiterPipelineAndForwarders(t *testing.T) {
 	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("GET /ui = %d %s", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	for _, want := range []string{"portal", "http://127.0.0.1:3000", "observe", "api", "50 / 1m00s per user", "origins https://app.example",
+	for _, want := range []string{"portal", "http://127.0.0.1:3000", "observe", "api", "100 / 1m00s per user", "origins https://app.example",
 		"olp_auth → Authorization: Bearer", "×2", "portal:/api/alunos/{id}", "legacy-forward", "fwd-1", "5xx (HTTP 503): upstream down"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("overview lacks %q", want)
@@ -299,5 +300,61 @@ func TestMountServesThePageAndPassesTheAdminPaths(t *testing.T) {
 	}
 	if res, _ := do(t, h, httptest.NewRequest(http.MethodPost, "/ui", nil)); res.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("POST /ui: %d, want 405", res.StatusCode)
+	}
+}
+
+// TestDeadLettersAFailedListingNeverRendersAsEmpty: during a broker alarm
+// the page said "Listing failed …" and then "The dead-letter queue is
+// empty." A failed read (with nothing, or part, read) says so and never
+// claims an empty queue.
+func TestDeadLettersAFailedListingNeverRendersAsEmpty(t *testing.T) {
+	alarm := errors.New("the broker does not take publishes now")
+	for _, tc := range []struct {
+		name    string
+		letters []DeadLetter
+		err     error
+		want    []string
+		not     []string
+	}{
+		{"failed, none read", nil, alarm, []string{"Listing failed: the broker does not take publishes now", `id="letters-unknown"`}, []string{"is empty", `id="list-partial"`}},
+		{"failed after one", []DeadLetter{{ID: "ev-1", Source: "whatsapp"}}, alarm, []string{"Listing failed", `id="list-partial"`, "ev-1"}, []string{"is empty", `id="letters-unknown"`}},
+		{"empty", nil, nil, []string{"The dead-letter queue is empty."}, []string{"Listing failed", `id="letters-unknown"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := testPage(t, testToken, &fakeLetters{letters: tc.letters, listErr: tc.err})
+			_, body := do(t, p.Handler(), httptest.NewRequest(http.MethodGet, "/ui/dead-letters", nil))
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("page lacks %q", w)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(body, n) {
+					t.Errorf("page has %q:\n%s", n, body)
+				}
+			}
+		})
+	}
+}
+
+// TestRoutesTableShowsTheLimitInForceDuringARelax: with api relaxed ×2
+// the Routes table showed "50 / 1m00s per user", the base limit; it now
+// shows 100, the factor and when the relax ends, and the base beside it.
+func TestRoutesTableShowsTheLimitInForceDuringARelax(t *testing.T) {
+	p := testPage(t, testToken, &fakeLetters{})
+	_, body := do(t, p.Handler(), httptest.NewRequest(http.MethodGet, "/ui", nil))
+	i := strings.Index(body, `id="routes"`)
+	j := strings.Index(body, `id="limiter"`)
+	if i < 0 || j < i {
+		t.Fatalf("no routes section:\n%s", body)
+	}
+	routes := body[i:j]
+	for _, want := range []string{"100 / 1m00s per user", "relaxed ×2 until", "(base 50,"} {
+		if !strings.Contains(routes, want) {
+			t.Errorf("Routes table lacks %q:\n%s", want, routes)
+		}
+	}
+	if strings.Contains(routes, "50 / 1m00s per user") {
+		t.Errorf("Routes table shows the base limit as the one in force:\n%s", routes)
 	}
 }

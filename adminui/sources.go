@@ -66,6 +66,11 @@ type Rule struct {
 	Window time.Duration
 	// ObserveLimit > 0 is a tighter limit tried in observe mode.
 	ObserveLimit int64
+	// InForce is the limit in force while a relax of this rule lasts
+	// (floor(Limit × Relax.Factor), as the limiter applies it); the page
+	// fills it and Relax from LimiterState.Relaxes. 0: no relax.
+	InForce int64
+	Relax   *Relax
 }
 
 // LimiterState is the rate limiter now and over the last Span.

@@ -276,7 +276,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 // ENVIRONMENT, REDIS_URL, UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN,
 // AMQP_URL, DATABASE_URL, WEBHOOK_TOKENS (comma-separated),
 // LEGACY_WEBHOOK_URL, LEGACY_WEBHOOK_HMAC_SECRET, AUTH_JWKS_URL,
-// ADMIN_PPROF_TOKEN, ADMIN_TOKEN and the
+// ADMIN_PPROF_TOKEN, ADMIN_TOKEN, BORDA_LISTEN, BORDA_ADMIN_LISTEN and the
 // variable named by auth.jwt_secret_env (AUTH_JWT_SECRET). An empty
 // variable counts as unset.
 func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
@@ -287,6 +287,12 @@ func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 	}
 	if v, ok := get("ENVIRONMENT"); ok {
 		cfg.Environment = v
+	}
+	if v, ok := get("BORDA_LISTEN"); ok {
+		cfg.Listen = v
+	}
+	if v, ok := get("BORDA_ADMIN_LISTEN"); ok {
+		cfg.AdminListen = v
 	}
 	if v, ok := get("REDIS_URL"); ok {
 		cfg.Redis.URL = Secret(v)

@@ -82,6 +82,18 @@ type Route struct {
 	UpstreamURL *url.URL `yaml:"-"`
 }
 
+// DefaultExposedHeaders are the response headers a CORS policy that
+// names none lets scripts read: the rate-limit headers (legacy
+// X-RateLimit-* and the IETF RateLimit fields), Retry-After and the
+// request id (the same list as gateway's default).
+func DefaultExposedHeaders() []string {
+	return []string{
+		"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+		"X-RateLimit-Would-Block", "RateLimit", "RateLimit-Policy",
+		"Retry-After", "X-Request-Id",
+	}
+}
+
 // RouteCookies is a route's cookie policy.
 type RouteCookies struct {
 	// Forward lists the cookies sent upstream; every olp_* cookie not listed
@@ -209,6 +221,15 @@ func (c *Config) validateGateway(p *problems) {
 	}
 	for name, pol := range c.CORS.Policies {
 		field := "cors.policies." + name
+		// The gateway's defaults, filled in so that `config check` prints
+		// the lists in force (gateway/cors.go applies the same ones).
+		if len(pol.AllowedMethods) == 0 {
+			pol.AllowedMethods = []string{"GET", "POST", "HEAD"}
+		}
+		if len(pol.ExposedHeaders) == 0 {
+			pol.ExposedHeaders = DefaultExposedHeaders()
+		}
+		c.CORS.Policies[name] = pol
 		if len(pol.AllowedOrigins) == 0 {
 			p.addf(field+".allowed_origins", "must list at least one origin")
 		}
@@ -309,6 +330,11 @@ func (c *Config) validateGateway(p *problems) {
 			}
 		default:
 			p.addf(field+".escaped_slashes", "%q: want reject or keep", r.EscapedSlashes)
+		}
+		if r.Upgrades == nil {
+			// The default, filled in so that `config check` prints it: an
+			// absent key tunnels websocket, an empty list nothing.
+			r.Upgrades = []string{"websocket"}
 		}
 		for j, u := range r.Upgrades {
 			f := fmt.Sprintf("%s.upgrades[%d]", field, j)

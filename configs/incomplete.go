@@ -73,6 +73,11 @@ func (c Config) Incomplete() []Finding {
 			add("redis.url", "`borda forward` will not start without Redis for its idempotency keys: set REDIS_URL")
 		}
 	}
+	// The REST store serves rate limits and relaxes only
+	// (docs/rate-limiting.md, "Upstash REST").
+	if c.StoreKind() == "upstash-rest" {
+		add("redis.rest_url", "the Upstash REST store serves rate limits and relaxes only: telemetry counters, `borda aggregate`, `borda forward`'s idempotency keys and the operator page's forwarders and would-block endpoints need RESP; set REDIS_URL=rediss://… (the same database's TLS endpoint)")
+	}
 	// The operator page's replay (docs/operations.md, "Replaying").
 	if c.AdminToken != "" {
 		switch {

@@ -51,7 +51,10 @@ func Reference(dir string) ([]byte, error) {
 
 	b.WriteString(secretsSection)
 	b.WriteString("## Environment variables\n\n")
-	b.WriteString("They override the file (an empty variable counts as unset). Secrets live only here, never in the file.\n\n")
+	b.WriteString("They override the file (an empty variable counts as unset). Secrets live only here, never in the file.\n")
+	b.WriteString("The listeners also take flags, which override both: `borda serve --listen ADDR --admin-listen ADDR`\n")
+	b.WriteString("(as Traefik's and Caddy's entry points do), and `borda forward --admin-listen ADDR` (its only listener;\n")
+	b.WriteString("`BORDA_ADMIN_LISTEN` sets its default, else 127.0.0.1:9092).\n\n")
 	b.WriteString("| Variable | Sets | Description |\n|---|---|---|\n")
 	for _, e := range src.env {
 		path, doc := src.envTarget(e.target)

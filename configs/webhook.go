@@ -222,6 +222,15 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 		}
 		paths[s.Path] = true
 		validFields(p, f+".id_fields", s.IDFields)
+		// Inherited values, filled in (after the source's own are checked)
+		// so that `config check` prints what the source uses; an empty
+		// id_fields list is not inherited.
+		if s.IDFields == nil {
+			s.IDFields = append([]string{}, w.IDFields...)
+		}
+		if s.RoutingKey == "" {
+			s.RoutingKey = w.RoutingKey
+		}
 		for j, r := range s.RedactFields {
 			if r == "" || strings.Contains(r, ".") {
 				p.addf(fmt.Sprintf("%s.redact_fields[%d]", f, j), "%q: want a top-level field name", r)

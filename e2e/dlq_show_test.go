@@ -78,3 +78,52 @@ func TestDLQListAndShowPrintTheReplyAndKeepTheLetter(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestDLQListSaysHowManyAreInTheQueueAndHowManyAreShown: with two letters
+// in the DLQ, `dlq list --limit 1` used to print "1 dead letter(s)" and
+// `--limit 0` "0 dead letter(s)"; each now says the queue's depth and how
+// many rows it shows, and the letters stay.
+func TestDLQListSaysHowManyAreInTheQueueAndHowManyAreShown(t *testing.T) {
+	amqpURL := servicetest.AMQPURL(t)
+	conn, ch := servicetest.AMQPChannel(t, amqpURL)
+	q := servicetest.Name(t) + "-dlq"
+	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+		t.Fatal(err)
+	}
+	servicetest.DeleteAtCleanup(t, conn, []string{q}, nil)
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(-time.Minute)
+	for _, id := range []string{"ev-count-1", "ev-count-2"} {
+		body, err := envelope.New(id, "whatsapp", "application/json", nil, []byte(`{"event":"x"}`), at).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc, err := ch.PublishWithDeferredConfirm("", q, true, false, amqp.Publishing{
+			MessageId: id, DeliveryMode: amqp.Persistent, ContentType: envelope.ContentType, Body: body,
+			Headers: amqp.Table{forward.HeaderDLQReason: "4xx", forward.HeaderDeadLetteredAt: at.Format(time.RFC3339Nano)},
+		})
+		if err != nil || !dc.Wait() {
+			t.Fatalf("publishing: %v", err)
+		}
+	}
+	path := secretsWriteConfig(t, "environment: development\namqp: {url: \""+amqpURL+"\"}\nforward: {dlq: "+q+"}\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+		rows int
+	}{
+		{[]string{"--limit", "1"}, "2 dead letter(s) in " + q + ", 1 shown (--limit 1)\n", 1},
+		{[]string{"--limit", "0"}, "2 dead letter(s) in " + q + ", none shown (--limit 0)\n", 0},
+		{nil, "2 dead letter(s) in " + q + "\n", 2},
+	} {
+		out, code := secretsRun(t, cleanEnv(), append([]string{"dlq", "list", "--config", path}, tc.args...)...)
+		if code != 0 || !strings.Contains(out, tc.want) || strings.Count(out, "ev-count-") != tc.rows {
+			t.Errorf("dlq list %v: exit %d, want %q and %d row(s):\n%s", tc.args, code, tc.want, tc.rows, out)
+		}
+	}
+	if out, code := secretsRun(t, cleanEnv(), "dlq", "list", "--config", path, "--limit", "-1"); code != 2 {
+		t.Errorf("dlq list --limit -1: exit %d, want 2:\n%s", code, out)
+	}
+}

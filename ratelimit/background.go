@@ -70,7 +70,7 @@ func (l *Limiter) syncRound(ctx context.Context) {
 	at, calls, err := l.sync.round(ctx)
 	l.m.rlCommands.Add(float64(calls))
 	if err != nil {
-		l.logStoreError(err)
+		l.logSyncRoundError(err)
 		return
 	}
 	if !at.IsZero() {

@@ -399,14 +399,27 @@ func isTimeout(err error) bool {
 		(errors.As(err, &ne) && ne.Timeout())
 }
 
-// logStoreError logs at most one line per second.
+// logStoreError logs at most one line per second: a per-key decision
+// that met a store error, which fails open.
 func (l *Limiter) logStoreError(err error) {
+	l.logStoreErrorAs("rate-limit store failed; failing open", err)
+}
+
+// syncRoundFailedMsg is what a failed sync round logs: the replica keeps
+// deciding on its local counts (docs/rate-limiting.md), it does not fail
+// open.
+const syncRoundFailedMsg = "rate-limit sync round failed; deciding on local counts until the store answers"
+
+// logSyncRoundError is logStoreError for a failed sync round.
+func (l *Limiter) logSyncRoundError(err error) { l.logStoreErrorAs(syncRoundFailedMsg, err) }
+
+func (l *Limiter) logStoreErrorAs(msg string, err error) {
 	now := time.Now().UnixNano()
 	last := l.lastLog.Load()
 	if now-last < int64(time.Second) || !l.lastLog.CompareAndSwap(last, now) {
 		return
 	}
-	l.log.Warn("rate-limit store failed; failing open", "err", err)
+	l.log.Warn(msg, "err", err)
 }
 
 func ruleNamed(rules []*rule, name string) *rule {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
+	"github.com/olp-edu/borda/schema"
 	"github.com/olp-edu/borda/telemetry"
 )
 
@@ -70,6 +71,7 @@ func runAggregate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stdout, "skipped: another aggregation is running now (it holds %s; a crashed run's lock expires within 10 minutes)\n", ks.AggregateLock())
 		return 0
 	case err != nil:
+		err = schema.Hint(err)
 		logger.Error("aggregation failed", "error", err, "report", rep)
 		fmt.Fprintf(stderr, "borda: aggregate: %v\n", err)
 		return 1

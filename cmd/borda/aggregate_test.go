@@ -91,3 +91,18 @@ func TestMigrateThenAggregate(t *testing.T) {
 		t.Errorf("gateway_metrics escola e42 = %d (%v), want 17", n, err)
 	}
 }
+
+// TestAggregateBeforeMigrateSaysToRunMigrate: against a database never
+// migrated, `borda aggregate` printed only `relation "gateway_metrics"
+// does not exist`; it now says to run `borda migrate` (exit 1).
+func TestAggregateBeforeMigrateSaysToRunMigrate(t *testing.T) {
+	redisURL := servicetest.RedisURL(t)
+	_, dbURL := servicetest.IsolatedDatabase(t)
+	path := writeConfig(t, fmt.Sprintf("environment: development\nredis: {url: %q, key_prefix: %q}\ndatabase: {url: %q}\n", redisURL, servicetest.KeyPrefix(t), dbURL))
+	t.Setenv("BORDA_LOG_LEVEL", "error")
+	var out, errb bytes.Buffer
+	code := runAggregate(t.Context(), []string{"--config", path}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "gateway_metrics") || !strings.Contains(errb.String(), "run `borda migrate` first") {
+		t.Fatalf("aggregate before migrate: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+}

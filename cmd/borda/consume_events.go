@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/olp-edu/borda/instances"
+	"github.com/olp-edu/borda/schema"
 )
 
 // runConsumeEvents is `borda consume-events [--config FILE] [--admin
@@ -60,7 +61,7 @@ func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) i
 	defer stopAdmin()
 	log.Info("consuming events", "queue", cfg.Forward.EventsQueue)
 	if err := c.Run(ctx); err != nil {
-		log.Error("consume-events stopped", "err", err)
+		log.Error("consume-events stopped", "err", schema.Hint(err))
 		return 1
 	}
 	return 0

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/schema"
 	"github.com/olp-edu/borda/webhook/deadletter"
 	"github.com/olp-edu/borda/webhook/publish"
 )
@@ -40,9 +41,13 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, path := newFlags("dlq list", stderr)
-	limit := fs.Int("limit", deadletter.DefaultLimit, "read at most N dead letters")
+	limit := fs.Int("limit", deadletter.DefaultLimit, "show at most N dead letters (0: only count them)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
+	}
+	if *limit < 0 {
+		fmt.Fprintf(stderr, "borda: --limit %d: want 0 (count only) or more\n", *limit)
+		return 2
 	}
 	cfg, code, ok := loadConfig(*path, stderr)
 	if !ok {
@@ -53,6 +58,20 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	defer closeDLQ()
+	// The depth before the pass: while it runs, the letters it holds are
+	// unacked, not ready.
+	inQueue, countErr := deadletter.Count(conn, cfg.Forward.DLQ)
+	if countErr != nil {
+		inQueue = -1
+	}
+	if *limit == 0 {
+		if countErr != nil {
+			fmt.Fprintf(stderr, "borda: %s\n", printable(countErr.Error()))
+			return 1
+		}
+		fmt.Fprintln(stdout, deadletter.Summary(cfg.Forward.DLQ, 0, inQueue, 0, nil))
+		return 0
+	}
 	letters, err := deadletter.List(ctx, conn, pub, cfg.Forward.DLQ, *limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: listing %s: %s\n", cfg.Forward.DLQ, printable(err.Error()))
@@ -70,7 +89,7 @@ func runDLQList(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			l.Age(now).Round(time.Second), dl, printable(l.FirstReason), l.Status, printable(l.Excerpt))
 	}
 	tw.Flush()
-	fmt.Fprintf(stdout, "%d dead letter(s) in %s\n", len(letters), cfg.Forward.DLQ)
+	fmt.Fprintln(stdout, printable(deadletter.Summary(cfg.Forward.DLQ, len(letters), inQueue, *limit, countErr)))
 	return 0
 }
 
@@ -121,11 +140,12 @@ func runDLQReplay(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		DLQ: cfg.Forward.DLQ, ForwardQueue: cfg.Forward.Queue, Select: sel,
 		Operator: *operator, Reason: *reason, Force: *force, Limit: *limit,
 	})
+	err = schema.Hint(err)
 	failed := 0
 	for _, o := range out {
 		msg := ""
 		if o.Err != nil {
-			msg = ": " + printable(o.Err.Error())
+			msg = ": " + printable(schema.Hint(o.Err).Error())
 			failed++
 		}
 		fmt.Fprintf(stdout, "%s %s (audit #%d)%s\n", printable(o.Letter.ID), o.Outcome, o.AuditID, msg)

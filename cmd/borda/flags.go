@@ -152,3 +152,19 @@ func (r redactingWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// setFlagEnv sets each variable of vars whose value is not empty, so that
+// a flag (--listen) reaches the config as the variable that sets the same
+// key (BORDA_LISTEN) does, validated with the file.
+func setFlagEnv(stderr io.Writer, vars map[string]string) bool {
+	for name, v := range vars {
+		if v == "" {
+			continue
+		}
+		if err := os.Setenv(name, v); err != nil {
+			fmt.Fprintf(stderr, "borda: %v\n", err)
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
@@ -15,7 +17,13 @@ import (
 // the deliveries in flight. Exit 2 on config errors, 1 on runtime failure.
 func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs, path := newFlags("forward", stderr)
-	admin := fs.String("admin", "127.0.0.1:9092", `admin listener for /metrics, /healthz and /readyz ("off" disables)`)
+	def := "127.0.0.1:9092"
+	if v := strings.TrimSpace(os.Getenv("BORDA_ADMIN_LISTEN")); v != "" {
+		def = v
+	}
+	admin := fs.String("admin-listen", def, `admin listener for /metrics, /healthz and /readyz ("off" disables); $BORDA_ADMIN_LISTEN sets the default`)
+	fs.StringVar(admin, "admin", def, "the same as --admin-listen")
+	summaryEvery := fs.Duration("summary-every", forward.DefaultSummaryEvery, "log a summary line at info this often (delivered, duplicates, retried, dead-lettered, breaker); each delivery is logged at debug (BORDA_LOG_LEVEL=debug)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -24,6 +32,18 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return code
 	}
 	log := newLogger(stderr)
+	// The last line the process writes: deferred first, it runs after
+	// every other deferred close (status snapshot, admin listener, Redis).
+	var runErr error
+	running := false
+	defer func() {
+		switch {
+		case runErr != nil:
+			log.Error("forward stopped", "err", runErr)
+		case running:
+			log.Info("forward stopped")
+		}
+	}()
 	rdb, err := redisconn.New(redisOptions(cfg.Redis))
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: forward needs redis.url (REDIS_URL) for its idempotency keys: %v\n", err)
@@ -61,10 +81,10 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}
 	defer stopStatus()
 	log.Info("forwarding", "queue", cfg.Forward.Queue, "prefetch", cfg.Forward.Prefetch, "admin", *admin)
-	if err := f.Run(ctx); err != nil {
-		log.Error("forward stopped", "err", err)
+	running = true
+	go f.RunSummary(ctx, *summaryEvery)
+	if runErr = f.Run(ctx); runErr != nil {
 		return 1
 	}
-	log.Info("forward stopped")
 	return 0
 }

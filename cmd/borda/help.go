@@ -22,6 +22,8 @@ type commandHelp struct {
 var envDoc = map[string]string{
 	"BORDA_CONFIG":               "default for --config (else configs/local.yaml)",
 	"BORDA_LOG_LEVEL":            "debug, info, warn or error (default info)",
+	"BORDA_LISTEN":               "listen: the public listener address (--listen wins)",
+	"BORDA_ADMIN_LISTEN":         "admin_listen (serve) or the admin listener (forward); --admin-listen wins",
 	"ENVIRONMENT":                "environment: production, staging or development; fixes the Redis key prefix",
 	"REDIS_URL":                  "redis.url (redis:// or rediss://)",
 	"UPSTASH_REDIS_REST_URL":     "redis.rest_url: the Upstash REST store, with the token, when REDIS_URL is unset",
@@ -47,11 +49,13 @@ const stopSignals = "SIGTERM, SIGINT"
 // helps is every command's help, by the words after "borda" that name it.
 var helps = map[string]commandHelp{
 	"serve": {
-		usage: "borda serve [--config FILE]",
+		usage: "borda serve [--config FILE] [--listen ADDR] [--admin-listen ADDR]",
 		about: []string{
 			"Runs the gateway until stopped: reverse proxy with host/path routing, rate limits (Redis,",
 			"Upstash REST or the embedded store), and the webhook ingress, which answers 200 only once",
-			"RabbitMQ has confirmed the event. Public listener `listen`, admin listener `admin_listen`.",
+			"RabbitMQ has confirmed the event. Public listener `listen` (--listen, $BORDA_LISTEN), admin",
+			"listener `admin_listen` (--admin-listen, $BORDA_ADMIN_LISTEN; \"off\" disables); a flag wins",
+			"over the variable, the variable over the file.",
 		},
 		signals: []string{
 			stopSignals + "  graceful shutdown: readiness 503, stop accepting, finish in-flight requests,",
@@ -59,23 +63,24 @@ var helps = map[string]commandHelp{
 			"SIGHUP           reload the rate-limit rules from the same file (an invalid file is logged",
 			"                 and the running rules stay; routes and listeners need a restart)",
 		},
-		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
+		env: []string{"BORDA_CONFIG", "BORDA_LISTEN", "BORDA_ADMIN_LISTEN", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
 			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET",
 			"ADMIN_PPROF_TOKEN", "ADMIN_TOKEN"},
 		envNote: "and the variables named by webhook.sources[].tokens_env and webhook.sources[].signature.secret_env",
 	},
 	"forward": {
-		usage: "borda forward [--config FILE] [--admin ADDR]",
+		usage: "borda forward [--config FILE] [--admin-listen ADDR]",
 		about: []string{
 			"Re-delivers the webhooks of forward.queue to the legacy endpoint, HMAC-signed, with a retry",
 			"ladder (forward.retry_delays), a dead-letter queue and a circuit breaker. Needs redis.url",
-			"for its idempotency keys; --admin serves /metrics, /healthz and /readyz (503 naming what it",
-			"waits for: amqp, redis, breaker, publish, consumer).",
+			"for its idempotency keys; --admin-listen (alias --admin; default $BORDA_ADMIN_LISTEN, else",
+			"127.0.0.1:9092) serves /metrics, /healthz and /readyz (503 naming what it waits for: amqp,",
+			"redis, breaker, publish, consumer). It has no public listener.",
 		},
 		signals: []string{
 			stopSignals + "  stop consuming, give buffered deliveries back, finish the ones in flight, exit 0",
 		},
-		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "AMQP_URL",
+		env: []string{"BORDA_CONFIG", "BORDA_ADMIN_LISTEN", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "AMQP_URL",
 			"LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET"},
 	},
 	"consume-events": {
@@ -110,7 +115,8 @@ var helps = map[string]commandHelp{
 		usage: "borda dlq list [--config FILE] [--limit N]",
 		about: []string{"Prints the dead-lettered webhooks of forward.dlq, with the legacy endpoint's reply excerpt",
 			"(non-printable data quoted), and leaves them in the queue without spending a delivery (safe",
-			"under RabbitMQ 4's delivery limit)."},
+			"under RabbitMQ 4's delivery limit). The last line says how many are in the queue and, when",
+			"--limit shows fewer, how many are shown; --limit 0 only counts them."},
 		env: []string{"BORDA_CONFIG", "AMQP_URL"},
 	},
 	"dlq show": {

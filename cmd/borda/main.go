@@ -5,7 +5,7 @@
 //	borda consume-events   keep whatsapp_instances current
 //	borda aggregate        fold Redis counters into PostgreSQL gateway_metrics
 //	borda migrate          create or update the PostgreSQL tables
-//	borda dlq list|replay  inspect and replay dead letters
+//	borda dlq list|show|replay  inspect, show and replay dead letters
 //	borda limits relax|show  relax a rate-limit rule during an incident
 //	borda config check     validate and print the effective config
 //	borda healthcheck      probe /healthz on 127.0.0.1 (container HEALTHCHECK)
@@ -46,7 +46,7 @@ func commands() []command {
 		{"consume-events", "keep whatsapp_instances current from connection.update events", runConsumeEvents},
 		{"aggregate", "fold Redis telemetry counters into PostgreSQL gateway_metrics once", runAggregate},
 		{"migrate", "create or update the PostgreSQL tables", runMigrate},
-		{"dlq", "list or replay dead-lettered webhooks (list|replay)", runDLQ},
+		{"dlq", "list, show or replay dead-lettered webhooks (list|show|replay)", runDLQ},
 		{"limits", "relax a rate-limit rule for a while, or show relaxes (relax|show)", runLimits},
 		{"config", "validate and print the effective config (check)", runConfig},
 		{"healthcheck", "probe /healthz on 127.0.0.1 (for container HEALTHCHECKs)", runHealthcheck},

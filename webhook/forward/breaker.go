@@ -33,6 +33,13 @@ type Breaker struct {
 	lastFailure   string
 	lastFailureAt time.Time
 	openedBy      string
+	// flapSince is when the breaker first opened in the current outage
+	// (zero while closed); probes counts the half-open probes since.
+	// Only the first open and the close are logged at warn; the
+	// open/half-open pairs in between at debug, summarized by the
+	// forwarder's summary line (summary.go) and the closing line.
+	flapSince time.Time
+	probes    int
 }
 
 // BreakerStatus is what the operator page shows of a Breaker
@@ -65,8 +72,29 @@ func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log
 			if to == gobreaker.StateOpen {
 				b.openedBy = b.lastFailure
 			}
+			first, closedAfter, probes, openedBy := false, time.Duration(0), 0, b.openedBy
+			switch to {
+			case gobreaker.StateOpen:
+				if b.flapSince.IsZero() {
+					b.flapSince, b.probes, first = b.since, 0, true
+				}
+			case gobreaker.StateHalfOpen:
+				b.probes++
+			case gobreaker.StateClosed:
+				if !b.flapSince.IsZero() {
+					closedAfter, probes = b.since.Sub(b.flapSince), b.probes
+				}
+				b.flapSince, b.probes = time.Time{}, 0
+			}
 			b.mu.Unlock()
-			log.Warn("forward breaker state changed", "from", from.String(), "to", to.String())
+			switch {
+			case first:
+				log.Warn("forward breaker opened", "from", from.String(), "reason", openedBy)
+			case to == gobreaker.StateClosed:
+				log.Warn("forward breaker closed", "open_for", closedAfter.Round(time.Millisecond).String(), "probes", probes)
+			default:
+				log.Debug("forward breaker state changed", "from", from.String(), "to", to.String())
+			}
 			if to == gobreaker.StateOpen {
 				select {
 				case b.opened <- struct{}{}:
@@ -111,4 +139,16 @@ func stateValue(s gobreaker.State) float64 {
 		return 2
 	}
 	return 0
+}
+
+// flapping returns, while the breaker has been open at least once since
+// it was last closed, how long ago it first opened and how many half-open
+// probes it has let through since; ok is false while it is closed.
+func (b *Breaker) flapping(now time.Time) (d time.Duration, probes int, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.flapSince.IsZero() {
+		return 0, 0, false
+	}
+	return now.Sub(b.flapSince), b.probes, true
 }

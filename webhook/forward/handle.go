@@ -86,6 +86,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		}
 		f.m.outcomes.WithLabelValues("delivered", res.Class).Inc()
 		f.m.attempts.Observe(float64(failures + 1))
+		log.Debug("event delivered", "status", res.Status, "attempt", failures+1)
 	case Permanent:
 		done(nil) // the endpoint is up; it refused this event
 		log.Warn("legacy endpoint rejected the event", "status", res.Status)

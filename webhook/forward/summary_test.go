@@ -1,0 +1,75 @@
+package forward
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestRunSummaryLogsWhatTheIntervalDid: `borda forward` logged nothing for
+// a delivery or a duplicate; RunSummary logs, at info, the interval's
+// delivered, duplicates, retried and dead-lettered counts and the breaker.
+func TestRunSummaryLogsWhatTheIntervalDid(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf lockedBuf
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	f := &Forwarder{m: m, log: log, breaker: newBreaker(3, time.Minute, m.breaker, log)}
+	m.outcomes.WithLabelValues("delivered", "2xx").Add(2)
+	m.outcomes.WithLabelValues("duplicate", "none").Inc()
+	m.outcomes.WithLabelValues("dead_lettered", "4xx").Inc()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	f.log = log
+	go func() { f.RunSummary(ctx, 5*time.Millisecond); close(done) }()
+	// The totals before the first tick are the baseline: once a line
+	// shows it, count more and wait for a line that has them.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(buf.String(), "delivered_total=2") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no first summary line:\n%s", buf.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	m.outcomes.WithLabelValues("delivered", "2xx").Add(3)
+	m.outcomes.WithLabelValues("retried", "5xx").Inc()
+	// Each Add is atomic, but the two may fall in two intervals.
+	want := "delivered=3 duplicates=0 retried="
+	for !strings.Contains(buf.String(), want) || !strings.Contains(buf.String(), "retried=1 dead_lettered=0 delivered_total=5 dead_lettered_total=1 breaker=closed") {
+		if time.Now().After(deadline) {
+			cancel()
+			<-done
+			t.Fatalf("no summary line with %q:\n%s", want, buf.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if !strings.Contains(buf.String(), "level=INFO msg=\"forward summary\"") {
+		t.Errorf("the summary is not at info:\n%s", buf.String())
+	}
+}
