@@ -324,13 +324,15 @@ func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
 	}
 }
 
-// fallback decides the pending rules after a store failure: ip rules in
-// process when on_store_error is local (on the Limiter's clock), every
-// other rule fails open.
+// fallback decides the pending rules after a store failure (an error, the
+// deadline passed, the breaker open): every rule in process when
+// on_store_error is local (on the Limiter's clock, per instance), so load
+// that slows the store cannot switch limiting off; with allow every rule
+// fails open.
 func (l *Limiter) fallback(rules []*rule, ds []Decision, hits []Hit, pending []int) {
 	for j, i := range pending {
 		r := rules[i]
-		if l.onError != LocalIP || r.scope != ScopeIP {
+		if l.onError != LocalIP {
 			ds[i].Outcome = OutcomeError
 			continue
 		}
