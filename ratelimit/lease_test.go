@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -122,5 +123,56 @@ func TestSync_ThreeReplicasHoldEveryWindowToTheirShare(t *testing.T) {
 				t.Errorf("%d replicas passed %d in %d windows, one replica %d: want ≤ %.2f ×", replicas, total, windows, totalOne, ratio)
 			}
 		})
+	}
+}
+
+// Registration rides on the sync call on every store that registers: two
+// replicas (go-redis and Upstash REST) each see 2, the registry has a TTL
+// (no key without one), and a replica not seen within the lifetime drops
+// out of the count.
+func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	ks := keyspace.MustNew(prefix)
+	srv := upstashtest.Start(rdb, "tok")
+	t.Cleanup(srv.Close)
+	rest, err := NewRESTStore(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hit := Hit{Key: ks.RateLimit("burst", "203.0.113.5"), Algorithm: FixedWindow, TTL: time.Minute, Limit: 10}
+	ops := []SyncOp{{Hit: hit, Local: KeyState{N: 1, TTL: time.Minute}}}
+	life := 300 * time.Millisecond
+	stores := []RegisteringSyncer{NewRedisStore(rdb), rest}
+	var seen []int64
+	for i, s := range stores {
+		_, n, err := s.SyncRegister(ctx, ops, make([]KeyState, 1), Registration{ID: fmt.Sprint("r", i), Key: ks.RateLimitReplicas(), TTL: life})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, n)
+	}
+	if seen[0] != 1 || seen[1] != 2 {
+		t.Fatalf("replicas seen %v, want [1 2]", seen)
+	}
+	if ttl := rdb.PTTL(ctx, ks.RateLimitReplicas()).Val(); ttl <= 0 || ttl > life {
+		t.Fatalf("registry TTL %v, want in (0, %v]", ttl, life)
+	}
+	// r0 is not seen again: after the lifetime only r1 counts.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, n, err := rest.SyncRegister(ctx, nil, nil, Registration{ID: "r1", Key: ks.RateLimitReplicas(), TTL: life})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a replica not seen for %v still counted (%d)", life, n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
