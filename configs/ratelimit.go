@@ -12,8 +12,8 @@ type RateLimits struct {
 	// path (default 30ms); passing it fails open.
 	Timeout Duration `yaml:"timeout"`
 	// OnStoreError is "allow" (default: the request passes) or "local"
-	// (ip rules keep an in-process per-instance limit while the store is
-	// unreachable).
+	// (every rule keeps an in-process per-instance limit while the store
+	// fails, passes the timeout or its breaker is open).
 	OnStoreError string `yaml:"on_store_error"`
 	// Breaker stops calling a failing store.
 	Breaker Breaker `yaml:"breaker"`

@@ -155,3 +155,9 @@ func (k Keyspace) ForwardStatusPattern() string { return k.prefix + "wh:status:f
 func (k Keyspace) MetricKindPattern(kind string, minute time.Time) string {
 	return k.prefix + "m:" + kind + ":*:" + minute.UTC().Format(MinuteLayout)
 }
+
+// RateLimitReplicas is the ZSET where synchronizing rate limiters
+// register (member: replica id, score: last sync, unix ms), to learn how
+// many replicas share the key space: {prefix}rlsync:replicas. Its TTL is
+// renewed by every registration.
+func (k Keyspace) RateLimitReplicas() string { return k.prefix + "rlsync:replicas" }

@@ -13,6 +13,14 @@ import (
 // for a probe. It returns at once; a second Start is a no-op, a Start
 // after Stop returns startstop.ErrStopped.
 func (l *Limiter) Start(ctx context.Context) error {
+	if l.sync != nil && l.sync.regStore != nil {
+		// Register before the first request, so the first window is
+		// already shared (bounded by the sync timeout; a failure leaves
+		// it to the first round).
+		rctx, cancel := context.WithTimeout(ctx, l.sync.timeout)
+		l.syncRound(rctx)
+		cancel()
+	}
 	if err := l.bg.Start(ctx, l.run); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -256,4 +257,52 @@ func eventuallyTrue(d time.Duration, cond func() bool) bool {
 		}
 	}
 	return cond()
+}
+
+// A flood with Redis slowed past the deadline (500 ms of latency behind a
+// toxiproxy, deadline 30 ms) trips the breaker; with on_store_error: local
+// every rule, not only the ip ones, is held to its limit in process: the
+// load that slowed the store does not switch limiting off.
+func TestFault_SlowStoreFloodIsHeldToTheLocalLimitsOnEveryRule(t *testing.T) {
+	t.Parallel()
+	redisURL := servicetest.RedisURL(t)
+	p, addr := faultProxy(t, strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0"))
+	prefix := servicetest.KeyPrefix(t)
+	rdb := newRedis(t, "redis://"+addr+"/0")
+	t.Cleanup(func() { checkTTLsAndClean(t, newRedis(t, redisURL), prefix) })
+	const limit = 20
+	cfg := rulesConfig(
+		Rule{Name: "ip", Scope: ScopeIP, Limit: limit, Window: time.Minute, Routes: []string{"*"}},
+		Rule{Name: "user", Scope: ScopeUser, Limit: limit, Window: time.Minute, Routes: []string{"*"}},
+		Rule{Name: "route", Scope: ScopeRoute, Algorithm: GCRA, Limit: limit, Window: time.Minute, Routes: []string{"*"}})
+	cfg.OnStoreError = LocalIP
+	cfg.BreakerFailures, cfg.BreakerOpenFor = 3, time.Minute
+	l, reg := newTestLimiter(t, cfg, keyspace.MustNew(prefix), NewRedisStore(rdb))
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Stop(context.Background()) })
+	waitAllowed(t, l, Subject{Route: "warm", IP: "198.51.100.1", User: "warm"}, 3*time.Second)
+	addToxic(t, p, `{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":500}}`)
+	// 200 client addresses, one user and one route: the user and route
+	// rules see the whole flood.
+	passed := map[string]int{}
+	for i := range 400 {
+		v := l.Decide(context.Background(), Subject{Route: "portal", IP: fmt.Sprintf("203.0.113.%d", i%200), User: "u-flood"})
+		for _, d := range v.Decisions {
+			if d.Outcome == OutcomeError {
+				t.Fatalf("request %d: rule %s failed open", i, d.Rule)
+			}
+			if d.Outcome == OutcomeAllow {
+				passed[d.Rule]++
+			}
+		}
+	}
+	t.Logf("passed per rule with the store past its deadline: %v", passed)
+	if passed["user"] > limit || passed["route"] > limit {
+		t.Fatalf("passed %v, want the user and route rules held to %d", passed, limit)
+	}
+	if got := counterValue(t, reg, "borda_ratelimit_store_errors_total", map[string]string{"reason": "breaker_open"}); got == 0 {
+		t.Fatal("the breaker never opened: the flood did not reach the degraded path")
+	}
 }

@@ -11,6 +11,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -145,7 +147,8 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 			return nil, fmt.Errorf("creating the rate limiter: store %T cannot synchronize (rate_limits.sync)", store)
 		}
 		timeout := max(l.timeout, min(opts.Sync, time.Second))
-		l.sync = newSyncer(syncStore, opts.Sync, timeout, l.storeNow, m)
+		reg := Registration{ID: replicaID(), Key: ks.RateLimitReplicas(), TTL: max(10*opts.Sync, 2*time.Second)}
+		l.sync = newSyncer(syncStore, opts.Sync, timeout, l.storeNow, m, reg)
 		if rs, ok := store.(*RedisStore); ok && rs.cluster {
 			l.sync.perKey = true
 		}
@@ -242,7 +245,7 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		if l.sync != nil {
 			// Decided on the local view, on the estimate of the store's
 			// clock: the sync rounds correct the estimate, not this.
-			l.sync.hit(hits, counts)
+			l.sync.hit(ctx, hits, counts)
 		} else {
 			at, err = l.hitStore(ctx, hits, counts)
 		}
@@ -276,6 +279,14 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		}
 	}
 	return Verdict{Decisions: ds}
+}
+
+// replicaID returns a random id naming this replica in the replica
+// registry (16 hex digits).
+func replicaID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
 }
 
 // storeNow is the Limiter's estimate of the store's clock: its own clock
@@ -313,13 +324,15 @@ func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
 	}
 }
 
-// fallback decides the pending rules after a store failure: ip rules in
-// process when on_store_error is local (on the Limiter's clock), every
-// other rule fails open.
+// fallback decides the pending rules after a store failure (an error, the
+// deadline passed, the breaker open): every rule in process when
+// on_store_error is local (on the Limiter's clock, per instance), so load
+// that slows the store cannot switch limiting off; with allow every rule
+// fails open.
 func (l *Limiter) fallback(rules []*rule, ds []Decision, hits []Hit, pending []int) {
 	for j, i := range pending {
 		r := rules[i]
-		if l.onError != LocalIP || r.scope != ScopeIP {
+		if l.onError != LocalIP {
 			ds[i].Outcome = OutcomeError
 			continue
 		}

@@ -40,6 +40,7 @@ type metrics struct {
 	relaxCommands prometheus.Counter
 	syncRounds    *prometheus.CounterVec
 	syncDropped   prometheus.Counter
+	syncAsks      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -73,6 +74,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.syncDropped, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "borda_ratelimit_sync_dropped_total",
 		Help: "Hits decided locally whose counts were not sent to the store: more keys than a round holds (rate_limits.sync).",
+	})); err != nil {
+		return nil, err
+	}
+	if m.syncAsks, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "borda_ratelimit_sync_asks_total",
+		Help: "Hits past the replica's lease that asked the store at once (rate_limits.sync with several replicas).",
 	})); err != nil {
 		return nil, err
 	}

@@ -80,8 +80,9 @@ type Fallback uint8
 const (
 	// FailOpen lets every pending rule pass (OutcomeError).
 	FailOpen Fallback = iota
-	// LocalIP keeps ip rules in process, per instance; other rules fail
-	// open.
+	// LocalIP keeps every rule (ip, user, escola, route; the name is
+	// historical) in process, per instance, while the store fails, passes
+	// its deadline or the breaker is open.
 	LocalIP
 )
 

@@ -140,7 +140,8 @@ func (r *rule) hit(ks keyspace.Keyspace, subject string, limit int64, storeNow t
 			Key:       ks.RateLimitAt(r.name, subject, start),
 			Algorithm: FixedWindow,
 			TTL:       r.window + alignedWindowExtra,
+			Limit:     limit,
 		}, start.Add(r.window).Sub(now)
 	}
-	return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: FixedWindow, TTL: r.window}, 0
+	return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: FixedWindow, TTL: r.window, Limit: limit}, 0
 }

@@ -14,17 +14,27 @@ import (
 // base) per counter, so a replica alone writes exactly its view and the
 // counts of replicas add up, with every key's TTL set in the same call:
 //
-//	KEYS[i]                 one key per op
+//	KEYS[i]                 one key per op, then (when ARGV[2] is not empty)
+//	                        the replica registry ZSET (keyspace.RateLimitReplicas)
 //	ARGV[1]                 0 (use TIME), or a pinned now in unix ms (tests only)
-//	ARGV[2+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
+//	ARGV[2]                 the replica's id ("": do not register)
+//	ARGV[3]                 the registration's lifetime, ms
+//	ARGV[4+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
 //	  "f", ttl_ms, 0,        base n (-1: none), 0, 0,        local n, 0, 0, local ttl_ms
 //	  "g", limit, period_ms, base tat (-1: none), 0, 0,      local tat (-1: none), 0, 0, 0
 //	  "s", limit, window_ms, base idx (-1: none), cur, prev, local idx (-1: none), cur, prev, 0
 //
-// It returns 4 strings per key, then the script's now (unix ms):
+// Registering (Options.Sync with more than one replica, docs/rate-limiting.md
+// "Quota leasing") is ZADD id now, ZREMRANGEBYSCORE of the members not seen
+// within the lifetime, PEXPIRE of the ZSET by the lifetime (no key without
+// a TTL) and ZCARD, in the same call as the merge.
+//
+// It returns 4 strings per key, then the script's now (unix ms), then the
+// number of replicas registered (0 when ARGV[2] is empty):
 //
 //	fixed window:  n, 0, 0, ttl_ms
-//	GCRA:          tat (%.3f), 0, 0, ttl_ms
+//	GCRA:          tat (%.3f), over, 0, ttl_ms (over 1: the merged
+//	               arrival time passed now + period and was cut back to it)
 //	sliding:       idx, cur, prev, ttl_ms
 //
 // ttl_ms 0 means the key is absent. A key holding another algorithm's
@@ -42,9 +52,21 @@ local function at(idx, i, c, p)
   if idx == i - 1 then return p end
   return 0
 end
+local id, life = ARGV[2], tonumber(ARGV[3])
+local n = #KEYS
+local replicas = 0
+if id ~= '' then
+  local reg = KEYS[n]
+  n = n - 1
+  redis.call('ZADD', reg, now, id)
+  redis.call('ZREMRANGEBYSCORE', reg, '-inf', now - life)
+  redis.call('PEXPIRE', reg, life)
+  replicas = redis.call('ZCARD', reg)
+end
 local out = {}
-for i, key in ipairs(KEYS) do
-  local j = 2 + (i - 1) * 10
+for i = 1, n do
+  local key = KEYS[i]
+  local j = 4 + (i - 1) * 10
   local kind = ARGV[j]
   local a, b = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
   local b1, b2, b3 = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
@@ -79,7 +101,8 @@ for i, key in ipairs(KEYS) do
     else
       local other = 0
       if g ~= nil then other = math.max(0, g - math.max(b1, now)) end
-      local tat = math.min(math.max(l1, now) + other, now + b)
+      local tat = math.max(l1, now) + other
+      if tat > now + b then r2, tat = 1, now + b end
       if tat > now then
         rttl = math.max(1, math.ceil(tat - now))
         r1 = tat
@@ -117,16 +140,27 @@ for i, key in ipairs(KEYS) do
   out[#out + 1] = string.format('%d', rttl)
 end
 out[#out + 1] = now
+out[#out + 1] = replicas
 return out
 `
 
 var syncScriptSHA = sha1Hex(syncScriptSource)
 
-// syncArgs returns the sync script's KEYS and ARGV for ops.
-func syncArgs(pinnedMS int64, ops []SyncOp) ([]string, []any) {
-	keys := make([]string, len(ops))
-	args := make([]any, 1, 1+10*len(ops))
-	args[0] = pinnedMS
+// Registration names the replica registering in a sync call: its id, the
+// registry key and the registration's lifetime. The zero value does not
+// register.
+type Registration struct {
+	ID  string
+	Key string
+	TTL time.Duration
+}
+
+// syncArgs returns the sync script's KEYS and ARGV for ops, registering
+// reg when it has an ID.
+func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration) ([]string, []any) {
+	keys := make([]string, len(ops), len(ops)+1)
+	args := make([]any, 3, 3+10*len(ops))
+	args[0], args[1], args[2] = pinnedMS, reg.ID, max(reg.TTL.Milliseconds(), 1)
 	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 	for i, op := range ops {
 		keys[i] = op.Hit.Key
@@ -161,21 +195,25 @@ func syncArgs(pinnedMS int64, ops []SyncOp) ([]string, []any) {
 			args = append(args, "f", max(op.Hit.TTL.Milliseconds(), 1), 0, bn, 0, 0, ln, 0, 0, l.TTL.Milliseconds())
 		}
 	}
+	if reg.ID != "" {
+		keys = append(keys, reg.Key)
+	}
 	return keys, args
 }
 
 // decodeSync fills out from the sync script's reply (4 values per key,
-// then the script's now in unix ms) and returns that now.
-func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, error) {
-	if len(reply) != 4*len(ops)+1 || len(out) != len(ops) {
-		return time.Time{}, fmt.Errorf("%w: %d values for %d sync keys", ErrBadReply, len(reply), len(ops))
+// then the script's now in unix ms, then the replicas registered) and
+// returns that now and that count.
+func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, error) {
+	if len(reply) != 4*len(ops)+2 || len(out) != len(ops) {
+		return time.Time{}, 0, fmt.Errorf("%w: %d values for %d sync keys", ErrBadReply, len(reply), len(ops))
 	}
 	var v [4]float64
 	for i, op := range ops {
 		for k := range v {
 			f, err := replyFloat(reply[4*i+k])
 			if err != nil {
-				return time.Time{}, err
+				return time.Time{}, 0, err
 			}
 			v[k] = f
 		}
@@ -186,18 +224,22 @@ func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, error) {
 		}
 		switch op.Hit.Algorithm {
 		case GCRA:
-			out[i] = KeyState{TAT: v[0], TTL: ttl}
+			out[i] = KeyState{TAT: v[0], Over: v[1] > 0, TTL: ttl}
 		case SlidingWindow:
 			out[i] = KeyState{Index: v[0], Cur: v[1], Prev: v[2], TTL: ttl}
 		default:
 			out[i] = KeyState{N: int64(v[0]), TTL: ttl}
 		}
 	}
-	now, err := replyFloat(reply[len(reply)-1])
+	now, err := replyFloat(reply[len(reply)-2])
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, 0, err
 	}
-	return time.UnixMilli(int64(now)), nil
+	n, err := replyFloat(reply[len(reply)-1])
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	return time.UnixMilli(int64(now)), int64(n), nil
 }
 
 // replyFloat reads one value of a script reply: an integer (RESP), a

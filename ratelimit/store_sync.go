@@ -24,13 +24,22 @@ func chunks(n, size int) [][2]int {
 	return out
 }
 
-// Sync implements Syncer: the sync script over at most syncChunk keys per
-// call, every call in one pipeline (one round trip; on a Redis Cluster
-// each key is its own call, one round trip per node). Calls that met
-// NOSCRIPT did not run and are sent again as EVAL; the others counted.
+// Sync implements Syncer without registering: SyncRegister with the zero
+// Registration.
 func (s *RedisStore) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (time.Time, error) {
-	if len(ops) == 0 {
-		return time.Time{}, nil
+	now, _, err := s.SyncRegister(ctx, ops, out, Registration{})
+	return now, err
+}
+
+// SyncRegister implements RegisteringSyncer: the sync script over at most
+// syncChunk keys per call, every call in one pipeline (one round trip; on
+// a Redis Cluster each key is its own call, one round trip per node),
+// reg registered by the first call (on a Cluster by a call of its own in
+// the same pipeline: the registry is in another slot). Calls that met
+// NOSCRIPT did not run and are sent again as EVAL; the others counted.
+func (s *RedisStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
+	if len(ops) == 0 && reg.ID == "" {
+		return time.Time{}, 0, nil
 	}
 	pinned := s.pinnedMS.Load()
 	size := syncChunk
@@ -38,47 +47,89 @@ func (s *RedisStore) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (ti
 		size = 1
 	}
 	parts := chunks(len(ops), size)
+	if s.cluster || len(parts) == 0 {
+		parts = append(parts, [2]int{len(ops), len(ops)}) // registration alone
+	}
+	regAt := 0
+	if s.cluster {
+		regAt = len(parts) - 1
+	}
 	cmds := s.evalEach(ctx, syncScript, syncScriptSource, len(parts), func(i int) ([]string, []any) {
-		return syncArgs(pinned, ops[parts[i][0]:parts[i][1]])
+		r := Registration{}
+		if i == regAt {
+			r = reg
+		}
+		return syncArgs(pinned, ops[parts[i][0]:parts[i][1]], r)
 	})
 	var now time.Time
+	var replicas int64
 	for i, c := range cmds {
 		reply, err := c.Slice()
 		if err != nil {
-			return time.Time{}, fmt.Errorf("running the rate-limit sync script: %w", err)
+			return time.Time{}, 0, fmt.Errorf("running the rate-limit sync script: %w", err)
 		}
-		t, err := decodeSync(ops[parts[i][0]:parts[i][1]], reply, out[parts[i][0]:parts[i][1]])
+		t, n, err := decodeSync(ops[parts[i][0]:parts[i][1]], reply, out[parts[i][0]:parts[i][1]])
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, 0, err
 		}
 		if t.After(now) {
 			now = t
 		}
+		replicas = max(replicas, n)
 	}
-	return now, nil
+	return now, replicas, nil
 }
 
-// Sync implements Syncer: one POST per syncChunk keys.
+// Sync implements Syncer without registering.
 func (s *RESTStore) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (time.Time, error) {
+	now, _, err := s.SyncRegister(ctx, ops, out, Registration{})
+	return now, err
+}
+
+// SyncRegister implements RegisteringSyncer: one POST per syncChunk keys,
+// the first one registering reg.
+func (s *RESTStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
 	var now time.Time
-	for _, c := range chunks(len(ops), syncChunk) {
-		keys, args := syncArgs(s.pinnedMS.Load(), ops[c[0]:c[1]])
+	var replicas int64
+	parts := chunks(len(ops), syncChunk)
+	if len(parts) == 0 && reg.ID != "" {
+		parts = [][2]int{{0, 0}}
+	}
+	for i, c := range parts {
+		r := Registration{}
+		if i == 0 {
+			r = reg
+		}
+		keys, args := syncArgs(s.pinnedMS.Load(), ops[c[0]:c[1]], r)
 		arr, err := s.evalSHA(ctx, syncScriptSource, syncScriptSHA, keys, args)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("running the rate-limit sync script: %w", err)
+			return time.Time{}, 0, fmt.Errorf("running the rate-limit sync script: %w", err)
 		}
-		t, err := decodeSync(ops[c[0]:c[1]], arr, out[c[0]:c[1]])
+		t, n, err := decodeSync(ops[c[0]:c[1]], arr, out[c[0]:c[1]])
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, 0, err
 		}
 		if t.After(now) {
 			now = t
 		}
+		replicas = max(replicas, n)
 	}
-	return now, nil
+	return now, replicas, nil
+}
+
+// RegisteringSyncer is a Syncer that also registers the calling replica in
+// the same round trip and returns how many replicas are registered
+// (docs/rate-limiting.md "Quota leasing"). RedisStore and RESTStore
+// implement it; the MemoryStore is one process (one replica).
+type RegisteringSyncer interface {
+	Syncer
+	SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (now time.Time, replicas int64, err error)
 }
 
 var (
 	_ Syncer = (*RedisStore)(nil)
 	_ Syncer = (*RESTStore)(nil)
+
+	_ RegisteringSyncer = (*RedisStore)(nil)
+	_ RegisteringSyncer = (*RESTStore)(nil)
 )

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,6 +31,19 @@ type syncer struct {
 	mu   sync.Mutex
 	keys map[string]*syncKey
 
+	// flight serializes the exchanges with the store (rounds and asks):
+	// two concurrent merges of one key from one replica would count its
+	// view twice.
+	flight sync.Mutex
+	// reg registers this replica with every exchange; replicas is how
+	// many the last exchange counted (1 until then, and on a store that
+	// does not register: the lease is then the whole remaining budget).
+	reg      Registration
+	regStore RegisteringSyncer
+	replicas atomic.Int64
+	lastReg  atomic.Int64 // unix ns of the last registration
+	asks     prometheus.Counter
+
 	rounds  [2]prometheus.Counter // ok, error
 	dropped prometheus.Counter
 }
@@ -42,12 +56,17 @@ type syncKey struct {
 	base      KeyState
 	baseUntil time.Time
 	dirty     bool
+	// spent is what the view passed since the store's state was last
+	// read, lease what it may pass before asking again (quota leasing,
+	// lease.go).
+	spent, lease int64
+	inFlight     int64 // spent when the exchange in flight took its snapshot
 }
 
-func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Time, m *metrics) *syncer {
+func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Time, m *metrics, reg Registration) *syncer {
 	view := NewMemoryStore(0)
 	view.SetClock(now)
-	return &syncer{
+	s := &syncer{
 		view:     view,
 		store:    store,
 		interval: interval,
@@ -56,26 +75,63 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Ti
 		keys:     map[string]*syncKey{},
 		rounds:   [2]prometheus.Counter{m.syncRounds.WithLabelValues("ok"), m.syncRounds.WithLabelValues("error")},
 		dropped:  m.syncDropped,
+		asks:     m.syncAsks,
 	}
+	if rs, ok := store.(RegisteringSyncer); ok && reg.ID != "" {
+		s.reg, s.regStore = reg, rs
+	}
+	s.replicas.Store(1)
+	return s
 }
 
 // hit decides hits on the view and marks their keys for the next round.
-// It never waits on the store.
-func (s *syncer) hit(hits []Hit, out []Count) time.Time {
+// With more than one replica registered, a hit whose key's lease is spent
+// (and that the view would pass) first asks the store: its key alone is
+// exchanged at once, within the timeout, then the hit is decided on the
+// merged view; when the new lease is 0 (the store leaves less than one
+// request per replica) the hit is refused. On a failed ask the view
+// decides. Otherwise it never waits on the store.
+func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
+	replicas := s.replicas.Load()
+	if replicas > 1 {
+		var ask []int
+		s.mu.Lock()
+		for j, h := range hits {
+			if k, ok := s.keys[h.Key]; ok && k.spent >= k.lease {
+				ask = append(ask, j)
+			} else if !ok && leaseOf(h, KeyState{}, 0, replicas) == 0 {
+				ask = append(ask, j)
+			}
+		}
+		s.mu.Unlock()
+		if len(ask) > 0 && s.ask(ctx, hits, ask, out) {
+			return s.view.now()
+		}
+	}
 	at, _ := s.view.Hit(context.Background(), hits, out) // the embedded store does not fail
+	s.count(hits, out, replicas)
+	return at
+}
+
+// count marks the keys of hits for the next round and spends the passed
+// ones from their leases.
+func (s *syncer) count(hits []Hit, out []Count, replicas int64) {
 	full := false
 	s.mu.Lock()
-	for _, h := range hits {
+	for j, h := range hits {
 		k, ok := s.keys[h.Key]
 		if !ok {
 			if len(s.keys) >= maxSyncKeys {
 				full = true
 				continue
 			}
-			k = &syncKey{}
+			k = &syncKey{lease: leaseOf(h, KeyState{}, 0, replicas)}
 			s.keys[h.Key] = k
 		}
 		k.hit, k.dirty = h, true
+		if allowed(h, out[j]) {
+			k.spent++
+		}
 	}
 	s.mu.Unlock()
 	if full {
@@ -85,7 +141,50 @@ func (s *syncer) hit(hits []Hit, out []Count) time.Time {
 		default:
 		}
 	}
-	return at
+}
+
+// ask exchanges the keys of hits[idx] with the store now, if the view
+// would still pass them. It returns true when it decided every hit
+// (some key's new lease is 0: the request is refused, nothing counted).
+func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bool {
+	nowMS := float64(s.view.now().UnixMilli())
+	sel := make([]Hit, len(idx))
+	for i, j := range idx {
+		sel[i] = hits[j]
+	}
+	views := make([]KeyState, len(sel))
+	s.view.snapshot(sel, views)
+	keys := make(map[string]bool, len(idx))
+	for i, h := range sel {
+		if remaining(h, views[i], nowMS) > 0 {
+			keys[h.Key] = true
+		}
+	}
+	if len(keys) == 0 {
+		return false // the view refuses them anyway
+	}
+	s.asks.Add(float64(len(keys)))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
+	defer cancel()
+	got, at, _, err := s.exchange(ctx, func(key string) bool { return keys[key] })
+	if err != nil || at.IsZero() {
+		return false
+	}
+	refused := false
+	s.mu.Lock()
+	for _, h := range sel {
+		if k, ok := s.keys[h.Key]; ok && keys[h.Key] && k.lease == 0 {
+			refused = true
+		}
+	}
+	s.mu.Unlock()
+	if !refused {
+		return false
+	}
+	for j, h := range hits {
+		out[j] = spentCount(h, got[h.Key], at)
+	}
+	return true
 }
 
 // round sends every dirty key's view in one round trip, merges the
@@ -95,17 +194,31 @@ func (s *syncer) hit(hits []Hit, out []Count) time.Time {
 // It returns the store's clock (zero on failure) and the store calls
 // sent.
 func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
+	_, at, calls, err := s.exchange(ctx, nil)
+	return at, calls, err
+}
+
+// exchange sends the view of every dirty key (only: nil, or those it
+// accepts) and merges the answer, as round says; it returns the merged
+// states by key.
+func (s *syncer) exchange(ctx context.Context, only func(string) bool) (map[string]KeyState, time.Time, int, error) {
+	s.flight.Lock()
+	defer s.flight.Unlock()
 	now := s.view.now()
 	var ops []SyncOp
 	s.mu.Lock()
 	for key, k := range s.keys {
-		if !k.dirty {
+		if only != nil && !only(key) {
+			continue
+		}
+		if !k.dirty && only == nil { // an ask reads its keys, dirty or not
 			if !now.Before(k.baseUntil) {
 				delete(s.keys, key)
 			}
 			continue
 		}
 		k.dirty = false
+		k.inFlight = k.spent
 		op := SyncOp{Hit: k.hit}
 		if now.Before(k.baseUntil) {
 			op.Base = k.base
@@ -114,7 +227,20 @@ func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
 	}
 	s.mu.Unlock()
 	if len(ops) == 0 {
-		return time.Time{}, 0, nil
+		if only != nil || s.regStore == nil || time.Since(time.Unix(0, s.lastReg.Load())) < s.reg.TTL/2 {
+			return nil, time.Time{}, 0, nil
+		}
+		// Idle: registration alone, every half lifetime, so the others
+		// keep counting this replica (and it learns their number).
+		ctx, cancel := context.WithTimeout(ctx, s.timeout)
+		at, replicas, err := s.regStore.SyncRegister(ctx, nil, nil, s.reg)
+		cancel()
+		if err != nil {
+			return nil, time.Time{}, 1, err
+		}
+		s.lastReg.Store(time.Now().UnixNano())
+		s.replicas.Store(max(replicas, 1))
+		return nil, at, 1, nil
 	}
 	calls := (len(ops) + syncChunk - 1) / syncChunk
 	if s.perKey {
@@ -128,10 +254,23 @@ func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
 	s.view.snapshot(hits, local)
 	for i := range ops {
 		ops[i].Local = local[i]
+		// A fixed-window view that restarted (its window ended before the
+		// store's, which began at another replica's first hit) counts
+		// into the store's window: none of its count was read from there.
+		if op := &ops[i]; op.Hit.Algorithm == FixedWindow && op.Base.present() && op.Local.N < op.Base.N {
+			op.Base = KeyState{}
+		}
 	}
 	got := make([]KeyState, len(ops))
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	at, err := s.store.Sync(ctx, ops, got)
+	var at time.Time
+	var err error
+	replicas := int64(0)
+	if s.regStore != nil {
+		at, replicas, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
+	} else {
+		at, err = s.store.Sync(ctx, ops, got)
+	}
 	cancel()
 	if err != nil {
 		s.rounds[1].Inc()
@@ -142,9 +281,15 @@ func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
 			}
 		}
 		s.mu.Unlock()
-		return time.Time{}, calls, err
+		return nil, time.Time{}, calls, err
 	}
 	s.rounds[0].Inc()
+	if replicas > 0 {
+		s.lastReg.Store(time.Now().UnixNano())
+		s.replicas.Store(replicas)
+	} else {
+		replicas = s.replicas.Load()
+	}
 	// The view becomes the store's state plus what it counted since the
 	// snapshot: the same merge, with the snapshot as the base.
 	back := make([]SyncOp, len(ops))
@@ -153,12 +298,26 @@ func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
 	}
 	_, _ = s.view.Sync(ctx, back, make([]KeyState, len(ops)))
 	now = s.view.now()
+	atMS := float64(at.UnixMilli())
+	if at.IsZero() {
+		atMS = float64(now.UnixMilli())
+	}
+	merged := make(map[string]KeyState, len(ops))
 	s.mu.Lock()
 	for i, op := range ops {
+		merged[op.Hit.Key] = got[i]
 		if k, ok := s.keys[op.Hit.Key]; ok {
 			k.base, k.baseUntil = got[i], now.Add(got[i].TTL)
+			// An ask leases anew (what the view passed while it was on
+			// the wire is spent from the new lease); a round only sends
+			// counts, so a replica's spending between two asks stays
+			// within one lease whatever the rounds.
+			if only != nil {
+				k.spent = max(0, k.spent-k.inFlight)
+				k.lease = leaseOf(op.Hit, got[i], atMS, replicas)
+			}
 		}
 	}
 	s.mu.Unlock()
-	return at, calls, nil
+	return merged, at, calls, nil
 }

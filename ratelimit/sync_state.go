@@ -14,6 +14,10 @@ type KeyState struct {
 	N int64
 	// TAT is a GCRA theoretical arrival time, unix milliseconds.
 	TAT float64
+	// Over is, in a merged GCRA state, that the merge passed now + period
+	// and was cut back to it: the replicas together spent more than the
+	// bucket held.
+	Over bool
 	// Index, Cur and Prev are a SlidingWindow: the current window's
 	// number (unix ms / window), its count and the previous window's.
 	Index, Cur, Prev float64
@@ -80,11 +84,13 @@ func mergeState(cur KeyState, op SyncOp, now time.Time) (KeyState, bool) {
 			}
 			other = max(0, cur.TAT-b)
 		}
-		tat := min(max(local.TAT, nowMS)+other, nowMS+period)
+		tat := max(local.TAT, nowMS) + other
+		over := tat > nowMS+period
+		tat = min(tat, nowMS+period)
 		if tat <= nowMS {
 			return KeyState{}, true
 		}
-		return KeyState{TAT: tat, TTL: time.Duration(max(1, math.Ceil(tat-nowMS))) * time.Millisecond}, true
+		return KeyState{TAT: tat, Over: over, TTL: time.Duration(max(1, math.Ceil(tat-nowMS))) * time.Millisecond}, true
 	case SlidingWindow:
 		w := float64(op.Hit.Period.Milliseconds())
 		r := local.Index

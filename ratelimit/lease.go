@@ -1,0 +1,79 @@
+package ratelimit
+
+import (
+	"math"
+	"time"
+)
+
+// Quota leasing (docs/rate-limiting.md "Quota leasing"): between two reads
+// of a key from the store, a synchronizing replica passes at most its
+// lease, floor(remaining / replicas), where remaining is what the store's
+// state allowed at the last read (the whole limit for a key it has not
+// read yet). A hit past the lease asks the store: the key alone is
+// synchronized at once (the hit included) and the hit passes only if the
+// merged state is within the limit. Envoy's global + local limits,
+// Gubernator's GLOBAL behaviour and Kong's sync_rate are the designs
+// this follows; the lease is Gubernator's "share of what is left".
+
+// remaining is how many more hits h's rule lets pass on state s at now
+// (unix ms); it is negative when s is past the limit.
+func remaining(h Hit, s KeyState, nowMS float64) int64 {
+	limit := h.Limit
+	switch h.Algorithm {
+	case GCRA:
+		if !s.present() || s.TAT <= nowMS {
+			return limit
+		}
+		period := float64(h.Period.Milliseconds())
+		interval := period / float64(limit)
+		return int64(math.Floor((nowMS + period - s.TAT) / interval))
+	case SlidingWindow:
+		if !s.present() {
+			return limit
+		}
+		w := float64(h.Period.Milliseconds())
+		idx := math.Floor(nowMS / w)
+		cur, prev := slidingAt(s, idx), slidingAt(s, idx-1)
+		rate := prev*(w-max(0, nowMS-idx*w))/w + cur
+		return int64(math.Floor(float64(limit) - rate))
+	default:
+		if !s.present() {
+			return limit
+		}
+		return limit - s.N
+	}
+}
+
+// leaseOf is a replica's share of what s leaves: floor(remaining /
+// replicas), at least 0. A limit below the replicas leases 1 while
+// anything remains (such a rule may pass replicas − 1 over its limit).
+func leaseOf(h Hit, s KeyState, nowMS float64, replicas int64) int64 {
+	rem := max(0, remaining(h, s, nowMS))
+	if h.Limit < replicas {
+		return min(rem, 1)
+	}
+	return rem / max(replicas, 1)
+}
+
+// allowed reports whether c, the view's answer to h, passed the hit.
+func allowed(h Hit, c Count) bool {
+	if h.Algorithm == GCRA || h.Algorithm == SlidingWindow {
+		return c.Allowed
+	}
+	return c.N <= h.Limit
+}
+
+// spentCount is the refusal of a hit whose replica's share of s (the
+// store's state as just read) is 0: the wait is until the store could
+// lease one more request to every replica, at least the time one request
+// takes to come back (period / limit); for a fixed window, the window's
+// end.
+func spentCount(h Hit, s KeyState, now time.Time) Count {
+	step := max(h.Period/time.Duration(max(h.Limit, 1)), time.Millisecond)
+	switch h.Algorithm {
+	case GCRA, SlidingWindow:
+		return Count{RetryAfter: step, ResetAfter: max(s.TTL, step)}
+	default:
+		return Count{N: h.Limit + 1, TTL: max(s.TTL, time.Millisecond)}
+	}
+}

@@ -1,0 +1,178 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// floodReplicas sends one client's requests round-robin over ls, one
+// every gap, for d, and returns the passed requests per window of the
+// rule (windows numbered from the first request) and the requests sent.
+func floodReplicas(t *testing.T, ls []*Limiter, window, gap, d time.Duration) ([]int, int) {
+	t.Helper()
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.91"}
+	// Start on a window edge of the clock: sliding windows are aligned to
+	// it (the store's clock is this machine's), fixed ones start at the
+	// first hit, so the windows counted here are the rule's own.
+	start := time.Now().Truncate(window).Add(window)
+	time.Sleep(time.Until(start))
+	per := make([]int, int(d/window)+1)
+	sent := 0
+	for next := start; time.Since(start) < d; next = next.Add(gap) {
+		if w := time.Until(next); w > 0 {
+			time.Sleep(w)
+		}
+		at := time.Since(start)
+		if !ls[sent%len(ls)].Decide(ctx, s).Blocked() {
+			per[int(at/window)]++
+		}
+		sent++
+	}
+	return per[:int(d/window)], sent
+}
+
+func startedReplicas(t *testing.T, n int, rule Rule, ks keyspace.Keyspace, store func() Store) []*Limiter {
+	t.Helper()
+	opts := rulesConfig(rule)
+	opts.Sync = 50 * time.Millisecond
+	opts.Timeout = 200 * time.Millisecond // a loaded machine must not fail a round
+	ls := make([]*Limiter, n)
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store())
+		if err := ls[i].Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ls[i].Stop(context.Background()) })
+	}
+	// Every replica learns the others (registration is in each round).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ok := true
+		for _, l := range ls {
+			ok = ok && l.sync.replicas.Load() == int64(n)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replicas did not see each other")
+		}
+		for _, l := range ls {
+			l.syncRound(context.Background())
+		}
+	}
+	return ls
+}
+
+// Three synchronizing replicas on one Redis, one client round-robin over
+// them at up to 1 000 requests/s for 4 windows of 50 per second: sliding
+// window and GCRA pass at most 1.1 × what one replica (exact: it decides
+// as the round trip does) passes on the same schedule and ≤ limit + 5 in
+// every window after the first; a fixed window ≤ 1.35 × the limit in
+// every window. Before quota leasing each replica
+// started every window from zero (about 1.7 × the limit per window with
+// three replicas; GCRA about 2 ×).
+func TestSync_ThreeReplicasHoldEveryWindowToTheirShare(t *testing.T) {
+	t.Parallel()
+	const (
+		replicas = 3
+		limit    = 50
+		window   = time.Second
+		windows  = 4
+		slack    = 5
+	)
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		t.Run(fmt.Sprint(alg), func(t *testing.T) {
+			run := func(n int) ([]int, int) {
+				prefix := servicetest.KeyPrefix(t)
+				rdb := testRedis(t, prefix)
+				ks := keyspace.MustNew(prefix)
+				rule := burstRule(limit, window)
+				rule.Algorithm = alg
+				ls := startedReplicas(t, n, rule, ks, func() Store { return NewRedisStore(rdb) })
+				return floodReplicas(t, ls, window, time.Millisecond, windows*window+window/2)
+			}
+			one, sentOne := run(1)
+			per, sent := run(replicas)
+			t.Logf("%v: 1 replica %d requests, passed per window %v; %d replicas %d requests, passed per window %v", alg, sentOne, one, replicas, sent, per)
+			if sent < 3*limit*windows || sentOne < 3*limit*windows {
+				t.Skipf("machine too loaded: %d/%d requests sent, a meaningful run needs %d (3 × the limit per window)", sentOne, sent, 3*limit*windows)
+			}
+			// A fixed window's windows start at each replica's first hit, so
+			// the replicas' windows drift apart by up to a sync interval:
+			// measured 50-65 per window (docs/rate-limiting.md), held here
+			// to 1.35 × the limit (before leasing: about 1.7 ×).
+			bound, ratio := limit+slack, 1.1
+			if alg == FixedWindow {
+				bound, ratio = limit*135/100, 1.35
+			}
+			total, totalOne := 0, 0
+			for i, n := range per {
+				total, totalOne = total+n, totalOne+one[i]
+				if (i > 0 || alg == FixedWindow) && n > bound {
+					t.Errorf("window %d passed %d, want ≤ %d", i, n, bound)
+				}
+			}
+			if float64(total) > ratio*float64(totalOne) {
+				t.Errorf("%d replicas passed %d in %d windows, one replica %d: want ≤ %.2f ×", replicas, total, windows, totalOne, ratio)
+			}
+		})
+	}
+}
+
+// Registration rides on the sync call on every store that registers: two
+// replicas (go-redis and Upstash REST) each see 2, the registry has a TTL
+// (no key without one), and a replica not seen within the lifetime drops
+// out of the count.
+func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	ks := keyspace.MustNew(prefix)
+	srv := upstashtest.Start(rdb, "tok")
+	t.Cleanup(srv.Close)
+	rest, err := NewRESTStore(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hit := Hit{Key: ks.RateLimit("burst", "203.0.113.5"), Algorithm: FixedWindow, TTL: time.Minute, Limit: 10}
+	ops := []SyncOp{{Hit: hit, Local: KeyState{N: 1, TTL: time.Minute}}}
+	life := 300 * time.Millisecond
+	stores := []RegisteringSyncer{NewRedisStore(rdb), rest}
+	var seen []int64
+	for i, s := range stores {
+		_, n, err := s.SyncRegister(ctx, ops, make([]KeyState, 1), Registration{ID: fmt.Sprint("r", i), Key: ks.RateLimitReplicas(), TTL: life})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, n)
+	}
+	if seen[0] != 1 || seen[1] != 2 {
+		t.Fatalf("replicas seen %v, want [1 2]", seen)
+	}
+	if ttl := rdb.PTTL(ctx, ks.RateLimitReplicas()).Val(); ttl <= 0 || ttl > life {
+		t.Fatalf("registry TTL %v, want in (0, %v]", ttl, life)
+	}
+	// r0 is not seen again: after the lifetime only r1 counts.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, n, err := rest.SyncRegister(ctx, nil, nil, Registration{ID: "r1", Key: ks.RateLimitReplicas(), TTL: life})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a replica not seen for %v still counted (%d)", life, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
