@@ -128,7 +128,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 		Scrub:    func(text string) string { return configs.ScrubSecrets(text, configs.URLSecrets(fw.URL)) },
 		Prefetch: fw.Prefetch, Timeout: fw.Timeout.D(), LeaseTTL: fw.LeaseTTL.D(), RetentionTTL: fw.RetentionTTL.D(),
 		Breaker:  forward.BreakerOptions{Failures: fw.Breaker.Failures, OpenFor: fw.Breaker.OpenFor.D()},
-		Topology: top, AMQPURL: amqpURL, Redis: rdb, Keys: keys,
+		Topology: top, AMQPURL: amqpURL, Redis: rdb, Keys: keys, BareKeySource: "evolution",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -267,6 +267,9 @@ func (h *harness) options() Options {
 		Breaker:  BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},
 		Topology: h.top, AMQPURL: h.cfg.AMQP.URL.Reveal(),
 		Redis: h.rdb, Keys: h.keys, Registerer: h.reg,
+		// The harness's events are of one source, as a flat-section
+		// deployment's: their Idempotency-Key is the bare id.
+		BareKeySource: "evolution",
 	}
 }
 
