@@ -346,12 +346,7 @@ func splitSecrets(v string) Secrets {
 // field added later) is printed with its userinfo password and query
 // values replaced by "xxxxx" (RedactURL).
 func (c Config) Redacted() ([]byte, error) {
-	var doc yaml.Node
-	if err := doc.Encode(c); err != nil {
-		return nil, err
-	}
-	redactNode(&doc)
-	return yaml.Marshal(&doc)
+	return marshalRedacted(c) // yamlchunk.go: memory bounded by one route
 }
 
 // redactNode runs RedactURLs over every scalar of a YAML tree.
