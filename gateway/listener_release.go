@@ -14,7 +14,7 @@ import (
 // closed: +24 KB per connection still resident 90 s later). burstRelease
 // returns them once per burst: when the open connections fall to a
 // quarter of a peak of at least burstMin, it runs debug.FreeOSMemory (a
-// collection and a scavenge, a few milliseconds) in its own goroutine,
+// forced collection and a scavenge, off the request path) in its own goroutine,
 // at most once per releaseEvery; the next burst finds the pages again.
 const (
 	burstMin     = 1024
