@@ -261,7 +261,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("parsing config: %s", unknownKey.ReplaceAllString(err.Error(), `unknown key "$1"`))
+		return Config{}, fmt.Errorf("parsing config: %s", unknownKey.ReplaceAllString(syntaxLineFixed(data, err), `unknown key "$1"`))
 	}
 	if err := ApplyEnv(&cfg, lookup); err != nil {
 		return Config{}, err
