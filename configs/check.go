@@ -69,7 +69,11 @@ func Check(data []byte, lookup func(string) (string, bool)) Report {
 	var r Report
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		r.Errors = append(r.Errors, syntaxFinding(err))
+		f := syntaxFinding(err)
+		if f.Line > 0 {
+			f.Line = problemLine(data, f.Line) // syntaxline.go: yaml.v3 names the enclosing block's line
+		}
+		r.Errors = append(r.Errors, f)
 		return r
 	}
 	w := &keyWalker{lines: map[int][]indexed{}}

@@ -261,7 +261,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("parsing config: %s", unknownKey.ReplaceAllString(err.Error(), `unknown key "$1"`))
+		return Config{}, fmt.Errorf("parsing config: %s", unknownKey.ReplaceAllString(syntaxLineFixed(data, err), `unknown key "$1"`))
 	}
 	if err := ApplyEnv(&cfg, lookup); err != nil {
 		return Config{}, err
@@ -352,12 +352,7 @@ func splitSecrets(v string) Secrets {
 // field added later) is printed with its userinfo password and query
 // values replaced by "xxxxx" (RedactURL).
 func (c Config) Redacted() ([]byte, error) {
-	var doc yaml.Node
-	if err := doc.Encode(c); err != nil {
-		return nil, err
-	}
-	redactNode(&doc)
-	return yaml.Marshal(&doc)
+	return marshalRedacted(c) // yamlchunk.go: memory bounded by one route
 }
 
 // redactNode runs RedactURLs over every scalar of a YAML tree.

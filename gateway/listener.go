@@ -50,7 +50,7 @@ func (s *Server) AdminListener(ln net.Listener, capacity int) net.Listener {
 func (s *Server) newLimitListener(ln net.Listener, name string, n, perIP int, open prometheus.Gauge) *limitListener {
 	return &limitListener{Listener: ln, name: name, sem: make(chan struct{}, n), done: make(chan struct{}), s: s,
 		perIPCap: perIP, open: open, idle: map[*limitConn]time.Time{}, perIP: map[netip.Addr][]*limitConn{},
-		refusing: make(chan struct{}, maxRefusing)}
+		refusing: make(chan struct{}, maxRefusing), burst: newBurstRelease()}
 }
 
 // maxRefusing bounds the connections being answered 503 at once; above
@@ -72,6 +72,7 @@ type limitListener struct {
 	open      prometheus.Gauge // nil: not counted
 	perIPCap  int              // 0: no per-IP cap
 	refusing  chan struct{}
+	burst     *burstRelease // memory back to the OS after a burst (listener_release.go)
 
 	mu         sync.Mutex
 	idle       map[*limitConn]time.Time // idle keep-alive connections, since when
@@ -103,6 +104,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.open != nil {
 			l.open.Inc()
 		}
+		l.burst.opened(len(l.sem))
 		// A new connection that stays silent for silentAfter is
 		// reclaimable until its first request starts (StateActive), as
 		// net/http's Shutdown treats one: it holds nothing in flight.
@@ -298,6 +300,7 @@ func (c *limitConn) Close() error {
 		if c.l.open != nil {
 			c.l.open.Dec()
 		}
+		c.l.burst.closed(len(c.l.sem) - 1) // before the slot frees: done once len(sem) shows it
 		<-c.l.sem
 	})
 	return err
