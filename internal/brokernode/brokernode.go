@@ -42,6 +42,15 @@ const SharedPort = 5672
 // broker.
 var ErrShared = errors.New("brokernode: refusing to change node-wide state on the shared broker")
 
+// NodeWide are the rabbitmqctl commands that change a node for every
+// client of it; servicetest.Rabbitmqctl refuses them on the shared broker.
+var NodeWide = map[string]bool{
+	"set_vm_memory_high_watermark": true, "set_disk_free_limit": true,
+	"set_policy": true, "clear_policy": true, "set_operator_policy": true, "clear_operator_policy": true,
+	"stop": true, "stop_app": true, "shutdown": true, "reset": true, "force_reset": true,
+	"set_cluster_name": true, "join_cluster": true, "close_all_connections": true,
+}
+
 // Options configure one node.
 type Options struct {
 	// Dir is the node's directory (created; data, logs, config, cookie).
@@ -56,6 +65,9 @@ type Options struct {
 	Cookie string
 	// MemoryMiB is vm_memory_high_watermark.absolute in MiB (default 256).
 	MemoryMiB int
+	// RemoveDir removes Dir when the node stops for good (Stop, Kill, or
+	// this process's exit); a node that will be restarted must keep it.
+	RemoveDir bool
 }
 
 // Node is a running private RabbitMQ node.
@@ -225,8 +237,13 @@ func (n *Node) spawn() error {
 	script := `"$0" </dev/null >>"$1/server.out" 2>&1 & p=$!
 read -r _
 if [ -s "$1/pid" ]; then kill -TERM "$(cat "$1/pid")" 2>/dev/null; fi
-kill -TERM "$p" 2>/dev/null; wait "$p"`
-	cmd := exec.Command("/bin/sh", "-c", script, serverBin, n.opts.Dir)
+kill -TERM "$p" 2>/dev/null; wait "$p"
+if [ "$2" = rm ]; then rm -rf "$1"; fi`
+	rm := "keep"
+	if n.opts.RemoveDir {
+		rm = "rm"
+	}
+	cmd := exec.Command("/bin/sh", "-c", script, serverBin, n.opts.Dir, rm)
 	cmd.Env = n.env()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
