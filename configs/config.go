@@ -141,7 +141,11 @@ type Redis struct {
 	Cluster bool `yaml:"cluster"`
 }
 
-// AMQP configures the RabbitMQ connection (AMQP_URL overrides).
+// AMQP configures the RabbitMQ connection (AMQP_URL overrides). URL may
+// list the nodes of a cluster, comma-separated
+// ("amqp://u:p@node1:5672/,amqp://u:p@node2:5672/"): every connection
+// tries them in turn from a random start, as RabbitMQ's client guides
+// recommend without a load balancer.
 type AMQP struct {
 	URL Secret `yaml:"url"`
 }

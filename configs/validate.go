@@ -75,7 +75,20 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 		p.addf("redis.key_prefix", "%q must end with ':'", c.Redis.KeyPrefix)
 	}
 	checkSecretURL(&p, "redis.url", c.Redis.URL, "redis", "rediss")
-	checkSecretURL(&p, "amqp.url", c.AMQP.URL, "amqp", "amqps")
+	// amqp.url may list several nodes of a cluster, comma-separated
+	// (tried in turn from a random start: internal/amqpaddr).
+	if raw := c.AMQP.URL.Reveal(); strings.Contains(raw, ",") {
+		for i, u := range strings.Split(raw, ",") {
+			field := fmt.Sprintf("amqp.url (address %d)", i+1)
+			if strings.TrimSpace(u) == "" {
+				p.addf(field, "is empty (a stray comma)")
+				continue
+			}
+			checkSecretURL(&p, field, Secret(strings.TrimSpace(u)), "amqp", "amqps")
+		}
+	} else {
+		checkSecretURL(&p, "amqp.url", c.AMQP.URL, "amqp", "amqps")
+	}
 	checkSecretURL(&p, "database.url", c.Database.URL, "postgres", "postgresql")
 	if c.Redis.RestURL != "" {
 		if !strings.HasPrefix(c.Redis.RestURL, "https://") && !strings.HasPrefix(c.Redis.RestURL, "http://") {

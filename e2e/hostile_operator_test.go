@@ -271,10 +271,12 @@ func TestHostileConfigCheckOfAnOperatorTokenThatCannotReplay(t *testing.T) {
 // three `dlq list` runs and a `dlq show` under the alarm must leave the
 // letter in the DLQ.
 func TestHostileDLQListUnderAMemoryAlarmLosesNothing(t *testing.T) {
+	// The alarm and the policy are node-wide: a node of this test's own.
+	node := servicetest.PrivateBrokerAlone(t)
 	amqpURL := servicetest.AMQPURL(t)
 	conn, ch := servicetest.AMQPChannel(t, amqpURL)
 	q := servicetest.Name(t) + "-dlq"
-	servicetest.DeliveryLimitPolicy(t, q, 1)
+	servicetest.DeliveryLimitPolicy(t, node, q, 1)
 	if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +297,7 @@ func TestHostileDLQListUnderAMemoryAlarmLosesNothing(t *testing.T) {
 		t.Fatalf("publishing: %v", err)
 	}
 	path := secretsWriteConfig(t, "environment: development\namqp: {url: \""+amqpURL+"\"}\nforward: {dlq: "+q+"}\n")
-	clear := servicetest.MemoryAlarm(t)
+	clear := servicetest.MemoryAlarm(t, node)
 	for i := range 3 {
 		out, code := secretsRun(t, cleanEnv(), "dlq", "list", "--config", path)
 		if code != 1 || !strings.Contains(out, "the broker does not take publishes now") || !strings.Contains(out, "blocked") {

@@ -71,6 +71,7 @@ func rabbit4Run(t *testing.T, args ...string) (string, error) {
 // around the 20th listing. Twenty-five runs of the real binary must print
 // every field quoted and keep the letter.
 func TestHostileRabbit4_DLQListEscapesMessageDataAndLosesNothingUnderADeliveryLimit(t *testing.T) {
+	node := servicetest.PrivateBroker(t) // the policy is node-wide state
 	amqpURL := servicetest.AMQPURL(t)
 	name := servicetest.Name(t)
 	dlq := name + "-dlq"
@@ -79,7 +80,7 @@ func TestHostileRabbit4_DLQListEscapesMessageDataAndLosesNothingUnderADeliveryLi
 		t.Fatal(err)
 	}
 	servicetest.DeleteAtCleanup(t, conn, []string{dlq}, nil)
-	servicetest.DeliveryLimitPolicy(t, name, 20)
+	servicetest.DeliveryLimitPolicy(t, node, name, 20)
 	const id = "evil\x1b[2J\x1b[31m\r\nFAKE-ROW\t9\u202e"
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
@@ -177,6 +178,7 @@ func rabbit4Eventually(t *testing.T, timeout time.Duration, what string, cond fu
 // the dead letters around the 20th run.
 func TestHostileRabbit4_RedisOutageListingsAndReplayUnderADeliveryLimitLoseNothing(t *testing.T) {
 	t.Parallel()
+	node := servicetest.PrivateBroker(t) // the policy is node-wide state
 	amqpURL := servicetest.AMQPURL(t)
 	redisURL := servicetest.RedisURL(t)
 	_, dbURL := servicetest.IsolatedDatabase(t)
@@ -241,7 +243,7 @@ routes:
 
 	conn, ch := servicetest.AMQPChannel(t, amqpURL)
 	servicetest.DeleteAtCleanup(t, conn, []string{fwdQ, fwdQ + "-retry-1s", dlq, evQ}, []string{exchange})
-	servicetest.DeliveryLimitPolicy(t, name, 20)
+	servicetest.DeliveryLimitPolicy(t, node, name, 20)
 
 	logs := &syncBuffer{}
 	fw := exec.Command(borda(t), "forward", "--config", cfgPath, "--admin", admin)

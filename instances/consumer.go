@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/olp-edu/borda/internal/amqpaddr"
+
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -162,7 +164,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 }
 
 func (c *Consumer) session(ctx context.Context) error {
-	conn, err := amqp.DialConfig(c.opts.AMQPURL, amqp.Config{
+	conn, err := amqpaddr.DialConfig(c.opts.AMQPURL, amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Properties: amqp.Table{"connection_name": "borda-consume-events"},
 	})

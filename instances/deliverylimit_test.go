@@ -22,6 +22,7 @@ import (
 // outage that loses events 40 s instead of 1 s) and PostgreSQL is cut for
 // 3 s: afterwards the event is applied.
 func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
+	node := servicetest.PrivateBroker(t) // the policy is node-wide state
 	amqpURL := servicetest.AMQPURL(t)
 	_, dbURL := servicetest.IsolatedDatabase(t)
 	if err := schema.Up(context.Background(), dbURL); err != nil {
@@ -46,7 +47,7 @@ func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	servicetest.DeleteAtCleanup(t, conn, []string{queue}, nil)
-	servicetest.DeliveryLimitPolicy(t, name, 20)
+	servicetest.DeliveryLimitPolicy(t, node, name, 20)
 
 	c, err := New(Options{AMQPURL: amqpURL, Queue: queue, DB: pool, Reconnect: 50 * time.Millisecond, MaxHold: 50 * time.Millisecond})
 	if err != nil {

@@ -5,16 +5,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/brokernode"
 )
 
 // Broker faults for bench/cmd/faults, driven through rabbitmqctl on the
-// local RabbitMQ node (the one the benches use).
+// bench's private RabbitMQ node (internal/brokernode): a memory alarm or a
+// closed connection is node-wide or touches other clients' state, so it is
+// never done to the shared broker.
 
 // PublisherConnectionName is the client-provided name of the webhook
 // publisher's connection of the borda process pid (webhook.NewPublisher's
@@ -24,18 +26,18 @@ func PublisherConnectionName(pid int) string {
 	return "borda-webhook-publisher/" + host + "/" + strconv.Itoa(pid)
 }
 
-// CloseBrokerConnection makes the broker close the connection named name
+// CloseBrokerConnection makes node close the connection named name
 // (rabbitmqctl close_connection), waiting up to 10 s for it to appear.
-func CloseBrokerConnection(name, reason string) error {
+func CloseBrokerConnection(node *brokernode.Node, name, reason string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		out, err := servicetest.Rabbitmqctl("list_connections", "--no-table-headers", "pid", "client_properties")
+		out, err := node.Ctl("list_connections", "--no-table-headers", "pid", "client_properties")
 		if err != nil {
 			return err
 		}
 		for _, line := range strings.Split(out, "\n") {
 			if strings.Contains(line, `"`+name+`"`) {
-				_, err := servicetest.Rabbitmqctl("close_connection", strings.Fields(line)[0], reason)
+				_, err := node.Ctl("close_connection", strings.Fields(line)[0], reason)
 				return err
 			}
 		}
@@ -46,39 +48,22 @@ func CloseBrokerConnection(name, reason string) error {
 	}
 }
 
-// MemoryAlarm raises a broker-wide memory alarm
-// (servicetest.RaiseMemoryAlarm) holding the machine's broker lock
-// (servicetest.BrokerLockPath) exclusively, so no test publishing on the
-// same broker runs meanwhile. The returned clear restores the watermark
-// and releases the lock; call it exactly once, also on error paths.
-func MemoryAlarm() (func() error, error) {
-	f, err := os.OpenFile(servicetest.BrokerLockPath(), os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("opening the broker lock: %w", err)
+// MemoryAlarm raises the memory alarm on node (every publishing connection
+// on it is blocked: vm_memory_high_watermark 1e-7). The returned clear
+// restores RabbitMQ 3.x's default 0.4; it may be called more than once,
+// only the first call acts.
+func MemoryAlarm(node *brokernode.Node) (func() error, error) {
+	var once sync.Once
+	var clearErr error
+	clear := func() error {
+		once.Do(func() { clearErr = node.SetMemoryWatermark("0.4") })
+		return clearErr
 	}
-	// Wait for the tests holding it shared, but not for ever (a test
-	// binary stuck elsewhere must not hang the bench).
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if err != syscall.EWOULDBLOCK || time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("taking the broker lock %s: %w", servicetest.BrokerLockPath(), err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	raised, err := servicetest.RaiseMemoryAlarm()
-	if err != nil {
-		f.Close()
+	if err := node.SetMemoryWatermark("0.0000001"); err != nil {
+		_ = clear()
 		return nil, err
 	}
-	return func() error {
-		defer f.Close() // releases the flock
-		return raised()
-	}, nil
+	return clear, nil
 }
 
 // DeleteQueue deletes queue (messages and all): its publishes become

@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/internal/amqpaddr"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/adminui"
@@ -248,7 +250,7 @@ func (b *opsBroker) connection() (*amqp.Connection, error) {
 	if b.conn != nil && !b.conn.IsClosed() {
 		return b.conn, nil
 	}
-	conn, err := amqp.DialConfig(b.url, amqp.Config{
+	conn, err := amqpaddr.DialConfig(b.url, amqp.Config{
 		Heartbeat: 10 * time.Second, Dial: amqp.DefaultDial(3 * time.Second),
 		Properties: amqp.Table{"connection_name": "borda-serve-operator-page"},
 	})

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/olp-edu/borda/internal/amqpaddr"
+
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/schema"
 	"github.com/olp-edu/borda/webhook/deadletter"
@@ -182,7 +184,7 @@ func printable(s string) string {
 // (pub). close releases both; false means the error is printed on
 // stderr and the command exits 1.
 func openDLQ(ctx context.Context, cfg configs.Config, stderr io.Writer) (conn *amqp.Connection, pub *publish.Publisher, close func(), ok bool) {
-	conn, err := amqp.Dial(cfg.AMQP.URL.Reveal())
+	conn, err := amqpaddr.Dial(cfg.AMQP.URL.Reveal())
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", configs.RedactError(err))
 		return nil, nil, nil, false

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/olp-edu/borda/internal/amqpaddr"
+
 	"github.com/olp-edu/borda/webhook/topology"
 )
 
@@ -40,7 +42,7 @@ func newCommandRegistry() *prometheus.Registry {
 // declareTopology declares the exchanges and queues on a short-lived
 // connection, so a worker starts on a fresh broker.
 func declareTopology(ctx context.Context, url string, top topology.Topology) error {
-	conn, err := amqp.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
+	conn, err := amqpaddr.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
 		return fmt.Errorf("dialing amqp: %w", err)
 	}

@@ -37,23 +37,18 @@ func RedisURL(t testing.TB) string {
 	return reachable(t, "Redis", env("BORDA_TEST_REDIS_URL", DefaultRedisURL))
 }
 
-// AMQPURL returns the test RabbitMQ URL, or skips (fails when required).
-// The test holds a shared broker lock until it ends, so a test that raises
-// a broker-wide alarm (BrokerAlarm) never runs while it publishes, in this
-// package or any other.
+// AMQPURL returns the test RabbitMQ URL, or skips (fails when required):
+// the private node's when the test called PrivateBroker or
+// PrivateBrokerAlone first, else the shared broker's. On the shared broker
+// the test holds a shared lock until it ends (bench/cmd/faults takes it
+// exclusively).
 func AMQPURL(t testing.TB) string {
+	if u, ok := routedURL(t); ok {
+		return u
+	}
 	u := reachable(t, "RabbitMQ", env("BORDA_TEST_AMQP_URL", DefaultAMQPURL))
 	brokerLock(t, syscall.LOCK_SH)
 	return u
-}
-
-// BrokerAlarm is for tests that change the shared broker for everyone
-// (rabbitmqctl set_vm_memory_high_watermark): it takes the broker lock
-// exclusively until the test ends, waiting for every other test holding
-// AMQPURL's shared lock, in every test binary, to finish. Call it before
-// raising the alarm, after AMQPURL if the test uses that too.
-func BrokerAlarm(t testing.TB) {
-	brokerLock(t, syscall.LOCK_EX)
 }
 
 // BrokerLockPath is the file every test binary (and bench/cmd/faults,

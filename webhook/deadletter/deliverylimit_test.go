@@ -20,6 +20,7 @@ import (
 // nothing leave every letter in place with its identity and history; a
 // replay then moves exactly the chosen one, same id and body, audited.
 func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
+	node := servicetest.PrivateBroker(t) // the policy is node-wide state
 	amqpURL := servicetest.AMQPURL(t)
 	pub := newRepublisher(t, amqpURL)
 	pool := testPool(t)
@@ -32,7 +33,7 @@ func TestList_TwentyFiveListingsUnderADeliveryLimitLoseNothing(t *testing.T) {
 		}
 	}
 	servicetest.DeleteAtCleanup(t, conn, []string{dlq, fwd}, nil)
-	servicetest.DeliveryLimitPolicy(t, name, 20)
+	servicetest.DeliveryLimitPolicy(t, node, name, 20)
 	if err := ch.Confirm(false); err != nil {
 		t.Fatal(err)
 	}

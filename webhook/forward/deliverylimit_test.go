@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/brokernode"
 	"github.com/olp-edu/borda/internal/servicetest"
 )
 
@@ -15,10 +16,12 @@ import (
 const rabbit4Limit = 20
 
 // limitTopology puts RabbitMQ 4's default delivery limit on every queue of
-// h's private topology (the queues share the prefix before "-fwd").
-func limitTopology(t *testing.T, h *harness) {
+// h's private topology (the queues share the prefix before "-fwd"), on the
+// private node (the policy is node-wide state): h must have been built
+// after servicetest.PrivateBroker(t).
+func limitTopology(t *testing.T, node *brokernode.Node, h *harness) {
 	t.Helper()
-	servicetest.DeliveryLimitPolicy(t, strings.TrimSuffix(h.top.ForwardQueue, "-fwd"), rabbit4Limit)
+	servicetest.DeliveryLimitPolicy(t, node, strings.TrimSuffix(h.top.ForwardQueue, "-fwd"), rabbit4Limit)
 }
 
 // redisBehindProxy points the harness's Redis at an OutageProxy.
@@ -41,10 +44,11 @@ func redisBehindProxy(t *testing.T) (*servicetest.OutageProxy, func(*configs.Con
 // nothing is in the DLQ, and readiness named Redis meanwhile.
 func TestForward_TwoMinuteRedisOutageUnderADeliveryLimitLosesNothing(t *testing.T) {
 	t.Parallel()
+	node := servicetest.PrivateBroker(t)
 	proxy, viaProxy := redisBehindProxy(t)
 	end := newLegacy(t, always(action{status: 200}))
 	h := newHarness(t, end, viaProxy)
-	limitTopology(t, h)
+	limitTopology(t, node, h)
 	f := h.start(nil)
 
 	const before, during = 5, 40

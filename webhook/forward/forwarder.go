@@ -21,6 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/internal/amqpaddr"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
@@ -264,7 +266,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 // the sampler. It consumes once the republishing connection is ready, so
 // a delivery is never taken that could not be given back.
 func (f *Forwarder) session(ctx context.Context) error {
-	conn, err := amqp.DialConfig(f.opts.AMQPURL, amqp.Config{
+	conn, err := amqpaddr.DialConfig(f.opts.AMQPURL, amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Properties: amqp.Table{"connection_name": "borda-forward"},
 	})

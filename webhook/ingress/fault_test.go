@@ -291,18 +291,16 @@ func TestHalfOpenConnectionIsRecycled(t *testing.T) {
 
 // A memory alarm blocks the connection: 503 BROKER_BLOCKED at once
 // without publishing, readiness fails, and both recover on unblock.
-// The alarm blocks every publisher on the broker, so this test is not
-// parallel: Go runs it before the parallel tests of this package start.
+// The alarm blocks every publisher on the node, so the test runs on a
+// private node of its own (never the shared broker).
 func TestBlockedConnectionAnswers503AtOnce(t *testing.T) {
+	node := servicetest.PrivateBrokerAlone(t)
 	cfg := faultConfig(t)
-	// The memory alarm blocks every publisher on the shared broker: wait
-	// until no other test is publishing, and keep them out until restored.
-	servicetest.BrokerAlarm(t)
 	s := newStack(t, cfg)
 	if code, _, _ := s.post(t, "/webhooks/whatsapp", "application/json", []byte(`{"before":1}`), nil); code != 200 {
 		t.Fatalf("before the alarm: %d", code)
 	}
-	clearAlarm := servicetest.MemoryAlarm(t)
+	clearAlarm := servicetest.MemoryAlarm(t, node)
 	// RabbitMQ blocks a connection when it next publishes: the request
 	// that does so answers 503 (BROKER_BLOCKED as the notice arrives)
 	// within its deadline.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/internal/amqpaddr"
 )
 
 const (
@@ -57,7 +59,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	props.SetClientConnectionName(p.connName)
 	stopHandshake := func() bool { return true }
 	var sock *coalescingConn
-	conn, err := amqp.DialConfig(p.url, amqp.Config{
+	conn, err := amqpaddr.DialConfig(p.url, amqp.Config{
 		Properties: props,
 		Heartbeat:  heartbeat,
 		Dial: func(network, addr string) (net.Conn, error) {

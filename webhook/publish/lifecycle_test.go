@@ -137,13 +137,14 @@ func TestPublishAnswersByItsDeadlineWhenTheSocketWriteBlocks(t *testing.T) {
 // amqp091-go's write ignores ctx, so the request hung for as long as the
 // alarm lasted. It must answer by confirm_timeout.
 func TestLargeBodyIntoAMemoryAlarmAnswersByTheDeadline(t *testing.T) {
+	// The alarm is node-wide: on a node of this test's own, never the
+	// shared broker.
+	node := servicetest.PrivateBrokerAlone(t)
 	cfg := testOptions(t)
-	servicetest.BrokerAlarm(t)
 	p := newTestPublisher(t, cfg)
 	// The alarm is cleared after a fixed time, whether or not the publish
-	// has answered: a hanging publish must not keep the shared broker
-	// alarmed.
-	restore := servicetest.MemoryAlarm(t)
+	// has answered: a hanging publish must not keep the node alarmed.
+	restore := servicetest.MemoryAlarm(t, node)
 	timer := time.AfterFunc(faultConfirmTimeout+4*time.Second, restore)
 	defer timer.Stop()
 	big := bytes.Repeat([]byte("x"), 12<<20) // a 9 MB body's envelope

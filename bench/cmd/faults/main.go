@@ -5,8 +5,10 @@
 // 0).
 //
 // Borda talks to a redis-server this command starts on a free port (so
-// SIGSTOP and kill touch nothing shared) and to the shared RabbitMQ through
-// an in-process TCP proxy it can cut. Phases, each -phase long:
+// SIGSTOP and kill touch nothing shared) and to a private RabbitMQ node it
+// starts (internal/brokernode: own name, ports, data directory; the memory
+// alarm is node-wide and must never reach the shared broker) through an
+// in-process TCP proxy it can cut. Phases, each -phase long:
 //
 //	baseline        everything up; the ip rule allows a quarter of the load: some 429s
 //	redis-stopped   redis-server SIGSTOPped: rules fail open within rate_limits.timeout
@@ -16,8 +18,8 @@
 //	redis-back      restarted on the same port (two phases long): 429s again
 //	amqp-cut        every broker connection closed, new ones refused: webhook 503, proxy 200
 //	amqp-back       link restored (three phases long): webhook 200 again after reconnect
-//	amqp-blocked    memory alarm (vm_memory_high_watermark tiny, the machine's broker
-//	                lock held): connection.blocked, webhook 503 BROKER_BLOCKED
+//	amqp-blocked    memory alarm (vm_memory_high_watermark tiny, on the private
+//	                node): connection.blocked, webhook 503 BROKER_BLOCKED
 //	amqp-unblocked  watermark restored (two phases long): webhook 200 again
 //	amqp-closed     the broker closes borda's publishing connection (rabbitmqctl
 //	                close_connection; two phases long): 503s, reconnect, 200 again
@@ -45,6 +47,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -54,6 +57,7 @@ import (
 	"github.com/olp-edu/borda/bench/harness"
 	"github.com/olp-edu/borda/bench/loadgen"
 	"github.com/olp-edu/borda/bench/webhookload"
+	"github.com/olp-edu/borda/internal/brokernode"
 )
 
 type phase struct {
@@ -84,17 +88,16 @@ func main() {
 	proxyRPS := flag.Int("proxy-rps", 200, "proxy requests per second")
 	webhookRPS := flag.Int("webhook-rps", 20, "webhook requests per second")
 	bordaBin := flag.String("borda", "", "borda binary (default: go build ./cmd/borda)")
-	amqpURL := flag.String("amqp", "amqp://guest:guest@127.0.0.1:5672/", "the shared RabbitMQ (reached through the fault proxy)")
 	flag.Parse()
 	if *ci {
 		*phaseLen = 2 * time.Second
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, *phaseLen, *proxyRPS, *webhookRPS, *bordaBin, *amqpURL))
+	os.Exit(run(ctx, *phaseLen, *proxyRPS, *webhookRPS, *bordaBin))
 }
 
-func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, bordaBin, amqpURL string) int {
+func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, bordaBin string) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "faults:", err); return 1 }
 	setup, err := harness.NewSetup(ctx, "faults", bordaBin)
 	if err != nil {
@@ -109,6 +112,19 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 		return fail(err)
 	}
 	defer func() { redisProc.Stop(2 * time.Second) }()
+
+	// The memory alarm and the closed connection are done to a private
+	// RabbitMQ node (never the shared one: the alarm would block every
+	// other gateway on it).
+	startCtx, cancelStart := context.WithTimeout(ctx, 90*time.Second)
+	node, err := brokernode.Start(startCtx, brokernode.Options{Dir: filepath.Join(dir, "rabbitmq"),
+		Name: fmt.Sprintf("borda-bench-faults-%d", os.Getpid()), MemoryMiB: 256})
+	cancelStart()
+	if err != nil {
+		return fail(fmt.Errorf("private RabbitMQ node: %w", err))
+	}
+	defer node.Stop()
+	amqpURL := node.URL
 
 	brokerHost := strings.TrimPrefix(amqpURL, "amqp://")
 	if at := strings.LastIndex(brokerHost, "@"); at >= 0 {
@@ -172,7 +188,7 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 		{"amqp-cut", 1, func() error { fp.Cut(); return nil }},
 		{"amqp-back", 3, func() error { fp.Restore(); return nil }},
 		{"amqp-blocked", 1, func() error {
-			c, err := harness.MemoryAlarm()
+			c, err := harness.MemoryAlarm(node)
 			clearAlarm = c
 			return err
 		}},
@@ -181,7 +197,7 @@ func run(ctx context.Context, phaseLen time.Duration, proxyRPS, webhookRPS int, 
 			clearAlarm = nil
 			return c()
 		}},
-		{"amqp-closed", 2, func() error { return harness.CloseBrokerConnection(connName, "bench faults: amqp-closed") }},
+		{"amqp-closed", 2, func() error { return harness.CloseBrokerConnection(node, connName, "bench faults: amqp-closed") }},
 		{"queue-deleted", 2, func() error {
 			depth, err := harness.QueueDepth(amqpURL, spec.ForwardQueue())
 			if err != nil {
