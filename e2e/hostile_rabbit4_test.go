@@ -288,7 +288,9 @@ routes:
 		t.Helper()
 		for i := from; i < to; i++ {
 			id := fmt.Sprintf("ev-%02d", i)
-			b, err := envelope.New(id, "evolution", "application/json", nil, fmt.Appendf(nil, `{"i":%d}`, i), time.Now()).Encode()
+			// The flat section's source, as the ingress writes it: its
+			// Idempotency-Key is the bare id the legacy stand-in reads.
+			b, err := envelope.New(id, "whatsapp", "application/json", nil, fmt.Appendf(nil, `{"i":%d}`, i), time.Now()).Encode()
 			if err != nil {
 				t.Fatal(err)
 			}

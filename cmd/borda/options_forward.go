@@ -52,9 +52,10 @@ func soleSource(w configs.Webhook) string {
 }
 
 // bareKeySource is the source whose legacy POSTs keep the bare event id
-// as Idempotency-Key: the flat section's, else the only source.
+// as Idempotency-Key: the flat section's (also for a forward-only config
+// that names no source), else the only source.
 func bareKeySource(w configs.Webhook) string {
-	if w.Path != "" {
+	if w.Path != "" || len(w.Sources) == 0 {
 		return flatSourceName
 	}
 	return soleSource(w)
