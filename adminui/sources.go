@@ -157,6 +157,9 @@ type Queue struct {
 	AgeKnown  bool
 	AgeNote   string
 	Err       string
+	// Warn is a warning about the queue (the events queue has no
+	// consumer and grows); empty: none.
+	Warn string
 }
 
 // Forwarder is one `borda forward` worker's last snapshot.
@@ -174,6 +177,11 @@ type Forwarder struct {
 	DLQDepth      int64
 	OldestAge     time.Duration
 	SeenAt        time.Time
+	// Duplicates: events acked without a POST as already forwarded;
+	// LastDuplicateKey (message data: shown printed) at LastDuplicateAt.
+	Duplicates       int64
+	LastDuplicateKey string
+	LastDuplicateAt  time.Time
 }
 
 // DeadLetter is one dead-lettered event. Every field is hostile input

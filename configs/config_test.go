@@ -217,3 +217,16 @@ func TestRolloutEnforcesInStagingAndObservesInProduction(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsQueueCanBeEmpty: `forward.events_queue: ""` is how a
+// deployment that does not run `borda consume-events` declares no events
+// queue (issue 23, item 4); it stays "" rather than taking the default.
+func TestEventsQueueCanBeEmpty(t *testing.T) {
+	cfg, err := configs.Parse([]byte("forward:\n  events_queue: \"\"\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Forward.EventsQueue != "" {
+		t.Errorf("events_queue = %q, want empty", cfg.Forward.EventsQueue)
+	}
+}

@@ -50,7 +50,10 @@ type Forward struct {
 	// changed Idempotency-Key.
 	SignatureVersions []string `yaml:"signature_versions"`
 	// EventsQueue is the queue `borda consume-events` reads (default
-	// yzex-connect-whatsapp-events-queue).
+	// yzex-connect-whatsapp-events-queue). "" declares and binds no events
+	// queue: for a deployment that does not run `borda consume-events`,
+	// each event is then written once (to the forward queue) instead of
+	// twice, and `borda consume-events` refuses to start.
 	EventsQueue string `yaml:"events_queue"`
 	// EventsBinding is the topic pattern that binds EventsQueue to
 	// webhook.exchange. Empty (default): derived from webhook.routing_key,

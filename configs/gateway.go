@@ -68,6 +68,15 @@ type Route struct {
 	// refused here: a tunnelled h2c connection would carry requests the
 	// gateway never routes, limits or rewrites.
 	Upgrades []string `yaml:"upgrades"`
+	// Sandbox is the Content-Security-Policy sandbox added to the route's
+	// responses (docs/edge.md, "Untrusted routes"). Empty (default): a
+	// route whose cookies.forward hands over no session (no entry with as:
+	// authorization, no olp_auth cookie) gets "sandbox", a route that does
+	// gets none; "off": none; "on": "sandbox"; or a space-separated list of
+	// sandbox tokens (allow-scripts, allow-forms, allow-popups, ...) added
+	// after "sandbox". allow-same-origin is refused: it would give the page
+	// the portal's origin back.
+	Sandbox string `yaml:"sandbox"`
 
 	// UpstreamURL is Upstream parsed by Validate.
 	UpstreamURL *url.URL `yaml:"-"`
@@ -310,6 +319,9 @@ func (c *Config) validateGateway(p *problems) {
 				p.addf(f, "%q is not a protocol token (such as websocket)", u)
 			}
 		}
+		if msg := checkSandbox(r.Sandbox); msg != "" {
+			p.addf(field+".sandbox", "%q: %s", r.Sandbox, msg)
+		}
 		switch strings.ToLower(r.Cookies.SameSite) {
 		case "", "lax", "strict", "none":
 		default:
@@ -391,4 +403,32 @@ func routeHostName(h string) bool {
 		}
 	}
 	return true
+}
+
+// sandboxTokens are the CSP sandbox tokens a route's sandbox may list
+// (HTML, "the iframe element", sandbox attribute), allow-same-origin
+// excepted.
+var sandboxTokens = map[string]bool{
+	"allow-downloads": true, "allow-forms": true, "allow-modals": true, "allow-orientation-lock": true,
+	"allow-pointer-lock": true, "allow-popups": true, "allow-popups-to-escape-sandbox": true,
+	"allow-presentation": true, "allow-scripts": true, "allow-top-navigation": true,
+	"allow-top-navigation-by-user-activation": true, "allow-top-navigation-to-custom-protocols": true,
+	"allow-storage-access-by-user-activation": true,
+}
+
+// checkSandbox returns why a route's sandbox value is refused, or "".
+func checkSandbox(v string) string {
+	switch v {
+	case "", "off", "on":
+		return ""
+	}
+	for _, tok := range strings.Fields(v) {
+		switch {
+		case tok == "allow-same-origin":
+			return "allow-same-origin is refused: it gives the route's pages the portal's origin (its cookies, storage and API) back"
+		case !sandboxTokens[tok]:
+			return fmt.Sprintf("%q is not a sandbox token (want off, on, or tokens such as allow-scripts allow-forms allow-popups)", tok)
+		}
+	}
+	return ""
 }

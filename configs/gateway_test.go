@@ -17,6 +17,10 @@ cors: {policies: {p: {allowed_origins: ["https://*.example.com"], allow_credenti
 cors: {policies: {p: {allowed_origins: ["null"], allow_credentials: true}}}`, "cors.policies.p.allowed_origins[0]"},
 		{"origin with a path", `
 cors: {policies: {p: {allowed_origins: ["https://a.example.com/x"]}}}`, "cors.policies.p.allowed_origins[0]"},
+		{"sandbox giving the origin back", `
+routes: [{name: a, upstream: "http://127.0.0.1:1", cookies: {forward: []}, sandbox: "allow-scripts allow-same-origin"}]`, "routes[0].sandbox"},
+		{"sandbox token misspelt", `
+routes: [{name: a, upstream: "http://127.0.0.1:1", sandbox: "allow-script"}]`, "routes[0].sandbox"},
 		{"unknown policy", `
 routes: [{name: a, upstream: "http://127.0.0.1:1", cors: nope}]`, "routes[0].cors"},
 		{"bad cookie domain", `
@@ -97,6 +101,15 @@ func TestRouteHostsAcceptNamesAndAddresses(t *testing.T) {
 	for _, h := range []string{"portal.example.org", "Portal.Example.ORG.", "*.example.org", "localhost", "127.0.0.1", "::1", "[::1]", "my_host.internal"} {
 		if !routeHostName(strings.TrimPrefix(h, "*.")) {
 			t.Errorf("routeHostName(%q) = false", h)
+		}
+	}
+}
+
+func TestRouteSandboxAcceptsOffOnAndTokens(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"", "off", "on", "allow-scripts", "allow-scripts  allow-popups allow-forms"} {
+		if msg := checkSandbox(v); msg != "" {
+			t.Errorf("checkSandbox(%q) = %q", v, msg)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package cookies
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 )
@@ -8,25 +9,193 @@ import (
 // AuthCookie is the cookie holding the portal's access token.
 const AuthCookie = "olp_auth"
 
-// Credential returns the token the upstream of a route with cookie policy
-// forward will see as the request's credential: the Authorization: Bearer
-// token when the request has Authorization (false when that header is not
-// a Bearer token), else the cookie ApplyRequest turns into the Bearer
-// token (the first olp_* cookie forward lists AsAuthorization with a
-// usable value), else the olp_auth cookie. A header the client names in
-// Connection is not forwarded (RFC 9110 §7.6.1), so it is ignored here
-// too: otherwise `Connection: Authorization` with a non-Bearer
-// Authorization would hide the olp_auth cookie the upstream gets as its
-// Bearer token. The identity verifier verifies exactly this token.
-func Credential(h http.Header, forward []Forward) (string, bool) {
+// ErrConflict is Resolve's error for a request that carries two different
+// candidate credentials and no single one of them verifies: the limiter
+// and the upstream could read different ones, so the gateway refuses it
+// (docs/edge.md, Identity: "One credential per request").
+var ErrConflict = errors.New("cookies: the request carries two different credentials")
+
+// Resolved is the one credential of a request, as Resolve decided it: the
+// token the limiter's identity is read from (Token), and the forms in which
+// ApplyRequest hands exactly that token to the upstream.
+type Resolved struct {
+	// Token is the credential the identity verifier reads; "" when the
+	// request has none (anonymous).
+	Token string
+	// Bearer is the token the upstream receives as "Authorization: Bearer"
+	// (the client's own header or an olp_* cookie the route lists
+	// AsAuthorization); "" when it receives no Bearer token from the
+	// gateway (a non-Bearer Authorization of the client, such as Basic,
+	// passes untouched).
+	Bearer string
+	// Cookie is the value the upstream receives as the olp_auth cookie on a
+	// route that forwards olp_auth as a cookie; "" when none.
+	Cookie string
+	// dropBearer removes the client's Bearer Authorization header: it held
+	// a candidate that lost to the verified one.
+	dropBearer bool
+}
+
+// Forwarded reports whether the upstream receives Token in some form (false
+// for a token read from an olp_auth cookie the route does not forward,
+// which the limiter may still key on).
+func (r Resolved) Forwarded() bool { return r.Bearer != "" || r.Cookie != "" }
+
+// Resolve returns the single credential of the request header h on a route
+// with cookie policy forward, the one place where the limiter's identity and
+// the upstream's credential are decided (ApplyRequest writes the decision,
+// package identity verifies it).
+//
+// The candidates are every value the upstream would receive as a credential:
+// the client's Authorization: Bearer token; without an Authorization header,
+// the olp_* cookies forward lists AsAuthorization; and the olp_auth cookie
+// when forward lists it as a cookie. A value counts only when a strict
+// parser and a lenient one read the same token from it (usableToken: token
+// characters, canonical base64url for a JWS, and for the cookie form nothing
+// a framework would decode, such as '%' or '+'); unusable values are never
+// forwarded. Equal values are one candidate. Then:
+//
+//   - no candidate: the olp_auth cookie, when the route does not forward it
+//     at all, is read for the limiter only (Forwarded false); two different
+//     such values give the one that verifies, else none;
+//   - one candidate: it;
+//   - several: the single one verify accepts (the others are removed before
+//     the upstream: "reduced to the verified one"); none or more than one
+//     verified: ErrConflict.
+//
+// verify may be nil (no verifier: nothing verifies). Headers a Connection
+// line names are ignored, as ReverseProxy never forwards them. h is not
+// modified.
+func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (Resolved, error) {
 	h = forwardedView(h)
+	var cands candidates
+	var r Resolved
+	hasAuth := false
 	if auth := h.Get("Authorization"); auth != "" {
-		return bearerToken(auth)
+		hasAuth = true
+		if tok, ok := bearerToken(auth); ok && usableToken(tok, false) {
+			cands.add(tok)
+			r.Bearer = tok
+		}
 	}
-	if token, ok := bearerCookie(h, forward); ok {
-		return token, true
+	var unforwarded candidates
+	var bearerCookies candidates // in header order: the first becomes the Bearer token
+	var authCookies candidates
+	eachOwnedCookie(h, func(name, value string) {
+		fw, listed := lookup(forward, name)
+		switch {
+		case !listed:
+			if name == AuthCookie && usableToken(value, false) {
+				unforwarded.add(value)
+			}
+		case fw.AsAuthorization:
+			if !hasAuth && usableToken(value, false) {
+				bearerCookies.add(value)
+				cands.add(value)
+			}
+		case name == AuthCookie:
+			if usableToken(value, true) {
+				authCookies.add(value)
+				cands.add(value)
+			}
+		}
+	})
+	var chosen string
+	switch len(cands) {
+	case 0:
+		if len(unforwarded) == 0 {
+			return Resolved{}, nil
+		}
+		tok, err := unforwarded.pick(verify)
+		if err != nil {
+			return Resolved{}, nil // nothing reaches the upstream: anonymous, not refused
+		}
+		return Resolved{Token: tok}, nil
+	case 1:
+		chosen = cands[0]
+	default:
+		tok, err := cands.pick(verify)
+		if err != nil {
+			return Resolved{}, err
+		}
+		chosen = tok
 	}
-	return cookieToken(h, AuthCookie)
+	r.Token = chosen
+	switch {
+	case r.Bearer == chosen:
+	case r.Bearer != "":
+		r.Bearer, r.dropBearer = "", true
+	case bearerCookies.has(chosen):
+		r.Bearer = chosen
+	}
+	if authCookies.has(chosen) {
+		r.Cookie = chosen
+	}
+	return r, nil
+}
+
+// candidates are distinct credential values in the order they came.
+type candidates []string
+
+func (c *candidates) add(v string) {
+	if !c.has(v) {
+		*c = append(*c, v)
+	}
+}
+
+func (c candidates) has(v string) bool {
+	for _, x := range c {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// pick returns the one candidate verify accepts, or ErrConflict.
+func (c candidates) pick(verify func(string) bool) (string, error) {
+	if verify == nil {
+		return "", ErrConflict
+	}
+	found := ""
+	for _, v := range c {
+		if verify(v) {
+			if found != "" {
+				return "", ErrConflict
+			}
+			found = v
+		}
+	}
+	if found == "" {
+		return "", ErrConflict
+	}
+	return found, nil
+}
+
+// eachOwnedCookie calls fn with the name and the unquoted, trimmed value of
+// every olp_* pair (IsOwned) of h's Cookie lines, in order.
+func eachOwnedCookie(h http.Header, fn func(name, value string)) {
+	for _, line := range h["Cookie"] {
+		for part := range strings.SplitSeq(line, ";") {
+			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			n = strings.TrimSpace(n)
+			if IsOwned(n) {
+				fn(n, unquote(strings.TrimSpace(v)))
+			}
+		}
+	}
+}
+
+// usableToken reports whether v is a credential every common parser reads
+// as the same token: validBearer, not a non-canonical JWS, and, for the
+// cookie form (asCookie), none of the characters frameworks decode in a
+// cookie value ('%' escapes in PHP, Rack and Node's cookie package, '+' as
+// a space in PHP).
+func usableToken(v string, asCookie bool) bool {
+	if !validBearer(v) || NonCanonicalJWS(v) {
+		return false
+	}
+	return !asCookie || !strings.ContainsAny(v, "%+")
 }
 
 // BearerTooLarge reports whether the request's Authorization header, as

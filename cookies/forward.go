@@ -112,29 +112,40 @@ func unhexCookie(c byte) (byte, bool) {
 }
 
 // ApplyRequest rewrites the outbound request header h in place according
-// to forward:
+// to forward and to r, the request's one credential (Resolve):
 //
 //   - cookies whose name does not start with olp_ pass untouched (byte for
-//     byte, malformed pairs included);
-//   - an olp_* cookie listed in forward (exact name) passes as a cookie,
-//     or becomes "Authorization: Bearer <value>" when listed
-//     AsAuthorization and h has no Authorization yet (the first such
-//     cookie wins; a value that is not a valid token68-like string is
-//     dropped instead of making the request unsendable);
-//   - an olp_* value longer than MaxTokenBytes is removed in both forms
-//     (the identity layer could not have verified it);
+//     byte, malformed pairs included), unless another common parser would
+//     read an olp_* cookie out of the pair (hidesOwnedCookie: "a=1
+//     olp_auth=x" to Python's SimpleCookie, "a=1, olp_auth=x" to Rack 2 and
+//     RFC 2965 parsers): such a pair is removed;
+//   - the upstream's credential is r and nothing else: "Authorization:
+//     Bearer <r.Bearer>" when r.Bearer is set (the client's own Bearer
+//     header spelled canonically, or the cookie the route lists
+//     AsAuthorization), the client's Bearer header removed when it lost to
+//     another candidate, and exactly one "olp_auth=<r.Cookie>" on a route
+//     that forwards olp_auth as a cookie; every other olp_auth pair and
+//     every AsAuthorization cookie is removed;
+//   - another olp_* cookie listed in forward passes as it is, unless its
+//     value is longer than MaxTokenBytes;
 //   - every other olp_* cookie is removed.
 //
 // Several Cookie lines (HTTP/2 clients split them) are merged into one,
 // as RFC 6265 §5.4 requires for HTTP/1.1; an empty result removes the
 // header.
-func ApplyRequest(h http.Header, forward []Forward) {
+func ApplyRequest(h http.Header, forward []Forward, r Resolved) {
+	if r.dropBearer {
+		delete(h, "Authorization")
+	}
+	if r.Bearer != "" {
+		h["Authorization"] = []string{"Bearer " + r.Bearer}
+	}
 	lines := h["Cookie"]
 	if len(lines) == 0 {
 		return
 	}
-	hasAuth := len(h["Authorization"]) > 0 && h["Authorization"][0] != ""
 	changed := len(lines) > 1
+	authSent := false
 	kept := make([]string, 0, 8)
 	for _, line := range lines {
 		for part := range strings.SplitSeq(line, ";") {
@@ -146,18 +157,22 @@ func ApplyRequest(h http.Header, forward []Forward) {
 			name, value, _ := strings.Cut(pair, "=")
 			name = strings.TrimSpace(name)
 			if !IsOwned(name) {
+				if hidesOwnedCookie(pair) {
+					changed = true
+					continue
+				}
 				kept = append(kept, pair)
 				continue
 			}
 			fw, listed := lookup(forward, name)
 			switch {
-			case !listed:
+			case !listed, fw.AsAuthorization:
 				changed = true
-			case fw.AsAuthorization:
+			case name == AuthCookie:
 				changed = true
-				if v := unquote(strings.TrimSpace(value)); !hasAuth && validBearer(v) && !NonCanonicalJWS(v) {
-					h.Set("Authorization", "Bearer "+v)
-					hasAuth = true
+				if r.Cookie != "" && !authSent {
+					kept = append(kept, AuthCookie+"="+r.Cookie)
+					authSent = true
 				}
 			case len(unquote(strings.TrimSpace(value))) > MaxTokenBytes:
 				changed = true
@@ -176,45 +191,29 @@ func ApplyRequest(h http.Header, forward []Forward) {
 	h["Cookie"] = []string{strings.Join(kept, "; ")}
 }
 
-// bearerCookie returns the value ApplyRequest sends upstream as
-// "Authorization: Bearer" for a request without Authorization: the first
-// olp_* cookie, in header order, that forward lists AsAuthorization and
-// whose value is a usable token (validBearer), so identity and the
-// upstream see the same credential.
-func bearerCookie(h http.Header, forward []Forward) (string, bool) {
-	for _, line := range h["Cookie"] {
-		for part := range strings.SplitSeq(line, ";") {
-			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-			n = strings.TrimSpace(n)
-			if !IsOwned(n) {
-				continue
-			}
-			if f, ok := lookup(forward, n); !ok || !f.AsAuthorization {
-				continue
-			}
-			if v = unquote(strings.TrimSpace(v)); validBearer(v) {
-				return v, true
-			}
+// hidesOwnedCookie reports whether s (a request cookie pair or a whole
+// Set-Cookie line) holds, after its first name, a "name=" that IsOwned,
+// separated by whitespace, ',' or ';': Python's SimpleCookie (and so
+// Django before 1.11 and Tornado) ends a pair at whitespace, Rack 2, Tomcat's
+// legacy processor and RFC 2965 parsers at ',', and a comma-joined
+// Set-Cookie ("x=1, olp_auth=evil") is two cookies to any client that
+// splits folded lines. Such text is the portal's cookie to some parser,
+// so it is never passed.
+func hidesOwnedCookie(s string) bool {
+	if !strings.ContainsAny(s, " \t,;") {
+		return false
+	}
+	first := true
+	for piece := range strings.FieldsFuncSeq(s, func(c rune) bool { return c == ' ' || c == '\t' || c == ',' || c == ';' }) {
+		if first {
+			first = false
+			continue
+		}
+		if n, _, ok := strings.Cut(piece, "="); ok && IsOwned(strings.Trim(n, `"`)) {
+			return true
 		}
 	}
-	return "", false
-}
-
-// cookieToken returns the first value of a cookie named name in h that is
-// a usable token (validBearer).
-func cookieToken(h http.Header, name string) (string, bool) {
-	for _, line := range h["Cookie"] {
-		for part := range strings.SplitSeq(line, ";") {
-			n, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-			if strings.TrimSpace(n) != name {
-				continue
-			}
-			if v = unquote(strings.TrimSpace(v)); validBearer(v) {
-				return v, true
-			}
-		}
-	}
-	return "", false
+	return false
 }
 
 func lookup(forward []Forward, name string) (Forward, bool) {
@@ -247,4 +246,17 @@ func validBearer(v string) bool {
 		}
 	}
 	return true
+}
+
+// ForwardsSession reports whether a route with policy forward hands its
+// upstream the portal's session: an olp_* cookie as the Bearer token, or
+// the olp_auth cookie itself. A route that does not is a third party on the
+// portal's origin (docs/edge.md, "Untrusted routes").
+func ForwardsSession(forward []Forward) bool {
+	for _, f := range forward {
+		if f.AsAuthorization || f.Cookie == AuthCookie {
+			return true
+		}
+	}
+	return false
 }

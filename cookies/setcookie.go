@@ -23,6 +23,9 @@ type ResponsePolicy struct {
 // ApplySetCookie rewrites the Set-Cookie headers of an upstream response
 // in place (RFC 6265 §4.1) and returns the names of the lines it removed:
 //
+//   - a line that hides an olp_* cookie after a ',' or whitespace
+//     (hidesOwnedCookie: the comma-joined "x=1, olp_auth=evil") is removed
+//     on every route;
 //   - a line that would set or clear an olp_* cookie (IsOwned: any case,
 //     also behind __Host-/__Secure-) that p.Forward does not list is
 //     removed, whatever its attributes (Max-Age=0 and a past Expires
@@ -41,6 +44,13 @@ func ApplySetCookie(h http.Header, p ResponsePolicy) (removed []string) {
 	kept := lines[:0]
 	for _, line := range lines {
 		name, nameless := setCookieName(line)
+		if hidesOwnedCookie(line) {
+			// "x=1, olp_auth=evil": a client that splits folded lines,
+			// or a parser that later reads the stored value back, sees
+			// an olp_* cookie no policy hardened.
+			removed = append(removed, name)
+			continue
+		}
 		if IsOwned(name) {
 			if _, ok := lookup(p.Forward, name); !ok || nameless {
 				removed = append(removed, name)

@@ -77,7 +77,7 @@ func TestForwardingRouteMaySetOnlyTheExactCookiesItForwards(t *testing.T) {
 func TestPrefixedPortalCookieIsNotForwardedToAThirdParty(t *testing.T) {
 	t.Parallel()
 	h := http.Header{"Cookie": {"__Host-olp_auth=tok; __secure-OLP_x=1; _ga=1"}}
-	ApplyRequest(h, []Forward{})
+	applyRequest(h, []Forward{})
 	if got := h.Get("Cookie"); got != "_ga=1" {
 		t.Errorf("Cookie = %q, want only _ga=1", got)
 	}
@@ -123,7 +123,7 @@ func TestFrameworkDecodedSpellingOfAPortalCookieIsOwned(t *testing.T) {
 		t.Errorf("removed %q, kept %q", removed, h["Set-Cookie"])
 	}
 	r := http.Header{"Cookie": {"olp%5Fauth=a; olp.auth=b; olp+auth=c; _ga=1"}}
-	ApplyRequest(r, []Forward{})
+	applyRequest(r, []Forward{})
 	if got := r.Get("Cookie"); got != "_ga=1" {
 		t.Errorf("Cookie = %q, want only _ga=1", got)
 	}

@@ -368,3 +368,50 @@ func TestHostileNonCanonicalTokenIsNeverForwardedUnseenByTheLimiter(t *testing.T
 }
 
 const identityB64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// Issue 22 item 1, as reported: `olp_auth=<non-canonical decoy>;
+// olp_auth=<valid JWT>` on a route forwarding olp_auth as Authorization gave
+// 8 × 200 under a per-user limit of 5 (the limiter verified the decoy and
+// counted the request as anonymous, the upstream got the second as its
+// Bearer token); `olp_auth=decoy; olp_auth=<jwt>` did the same on a route
+// forwarding the cookie, against upstreams that read the last value. Now
+// both are limited as the user, the upstream gets exactly the verified
+// token, and two tokens of different users are refused 400.
+func TestHostileDecoyAuthCookieSplitsTheLimiterFromTheUpstream(t *testing.T) {
+	const five = `rate_limits:
+  rules:
+    - {name: peruser, scope: user, algorithm: fixed_window, limit: 5, window: 50s, mode: enforce}
+`
+	for _, tc := range []struct{ name, route, decoy string }{
+		{"as authorization", "", "eyJhbGciOiJIUzI1NiJ9=.e30.x"},
+		{"as cookie", "    cookies: {forward: [{cookie: olp_auth}]}\n", "decoy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := recordingUpstream(t)
+			p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n"+tc.route, five), "AUTH_JWT_SECRET="+identitySecret)
+			tok := identityToken(t, "u-decoy-"+strings.ReplaceAll(tc.name, " ", "-"), 0)
+			var got []int
+			for range 8 {
+				status, _, _ := identityGet(t, p.public, "Cookie: olp_auth="+tc.decoy+"; olp_auth="+tok)
+				got = append(got, status)
+			}
+			if !slices.Equal(got, []int{200, 200, 200, 200, 200, 429, 429, 429}) {
+				t.Errorf("statuses %v, want 5 × 200 then 429", got)
+			}
+			for _, r := range up.requests() {
+				cred := r.Header.Get("Authorization")
+				if tc.route != "" {
+					cred = r.Header.Get("Cookie")
+				}
+				if !strings.HasSuffix(cred, tok) || strings.Contains(cred, tc.decoy) {
+					t.Errorf("upstream credential %q, want exactly the verified token", cred)
+				}
+			}
+			other := identityToken(t, "u-other", 0)
+			if status, h, body := identityGet(t, p.public, "Cookie: olp_auth="+other+"; olp_auth="+tok); status != http.StatusBadRequest ||
+				!strings.Contains(body, "Credenciais") || h.Get("Content-Language") != "pt-BR" {
+				t.Errorf("two users' tokens: %d %q, want the PT-BR 400 problem", status, body)
+			}
+		})
+	}
+}

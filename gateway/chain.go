@@ -320,27 +320,42 @@ var problemTokenTooLarge = problem{Title: "Credencial grande demais", Status: ht
 var problemTokenMalformed = problem{Title: "Credencial malformada", Status: http.StatusUnauthorized,
 	Detail: "O token de acesso não é um único token em base64url canônico (sem listas, espaços ou separadores). Entre novamente para obter um token válido."}
 
-// identify records the verified identity of the request in its exchange,
-// and answers 431 to a request whose Authorization: Bearer token is longer
-// than cookies.MaxTokenBytes (olp_* cookies over it are removed by
-// cookies.ApplyRequest instead), so the upstream never gets a credential
-// the limiter did not see.
+// identify resolves the request's one credential (cookies.Resolve) and
+// records it and its verified identity in the exchange: the limiter,
+// telemetry and the access log read the identity, rewrite forwards exactly
+// the credential. It answers 400 when the request carries two different
+// credentials and no single one verifies (cookies.ErrConflict), 431 to an
+// Authorization: Bearer token longer than cookies.MaxTokenBytes (olp_*
+// cookies over it are removed by cookies.ApplyRequest instead) and 401 to
+// a Bearer value that is not one canonical token, so the upstream never
+// gets a credential the limiter did not see.
 func (s *Server) identify(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ex := exchangeFrom(r.Context())
 		if _, ok := r.Header["Authorization"]; ok { // neither check refuses a request without one
 			if cookies.BearerTooLarge(r.Header) {
-				writeProblem(w, problemTokenTooLarge, exchangeFrom(r.Context()).id)
+				writeProblem(w, problemTokenTooLarge, ex.id)
 				return
 			}
 			if cookies.BearerNonCanonical(r.Header) {
-				writeProblem(w, problemTokenMalformed, exchangeFrom(r.Context()).id)
+				writeProblem(w, problemTokenMalformed, ex.id)
 				return
 			}
 		}
-		if s.verifier != nil {
-			ex := exchangeFrom(r.Context())
-			if id, ok := s.verifier.FromRequest(r.Header, ex.route.forward); ok {
-				ex.identity = id // the limiter, telemetry and the access log read it here
+		if !s.upgradeOriginAllowed(w, r, ex) {
+			return
+		}
+		if _, ok := r.Header["Authorization"]; ok || len(r.Header["Cookie"]) > 0 {
+			cred, err := cookies.Resolve(r.Header, ex.route.forward, s.verifies)
+			if err != nil {
+				writeProblem(w, problemConflictingCredentials, ex.id)
+				return
+			}
+			ex.credential = cred
+			if s.verifier != nil && cred.Token != "" {
+				if id, ok := s.verifier.Verify(cred.Token); ok {
+					ex.identity = id // the limiter, telemetry and the access log read it here
+				}
 			}
 		}
 		next.ServeHTTP(w, r)

@@ -76,6 +76,7 @@ func optionsFromConfig(t testing.TB, cfg configs.Config) Options {
 			},
 			EscapedSlashes: slashPolicyOf(rc.EscapedSlashes),
 			Upgrades:       rc.Upgrades,
+			Sandbox:        rc.Sandbox,
 		}
 		if rc.CORS != "" {
 			pol, ok := cfg.CORS.Policies[rc.CORS]

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/ratelimit"
 )
@@ -36,7 +37,11 @@ type exchange struct {
 	rest      string     // escaped path after the route prefix
 	label     string     // metrics/log route label
 	identity  identity.Identity
-	verdict   ratelimit.Verdict
+	// credential is the request's one credential (cookies.Resolve, in
+	// identify): the limiter's identity is its Token, and rewrite hands
+	// the upstream exactly it.
+	credential cookies.Resolved
+	verdict    ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
 	// headers arrive (routetimer.go); nil once stopped.
 	timer      *routeTimer

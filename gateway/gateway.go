@@ -37,13 +37,12 @@ type Limiter interface {
 	Decide(ctx context.Context, s ratelimit.Subject) ratelimit.Verdict
 }
 
-// IdentityVerifier reads the verified identity of a request as the
-// upstream of a route with cookie policy forward will see its credential
-// (docs/edge.md, "Identity"): false with the anonymous Identity when there
-// is no credential or it does not verify. It must not block on the
-// network. *identity.Verifier implements it.
+// IdentityVerifier verifies the one credential of a request, the token
+// cookies.Resolve chose and the upstream receives (docs/edge.md,
+// "Identity"): false with the anonymous Identity when it does not verify.
+// It must not block on the network. *identity.Verifier implements it.
 type IdentityVerifier interface {
-	FromRequest(h http.Header, forward []cookies.Forward) (identity.Identity, bool)
+	Verify(token string) (identity.Identity, bool)
 }
 
 // Recorder receives one Event per finished request; Record must never
@@ -101,8 +100,11 @@ type Server struct {
 	limiter      Limiter
 	recorder     Recorder
 	verifier     IdentityVerifier
-	metrics      *metrics
-	deny         denyState
+	// verifies is cookies.Resolve's verify callback (nil without a
+	// verifier), built once.
+	verifies func(token string) bool
+	metrics  *metrics
+	deny     denyState
 	// unroutedMetrics and webhookMetrics are the request metrics of the
 	// "unrouted" and "webhook" labels; a route's are in route.metrics.
 	unroutedMetrics *labelMetrics
@@ -165,6 +167,9 @@ func New(opts Options, deps Deps) (*Server, error) {
 		via:      newViaPseudonym(),
 	}
 	s.SetDeny(opts.Deny)
+	if s.verifier != nil {
+		s.verifies = func(token string) bool { _, ok := s.verifier.Verify(token); return ok }
+	}
 	s.viaEntry11 = "1.1 " + s.via
 	s.viaLine11 = []string{s.viaEntry11}[:1:1]
 	if s.log == nil {
@@ -255,6 +260,9 @@ func (s *Server) buildRoutes(routes []Route) error {
 			exposeHeaders: rc.ExposeHeaders,
 			forward:       rc.Cookies.Forward,
 		}
+		rt.session = cookies.ForwardsSession(rt.forward)
+		rt.csp = sandboxHeader(rc.Sandbox, rt.session)
+		rt.upgradeOrigins = upgradeOriginSet(rc.CORS)
 		rt.setCookie = cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite, Forward: rt.forward}
 		if rt.Name == "" {
 			rt.Name = fmt.Sprintf("route%d", i)

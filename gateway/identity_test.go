@@ -134,3 +134,60 @@ func TestDuplicateAuthorizationIsRefused(t *testing.T) {
 		t.Fatalf("upstream Authorization %q", got)
 	}
 }
+
+// Issue 22 item 1: `olp_auth=<non-canonical decoy>; olp_auth=<valid JWT>`
+// was anonymous to the limiter (it verified the first) while the upstream
+// got the second as its Bearer token; on a route forwarding olp_auth as a
+// cookie, `olp_auth=decoy; olp_auth=<jwt>` reached upstreams that read the
+// last value. Now the one credential is the verified one, in both forms,
+// and two that both verify are refused 400.
+func TestDecoyAuthCookieCannotSplitTheLimiterFromTheUpstream(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, `
+routes:
+  - {name: api, path_prefix: /api, upstream: "{up}", rate_limits: [peruser]}
+  - {name: legacy, path_prefix: /legacy, upstream: "{up}", rate_limits: [peruser], cookies: {forward: [{cookie: olp_auth}]}}
+rate_limits:
+  rules:
+    - {name: peruser, scope: user, limit: 2, window: 1m}
+`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
+	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	exp := time.Now().Add(time.Hour).Unix()
+	for _, tc := range []struct{ path, decoy, user string }{
+		{"/api/x", "eyJhbGciOiJIUzI1NiJ9=.e30.x", "u-bearer"},
+		{"/legacy/x", "decoy", "u-cookie"},
+	} {
+		good := signHS256(t, testSecret, jwt.MapClaims{"sub": tc.user, "exp": exp})
+		for i, want := range []int{200, 200, 429} {
+			res, _ := rawGet(t, h, tc.path, "Cookie: olp_auth="+tc.decoy+"; olp_auth="+good)
+			if res.StatusCode != want {
+				t.Fatalf("%s request %d: %d, want %d", tc.path, i+1, res.StatusCode, want)
+			}
+		}
+		seen := up.last(t).Header
+		if tc.path == "/api/x" && (seen.Get("Authorization") != "Bearer "+good || seen.Get("Cookie") != "") {
+			t.Errorf("%s: upstream got Authorization %q, Cookie %q", tc.path, seen.Get("Authorization"), seen.Get("Cookie"))
+		}
+		if tc.path == "/legacy/x" && seen.Get("Cookie") != "olp_auth="+good {
+			t.Errorf("%s: upstream got Cookie %q, want only the verified olp_auth", tc.path, seen.Get("Cookie"))
+		}
+	}
+	a := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-a", "exp": exp})
+	b := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-b", "exp": exp})
+	calls := up.calls()
+	for _, hd := range [][]string{
+		{"Cookie: olp_auth=" + a + "; olp_auth=" + b},
+		{"Cookie: olp_auth=" + a, "Cookie: olp_auth=" + b},
+	} {
+		if res, body := rawGet(t, h, "/legacy/x", hd...); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Credenciais") {
+			t.Errorf("%q: %d %q, want the 400 problem", hd, res.StatusCode, body)
+		}
+	}
+	if res, body := rawGet(t, h, "/legacy/x", "Authorization: Bearer "+a, "Cookie: olp_auth="+b); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("header and cookie of two users: %d %q, want 400", res.StatusCode, body)
+	}
+	if up.calls() != calls {
+		t.Errorf("refused requests reached the upstream")
+	}
+}

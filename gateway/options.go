@@ -80,6 +80,14 @@ type Route struct {
 	// SlashesReject or SlashesKeep; ignored under a top-level
 	// SlashesUnescape (no escaped slash is left to the route).
 	EscapedSlashes SlashPolicy
+	// Sandbox is the route's Content-Security-Policy sandbox
+	// (docs/edge.md, "Untrusted routes"): "" adds "sandbox" to the
+	// responses of a route whose Cookies.Forward does not hand over the
+	// session (cookies.ForwardsSession) and nothing to one that does;
+	// "off" adds nothing, "on" adds "sandbox", and a space-separated list
+	// of sandbox tokens ("allow-scripts allow-popups") adds "sandbox"
+	// with them. Validated by the caller (configs).
+	Sandbox string
 	// Upgrades are the Upgrade protocols tunnelled (case-insensitive); nil:
 	// websocket only; empty: none. "h2c" is never tunnelled.
 	Upgrades []string

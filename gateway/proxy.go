@@ -161,7 +161,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	if ex.verdict.WouldBlock() {
 		h[wouldBlockKey] = []string{"true"}
 	}
-	cookies.ApplyRequest(h, rt.forward)
+	cookies.ApplyRequest(h, rt.forward, ex.credential)
 }
 
 // dropClientHeaders removes, in one pass over the outgoing headers, what
@@ -431,6 +431,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 			delete(h, k)
 		}
 	}
+	p.rt.applyUntrustedPolicy(h)
 	if len(h["Set-Cookie"]) > 0 {
 		if removed := cookies.ApplySetCookie(h, p.rt.setCookie); len(removed) > 0 {
 			p.s.log.WarnContext(res.Request.Context(), "upstream Set-Cookie for a portal cookie the route does not forward was removed",

@@ -30,7 +30,16 @@ type route struct {
 	exposeHeaders bool
 	varyOrigin    bool
 	forward       []cookies.Forward
-	setCookie     cookies.ResponsePolicy
+	// session: the route hands its upstream the portal's session
+	// (cookies.ForwardsSession); false makes it untrusted (untrusted.go).
+	session bool
+	// csp is the Content-Security-Policy sandbox added to its responses
+	// ("" none; sandboxHeader).
+	csp string
+	// upgradeOrigins are the exact CORS allowed_origins, lower case, a
+	// WebSocket upgrade of a session route may come from besides its own.
+	upgradeOrigins map[string]bool
+	setCookie      cookies.ResponsePolicy
 	// escapedSlashes is the route's escaped_slashes (reject or keep;
 	// under a top-level unescape nothing escaped reaches the route).
 	escapedSlashes slashAction

@@ -57,12 +57,12 @@ func TestTokenOverTheBoundIsNeitherVerifiedNorForwarded(t *testing.T) {
 			t.Errorf("%d bytes: cookie verified", n)
 		}
 		out := h.Clone()
-		cookies.ApplyRequest(out, cookies.DefaultForward())
+		applyRequest(out, cookies.DefaultForward())
 		if out.Get("Authorization") != "" || out.Get("Cookie") != "_ga=1" {
 			t.Errorf("%d bytes, as authorization: upstream got Authorization %d bytes, Cookie %q", n, len(out.Get("Authorization")), out.Get("Cookie"))
 		}
 		out = h.Clone()
-		cookies.ApplyRequest(out, asCookie)
+		applyRequest(out, asCookie)
 		if out.Get("Cookie") != "_ga=1" {
 			t.Errorf("%d bytes, as cookie: upstream got Cookie of %d bytes", n, len(out.Get("Cookie")))
 		}
@@ -78,7 +78,7 @@ func TestTokenOverTheBoundIsNeitherVerifiedNorForwarded(t *testing.T) {
 	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "u-exact" {
 		t.Errorf("token of exactly cookies.MaxTokenBytes: %+v %v", id, ok)
 	}
-	cookies.ApplyRequest(h, cookies.DefaultForward())
+	applyRequest(h, cookies.DefaultForward())
 	if h.Get("Authorization") != "Bearer "+exact {
 		t.Error("token of exactly cookies.MaxTokenBytes not forwarded as Bearer")
 	}
@@ -104,7 +104,7 @@ func TestIdentityIsTheCookieTheRouteTurnsIntoTheBearerToken(t *testing.T) {
 	fw := []cookies.Forward{{Cookie: "olp_sess", AsAuthorization: true}}
 	h := http.Header{"Cookie": {"olp_auth=" + a + "; olp_sess=" + b}}
 	id, ok := v.FromRequest(h, fw)
-	cookies.ApplyRequest(h, fw)
+	applyRequest(h, fw)
 	if h.Get("Authorization") != "Bearer "+b {
 		t.Fatalf("upstream Authorization %q, want olp_sess's token", h.Get("Authorization"))
 	}

@@ -1,6 +1,6 @@
 // Package identity says who a request is, from a verified token only:
 // the Verifier checks the JWT the upstream will see as the request's
-// credential (cookies.Credential) with golang-jwt/jwt/v5 (HS256 from a
+// credential (cookies.Resolve) with golang-jwt/jwt/v5 (HS256 from a
 // shared secret, or RS256/ES256 from a JWKS document fetched at start and
 // refreshed in the background, github.com/MicahParks/jwkset), so
 // verification never costs a network call on the request path. An
@@ -259,19 +259,28 @@ func (v *Verifier) refetchUnknownKID(kid string) {
 	}()
 }
 
-// FromRequest verifies the token the upstream of a route with cookie
-// policy forward will see as the request's credential
-// (cookies.Credential). It returns the anonymous Identity and false when
-// there is no token or it does not verify.
+// FromRequest verifies the request's one credential on a route with
+// cookie policy forward (cookies.Resolve, with Verifies deciding between
+// candidates). It returns the anonymous Identity and false when there is
+// no credential, it does not verify, or the request carries two different
+// credentials (cookies.ErrConflict, which the gateway answers 400 before
+// asking).
 func (v *Verifier) FromRequest(h http.Header, forward []cookies.Forward) (Identity, bool) {
 	if v == nil {
 		return Identity{}, false
 	}
-	token, ok := cookies.Credential(h, forward)
-	if !ok {
+	r, err := cookies.Resolve(h, forward, v.Verifies)
+	if err != nil || r.Token == "" {
 		return Identity{}, false
 	}
-	return v.Verify(token)
+	return v.Verify(r.Token)
+}
+
+// Verifies reports whether token verifies (Verify); it is the verify
+// callback of cookies.Resolve. False on a nil Verifier.
+func (v *Verifier) Verifies(token string) bool {
+	_, ok := v.Verify(token)
+	return ok
 }
 
 // Verify checks token's signature (HS256, RS256, ES256) and its

@@ -13,7 +13,9 @@
 //	{prefix}m:{endpoint}:{minute}               telemetry counters (and m:escola:, m:blocked:,
 //	                                            m:would_block:, m:status:)
 //	{prefix}lock:aggregate                      aggregation lock
-//	{prefix}wh:fwd:{event_id}                   forwarder idempotency
+//	{prefix}wh:fwd2:{source}:{event_id}         forwarder idempotency, per (source, id)
+//	{prefix}wh:fwd:{event_id}                   forwarder idempotency before it was per source
+//	                                            (read only, until its 7-day TTL ends)
 //	{prefix}wh:status:fwd:{instance}            a forwarder's status snapshot (TTL'd)
 package keyspace
 
@@ -111,9 +113,31 @@ func (k Keyspace) AggregateLock() string { return k.prefix + "lock:aggregate" }
 // one-shot `borda aggregate` ignores it (docs/telemetry.md).
 func (k Keyspace) AggregateInterval() string { return k.prefix + "lock:aggregate:interval" }
 
-// Forward is the forwarder's idempotency key of an event:
-// {prefix}wh:fwd:{event_id}.
+// Forward is the forwarder's idempotency key of an event before keys were
+// per source: {prefix}wh:fwd:{event_id}. Borda no longer writes it; the
+// forwarder still reads it (docs/forwarder.md, "Idempotency keys") until
+// the keys written by earlier versions expire.
 func (k Keyspace) Forward(eventID string) string { return k.prefix + "wh:fwd:" + eventID }
+
+// ForwardEvent is the forwarder's idempotency key of one source's event:
+// {prefix}wh:fwd2:{source}:{event_id} (olp:wh:fwd2:whatsapp:evt-1). Two
+// sources' events with the same id have two keys. The source is written
+// with '%' and ':' percent-encoded (configured source names hold neither;
+// an envelope published by hand may), so the first ':' after "wh:fwd2:"
+// always ends the source and no two (source, id) pairs share a key. The
+// "wh:fwd2:" family never meets a key of Forward's: those start
+// "wh:fwd:".
+func (k Keyspace) ForwardEvent(source, eventID string) string {
+	return k.prefix + "wh:fwd2:" + escapeSegment(source) + ":" + eventID
+}
+
+// escapeSegment percent-encodes '%' and ':' in s.
+func escapeSegment(s string) string {
+	if !strings.ContainsAny(s, "%:") {
+		return s
+	}
+	return strings.NewReplacer("%", "%25", ":", "%3A").Replace(s)
+}
 
 // ForwardStatus is one `borda forward` worker's status snapshot, read by
 // the operator page of `borda serve`: {prefix}wh:status:fwd:{instance}

@@ -21,7 +21,9 @@ func TestKeysMatchTheContract(t *testing.T) {
 		{"metric", ks.Metric("portal:/api/{id}", minute), "olp:m:portal:/api/{id}:202601010950"},
 		{"metric escola", ks.Metric("escola:77", minute), "olp:m:escola:77:202601010950"},
 		{"lock", ks.AggregateLock(), "olp:lock:aggregate"},
-		{"forward", ks.Forward("evt-1"), "olp:wh:fwd:evt-1"},
+		{"forward (legacy)", ks.Forward("evt-1"), "olp:wh:fwd:evt-1"},
+		{"forward event", ks.ForwardEvent("whatsapp", "evt-1"), "olp:wh:fwd2:whatsapp:evt-1"},
+		{"forward event, escaped source", ks.ForwardEvent("a:b%", "c"), "olp:wh:fwd2:a%3Ab%25:c"},
 		{"metric pattern", ks.MetricPattern(), "olp:m:*"},
 	}
 	for _, tt := range tests {
@@ -55,4 +57,23 @@ func TestNewRefusesAPrefixWithoutColon(t *testing.T) {
 			t.Errorf("New(%q) = nil error, want an error", p)
 		}
 	}
+}
+
+// FuzzForwardEventKeysAreDistinct: two different (source, id) pairs never
+// share a forward key, and no forward key is a legacy (source-less) one.
+func FuzzForwardEventKeysAreDistinct(f *testing.F) {
+	ks := keyspace.MustNew("olp:")
+	f.Add("a", "b:c", "a:b", "c")
+	f.Add("whatsapp", "msg_1", "zapster", "msg_1")
+	f.Add("a%3A", "x", "a:", "x")
+	f.Add("", "a:b", "a", "b")
+	f.Fuzz(func(t *testing.T, s1, id1, s2, id2 string) {
+		k1, k2 := ks.ForwardEvent(s1, id1), ks.ForwardEvent(s2, id2)
+		if (s1 != s2 || id1 != id2) && k1 == k2 {
+			t.Fatalf("(%q,%q) and (%q,%q) share the key %q", s1, id1, s2, id2, k1)
+		}
+		if k1 == ks.Forward(id2) {
+			t.Fatalf("forward key %q is also the legacy key of %q", k1, id2)
+		}
+	})
 }

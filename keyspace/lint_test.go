@@ -14,7 +14,7 @@ import (
 
 // keyLiteral matches string literals that spell a Borda key namespace: an
 // environment prefix, or one of the key families keyspace builds.
-var keyLiteral = regexp.MustCompile(`(^|[^a-z])olp(-stg|-dev)?:|^(rl|cfg:relax|m|lock|wh:fwd):`)
+var keyLiteral = regexp.MustCompile(`(^|[^a-z])olp(-stg|-dev)?:|^(rl|cfg:relax|m|lock|wh:fwd2?):`)
 
 // TestNoRedisKeyIsBuiltOutsideKeyspace is the seed's CI lint against prefix
 // leaks: no non-test Go file outside keyspace/ and configs/ (where the

@@ -342,6 +342,7 @@ func (p *opsPipeline) forwarders(ctx context.Context) ([]adminui.Forwarder, stri
 			LastFailureAt: s.LastFailureAt, OpenedBy: deadletter.Printed(s.OpenedBy), Connected: s.Connected, Consuming: s.Consuming,
 			Problems: problems, QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth,
 			OldestAge: seconds(s.OldestAgeSeconds), SeenAt: s.WrittenAt,
+			Duplicates: s.Duplicates, LastDuplicateKey: deadletter.Printed(s.LastDuplicateKey), LastDuplicateAt: s.LastDuplicateAt,
 		})
 	}
 	if len(out) == 0 {
@@ -380,7 +381,7 @@ func (p *opsPipeline) readQueues() []adminui.Queue {
 	}
 	qs = append(qs, adminui.Queue{Name: p.top.DLQ, Role: "dead-letter", AgeNote: "see Dead letters"})
 	if p.top.EventsQueue != "" {
-		qs = append(qs, adminui.Queue{Name: p.top.EventsQueue, Role: "events (consume-events)", AgeNote: "—"})
+		qs = append(qs, adminui.Queue{Name: p.top.EventsQueue, Role: eventsRole, AgeNote: "—"})
 	}
 	conn, err := p.broker.connection()
 	if err != nil {
@@ -409,6 +410,7 @@ func (p *opsPipeline) readQueues() []adminui.Queue {
 			continue
 		}
 		qs[i].Depth = int64(q.Messages)
+		qs[i].Warn = queueWarning(qs[i].Role, q)
 	}
 	return qs
 }
@@ -481,4 +483,19 @@ func (d *opsDeadLetters) Replay(ctx context.Context, req adminui.ReplayRequest) 
 	// err can only be about the other letters of the pass (put back):
 	// this one is replayed and recorded.
 	return adminui.ReplayResult{AuditID: o.AuditID, Outcome: o.Outcome}, nil
+}
+
+// eventsRole is the events queue's role on the operator page.
+const eventsRole = "events (consume-events)"
+
+// queueWarning is the operator page's warning for a queue: the events
+// queue holding messages with no consumer (`borda consume-events` is not
+// running, or forward.events_queue should be "" on a deployment that does
+// not consume it; docs/runbooks.md). Alert BordaEventsQueueNoConsumer
+// raises the same.
+func queueWarning(role string, q amqp.Queue) string {
+	if role != eventsRole || q.Consumers > 0 || q.Messages == 0 {
+		return ""
+	}
+	return fmt.Sprintf("no consumer: %d messages wait and grow (is borda consume-events running? or set forward.events_queue: \"\")", q.Messages)
 }

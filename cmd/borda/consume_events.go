@@ -28,6 +28,10 @@ func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) i
 		fmt.Fprintln(stderr, "borda: consume-events needs database.url (or DATABASE_URL)")
 		return 2
 	}
+	if cfg.Forward.EventsQueue == "" {
+		fmt.Fprintln(stderr, `borda: consume-events needs forward.events_queue; it is "" (no events queue is declared)`)
+		return 2
+	}
 	log := newLogger(stderr)
 	pool, err := pgxpool.New(ctx, cfg.Database.URL.Reveal())
 	if err != nil {

@@ -32,7 +32,32 @@ func forwardOptions(cfg configs.Config) forward.Options {
 		Breaker:           forward.BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},
 		Topology:          topologyOf(cfg),
 		AMQPURL:           cfg.AMQP.URL.Reveal(),
+		LegacySource:      soleSource(cfg.Webhook),
+		BareKeySource:     bareKeySource(cfg.Webhook),
 	}
+}
+
+// soleSource is the name of the only webhook source configured ("" when
+// there are none or several): the source-less idempotency keys of earlier
+// versions are honoured for its events only (docs/forwarder.md,
+// "Idempotency keys").
+func soleSource(w configs.Webhook) string {
+	switch {
+	case w.Path != "" && len(w.Sources) == 0:
+		return "whatsapp" // the flat section's source name
+	case w.Path == "" && len(w.Sources) == 1:
+		return w.Sources[0].Name
+	}
+	return ""
+}
+
+// bareKeySource is the source whose legacy POSTs keep the bare event id
+// as Idempotency-Key: the flat section's, else the only source.
+func bareKeySource(w configs.Webhook) string {
+	if w.Path != "" {
+		return flatSourceName
+	}
+	return soleSource(w)
 }
 
 // dlqConfirmTimeout bounds each put-back's and replay's confirm.

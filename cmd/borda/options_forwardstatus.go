@@ -50,5 +50,6 @@ func forwardSnapshot(s forward.Status) forwardstatus.Snapshot {
 		LastFailure: s.Breaker.LastFailure, LastFailureAt: s.Breaker.LastFailureAt.UTC(), OpenedBy: s.Breaker.OpenedBy,
 		Connected: s.Connected, Consuming: s.Consuming, Problems: s.Problems,
 		QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth, OldestAgeSeconds: s.OldestAge.Seconds(),
+		Duplicates: s.Duplicates, LastDuplicateKey: s.LastDuplicate.Key, LastDuplicateAt: s.LastDuplicate.At,
 	}
 }

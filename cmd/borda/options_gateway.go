@@ -63,6 +63,7 @@ func gatewayOptions(cfg configs.Config) (gateway.Options, error) {
 			},
 			EscapedSlashes: slashPolicy(rc.EscapedSlashes),
 			Upgrades:       rc.Upgrades,
+			Sandbox:        rc.Sandbox,
 		}
 		if rc.CORS != "" {
 			pol, ok := cfg.CORS.Policies[rc.CORS]

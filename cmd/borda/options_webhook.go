@@ -68,6 +68,8 @@ func ingressPublisherOptions(cfg configs.Config, logger *slog.Logger, reg promet
 		Exchange:       w.Exchange,
 		RoutingKey:     w.RoutingKey,
 		Topology:       &top,
+		CheckQueue:     top.ForwardQueue,
+		CheckBinding:   top.RoutingKey,
 		Channels:       w.PublishChannels,
 		MaxInFlight:    w.MaxInFlight,
 		ConfirmTimeout: w.ConfirmTimeout.D(),

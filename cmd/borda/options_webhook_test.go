@@ -123,3 +123,37 @@ func TestIngressOptionsMapSourcesAndRefuseOnesWithoutCredential(t *testing.T) {
 		t.Errorf("empty tokens_env: %v", err)
 	}
 }
+
+// TestSoleSourceHonoursLegacyKeysOnlyWithOneSource: the forwarder honours
+// the source-less idempotency keys of earlier versions only when one
+// source is configured (each such key can only be one of its events).
+func TestSoleSourceHonoursLegacyKeysOnlyWithOneSource(t *testing.T) {
+	flat := configs.Webhook{Path: "/webhook/whatsapp"}
+	one := configs.Webhook{Sources: []configs.WebhookSource{{Name: "zapster"}}}
+	two := configs.Webhook{Path: "/webhook/whatsapp", Sources: []configs.WebhookSource{{Name: "zapster"}}}
+	for _, tt := range []struct {
+		w    configs.Webhook
+		want string
+	}{{flat, "whatsapp"}, {one, "zapster"}, {two, ""}, {configs.Webhook{}, ""}} {
+		if got := soleSource(tt.w); got != tt.want {
+			t.Errorf("soleSource(%+v) = %q, want %q", tt.w, got, tt.want)
+		}
+	}
+}
+
+// TestQueueWarningNamesAnUnconsumedEventsQueue: the operator page warns
+// when the events queue holds messages and nothing consumes it (19 747
+// messages went unnoticed in a trial), and only then.
+func TestQueueWarningNamesAnUnconsumedEventsQueue(t *testing.T) {
+	if w := queueWarning(eventsRole, amqp.Queue{Messages: 19747}); !strings.Contains(w, "19747") || !strings.Contains(w, "no consumer") {
+		t.Errorf("warning %q", w)
+	}
+	for _, q := range []struct {
+		role string
+		q    amqp.Queue
+	}{{eventsRole, amqp.Queue{Messages: 5, Consumers: 1}}, {eventsRole, amqp.Queue{}}, {"forward", amqp.Queue{Messages: 9}}} {
+		if w := queueWarning(q.role, q.q); w != "" {
+			t.Errorf("queueWarning(%q, %+v) = %q, want none", q.role, q.q, w)
+		}
+	}
+}

@@ -109,7 +109,8 @@ func TestAlertRulesParse(t *testing.T) {
 	// The alerts issue 4 asks for, and the pipeline's of issue 15.
 	for _, name := range []string{"BordaRateLimitStoreErrors", "BordaTelemetryDropping", "BordaAggregationStale", "BordaWebhook503Rate", "BordaLatencyP95High",
 		"BordaForwardBreakerOpen", "BordaDLQGrowing", "BordaForwardQueueOldestAgeHigh", "BordaBrokerBlocked", "BordaBrokerDisconnected",
-		"BordaWebhookPublishFailures", "BordaWebhookConfirmLatencyHigh"} {
+		"BordaWebhookPublishFailures", "BordaWebhookConfirmLatencyHigh",
+		"BordaEventsQueueNoConsumer", "BordaWebhookForwardQueueMissing"} { // issue 23
 		if !seen[name] {
 			t.Errorf("alerts.yml lacks %s", name)
 		}

@@ -120,7 +120,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	})
 	rdb, _ := redisconn.New(redisconn.Options{URL: cfg.Redis.URL.Reveal(), Cluster: cfg.Redis.Cluster})
 	keys := keyspace.MustNew(cfg.KeyPrefix())
-	t.Cleanup(func() { rdb.Del(context.Background(), keys.Forward(eventID)); rdb.Close() })
+	t.Cleanup(func() { rdb.Del(context.Background(), keys.ForwardEvent("evolution", eventID)); rdb.Close() })
 
 	fw := cfg.Forward
 	f, err := forward.New(forward.Options{

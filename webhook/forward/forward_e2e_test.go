@@ -73,8 +73,8 @@ func TestForward_EmojiAndFormBodiesArriveByteExact(t *testing.T) {
 		if sig := got.header.Get(HeaderSignature); sig != strings.ToLower(sig) || len(sig) != 64 {
 			t.Errorf("%s: signature %q is not bare lower-case hex", id, sig)
 		}
-		ttl := h.rdb.PTTL(context.Background(), h.keys.Forward(id)).Val()
-		if v := h.rdb.Get(context.Background(), h.keys.Forward(id)).Val(); v != "forwarded" || ttl <= 0 {
+		ttl := h.rdb.PTTL(context.Background(), h.keys.ForwardEvent("evolution", id)).Val()
+		if v := h.rdb.Get(context.Background(), h.keys.ForwardEvent("evolution", id)).Val(); v != "forwarded" || ttl <= 0 {
 			t.Errorf("%s: key %q with TTL %s, want forwarded with a TTL", id, v, ttl)
 		}
 	}
@@ -102,7 +102,7 @@ func TestForward_400IsDeadLetteredAtOnceWithStatusAndExcerpt(t *testing.T) {
 			t.Errorf("DLQ header %s missing: %v", k, d.Headers)
 		}
 	}
-	if n := h.rdb.Exists(context.Background(), h.keys.Forward("bad-1")).Val(); n != 0 {
+	if n := h.rdb.Exists(context.Background(), h.keys.ForwardEvent("evolution", "bad-1")).Val(); n != 0 {
 		t.Error("the idempotency key of a dead letter was not released")
 	}
 }
@@ -205,7 +205,7 @@ func TestForward_LeaseHeldByAnotherWorkerIsNotPostedTwice(t *testing.T) {
 	end := newLegacy(t, always(action{status: 200}))
 	h := newHarness(t, end, nil)
 	ctx := context.Background()
-	h.rdb.Set(ctx, h.keys.Forward("held-1"), "processing:other-worker", 700*time.Millisecond)
+	h.rdb.Set(ctx, h.keys.ForwardEvent("evolution", "held-1"), "processing:other-worker", 700*time.Millisecond)
 	f := h.start(nil)
 	h.publish(jsonEnvelope("held-1", `{"x":1}`))
 	eventually(t, 5*time.Second, "a deferral", func() bool {

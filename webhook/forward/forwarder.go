@@ -64,6 +64,18 @@ type Options struct {
 	// Redis holds the idempotency keys; Keys builds them.
 	Redis redis.Scripter
 	Keys  keyspace.Keyspace
+	// LegacySource is the source whose events the source-less idempotency
+	// keys of earlier versions ({prefix}wh:fwd:{id}) still deduplicate
+	// until they expire: the only source configured (cmd/borda sets it
+	// when there is one). "": those keys are ignored, an event they would
+	// have dropped is POSTed (docs/forwarder.md, "Idempotency keys").
+	LegacySource string
+	// BareKeySource is the source whose events keep the bare event id as
+	// the POST's Idempotency-Key, as before sources existed (the
+	// contract's receiver deduplicates by it); every other source's key
+	// is "{source}:{id}", so two sources sharing an id never share a key
+	// at the receiver. "": every key names its source.
+	BareKeySource string
 	// Logger (nil: discard) and Registerer (nil: a private registry).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -94,6 +106,7 @@ type Forwarder struct {
 	breaker *Breaker
 	pub     *publish.Publisher // retries, dead letters, give-backs
 	m       *metrics
+	dups    duplicates
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -113,6 +126,7 @@ type Forwarder struct {
 	connected   atomic.Bool
 	consuming   atomic.Bool
 	storeDown   atomic.Bool
+	storeProbed atomic.Bool // a health probe of the store has answered
 	publishHeld atomic.Int32
 	// paused is signalled when a handler finds a dependency down, so the
 	// consumer stops taking deliveries (see pause).
@@ -194,7 +208,7 @@ func New(opts Options) (*Forwarder, error) {
 	return &Forwarder{
 		opts:    opts,
 		top:     opts.Topology,
-		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL),
+		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL, opts.LegacySource),
 		poster:  newPoster(client, f),
 		policy:  Policy{Delays: delays},
 		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, m.breaker, log),
@@ -221,6 +235,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if err := f.pub.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
+	var health sync.WaitGroup
+	hctx, stopHealth := context.WithCancel(ctx)
+	health.Go(func() { f.watchStore(hctx) })
+	defer func() { stopHealth(); health.Wait() }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), f.opts.PublishTimeout)
 		defer cancel()
@@ -450,6 +468,8 @@ func (f *Forwarder) Readiness() []string {
 	}
 	if f.storeDown.Load() {
 		out = append(out, "redis: the idempotency store does not answer; consuming paused")
+	} else if !f.storeProbed.Load() {
+		out = append(out, "redis: the idempotency store has not answered a probe yet")
 	}
 	switch f.breaker.State() {
 	case gobreaker.StateOpen:

@@ -43,7 +43,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		w.giveBack(ctx, d)
 		return
 	}
-	claim, lease, held, err := f.store.Acquire(ctx, env.ID, newToken(), forcedReplay(d.Headers))
+	claim, lease, held, err := f.store.Acquire(ctx, env.Source, env.ID, newToken(), forcedReplay(d.Headers))
 	if err != nil {
 		// Without the key a POST could duplicate: do not decide, give the
 		// delivery back without spending a delivery and pause consuming
@@ -58,7 +58,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 	switch claim {
 	case AlreadyForwarded:
 		done(errSkipped)
-		f.m.outcomes.WithLabelValues("duplicate", "none").Inc()
+		f.duplicate(env, lease, log)
 		_ = d.Ack(false)
 		return
 	case Held:

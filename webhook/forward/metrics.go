@@ -2,6 +2,7 @@ package forward
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -16,6 +17,33 @@ type metrics struct {
 	queueDepth prometheus.Gauge
 	oldestAge  prometheus.Gauge
 	breaker    prometheus.Gauge
+	duplicates *prometheus.CounterVec // {source}
+	// eventsDepth and eventsConsumers sample the events queue (none when
+	// forward.events_queue is "").
+	eventsDepth, eventsConsumers prometheus.Gauge
+
+	labelsMu sync.Mutex
+	sources  map[string]bool // the source label values in use
+}
+
+// maxSourceLabels bounds the distinct source label values: the source is
+// message data (an envelope published by hand may carry any), so past
+// this many the rest count as "other".
+const maxSourceLabels = 32
+
+// sourceLabel returns source as a label value, or "other" once
+// maxSourceLabels other values are in use.
+func (m *metrics) sourceLabel(source string) string {
+	m.labelsMu.Lock()
+	defer m.labelsMu.Unlock()
+	if m.sources[source] {
+		return source
+	}
+	if len(m.sources) >= maxSourceLabels {
+		return "other"
+	}
+	m.sources[source] = true
+	return source
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -54,9 +82,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "borda_forward_breaker_state",
 			Help: "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
 		}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "borda_forward_duplicates_total",
+			Help: "Deliveries acked without a POST because their (source, event id) idempotency key says forwarded, by source (at most 32 values, then \"other\").",
+		}, []string{"source"}),
+		eventsDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_forward_events_queue_depth",
+			Help: "Ready messages in the events queue `borda consume-events` reads (sampled; absent when forward.events_queue is empty).",
+		}),
+		eventsConsumers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_forward_events_queue_consumers",
+			Help: "Consumers of the events queue (sampled; 0: `borda consume-events` is not running and the queue grows).",
+		}),
+		sources: map[string]bool{},
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.outcomes, m.attempts, m.retries, m.postTime, m.dlqDepth, m.queueDepth, m.oldestAge, m.breaker} {
+	for _, c := range []prometheus.Collector{m.outcomes, m.attempts, m.retries, m.postTime, m.dlqDepth, m.queueDepth, m.oldestAge, m.breaker, m.duplicates, m.eventsDepth, m.eventsConsumers} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

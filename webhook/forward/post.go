@@ -73,11 +73,13 @@ type poster struct {
 	// neither a transport error nor a reply that echoes the request line
 	// puts them in a log line or a dead letter's headers.
 	scrub func(string) string
+	// bareSource keeps the bare id as Idempotency-Key (Options.BareKeySource).
+	bareSource string
 }
 
 // newPoster builds the poster of f.
 func newPoster(client *http.Client, f Options) *poster {
-	p := &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub}
+	p := &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub, bareSource: f.BareKeySource}
 	p.v1, p.v2 = len(f.SignatureVersions) == 0, len(f.SignatureVersions) == 0
 	for _, v := range f.SignatureVersions {
 		p.v1 = p.v1 || v == SignatureV1
@@ -156,7 +158,7 @@ func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
 		h.Set("Content-Type", env.ContentType)
 	}
 	h.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	h.Set(HeaderIdempotencyKey, IdempotencyKey(env.ID))
+	h.Set(HeaderIdempotencyKey, p.idempotencyKey(env))
 	if p.v1 {
 		h.Set(HeaderSignature, Sign(p.secret, now, env.Body))
 	}
@@ -165,6 +167,16 @@ func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
 		h.Set(HeaderSignatureV2, SignV2(p.secret, now, h.Get(HeaderIdempotencyKey), h.Get("Content-Type"), env.Body))
 	}
 	return h
+}
+
+// idempotencyKey is the POST's Idempotency-Key of env: IdempotencyKey of
+// the id for the bare-key source (and an envelope without a source),
+// else of "{source}:{id}" (docs/forwarder.md, "The POST").
+func (p *poster) idempotencyKey(env envelope.Envelope) string {
+	if env.Source == "" || env.Source == p.bareSource {
+		return IdempotencyKey(env.ID)
+	}
+	return IdempotencyKey(env.Source + ":" + env.ID)
 }
 
 // maxKeyLen bounds an Idempotency-Key sent as the event id itself.

@@ -69,7 +69,7 @@ func TestForward_RetryPublishFailureDoesNotHammerTheEndpoint(t *testing.T) {
 func TestForward_ForcedReplayRedeliveredAfterItsPostIsNotPostedAgain(t *testing.T) {
 	end := newLegacy(t, always(action{status: 200}))
 	h := newHarness(t, end, nil)
-	h.rdb.Set(context.Background(), h.keys.Forward("force-1"), valueForwarded, time.Minute)
+	h.rdb.Set(context.Background(), h.keys.ForwardEvent("evolution", "force-1"), valueForwarded, time.Minute)
 	var killed atomic.Bool
 	f := h.start(func(f *Forwarder) {
 		f.afterMark = func(ch *amqp.Channel) {

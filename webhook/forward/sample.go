@@ -59,10 +59,16 @@ func (f *Forwarder) sampleOnce(ch *amqp.Channel) {
 	f.m.queueDepth.Set(float64(q.Messages))
 	if q.Messages == 0 {
 		f.m.oldestAge.Set(0)
+	} else if newest := f.newestTaken.Load(); newest != 0 {
+		f.m.oldestAge.Set(max(0, f.now().Sub(time.Unix(0, newest)).Seconds()))
+	}
+	// Last: a missing events queue closes the channel (reopened next time).
+	if f.top.EventsQueue == "" {
 		return
 	}
-	if newest := f.newestTaken.Load(); newest != 0 {
-		f.m.oldestAge.Set(max(0, f.now().Sub(time.Unix(0, newest)).Seconds()))
+	if q, err := ch.QueueDeclarePassive(f.top.EventsQueue, true, false, false, false, nil); err == nil {
+		f.m.eventsDepth.Set(float64(q.Messages))
+		f.m.eventsConsumers.Set(float64(q.Consumers))
 	}
 }
 

@@ -22,18 +22,25 @@ type Status struct {
 	QueueDepth int64
 	DLQDepth   int64
 	OldestAge  time.Duration
+	// Duplicates counts the events acked without a POST as already
+	// forwarded since the worker started; LastDuplicate is the last one.
+	Duplicates    int64
+	LastDuplicate Duplicate
 }
 
 // Status returns the worker's current Status.
 func (f *Forwarder) Status() Status {
+	dups, last := f.dups.read()
 	return Status{
-		Breaker:    f.breaker.Status(),
-		Connected:  f.connected.Load(),
-		Consuming:  f.consuming.Load(),
-		Problems:   f.Readiness(),
-		QueueDepth: int64(gaugeValue(f.m.queueDepth)),
-		DLQDepth:   int64(gaugeValue(f.m.dlqDepth)),
-		OldestAge:  time.Duration(gaugeValue(f.m.oldestAge) * float64(time.Second)),
+		Duplicates:    dups,
+		LastDuplicate: last,
+		Breaker:       f.breaker.Status(),
+		Connected:     f.connected.Load(),
+		Consuming:     f.consuming.Load(),
+		Problems:      f.Readiness(),
+		QueueDepth:    int64(gaugeValue(f.m.queueDepth)),
+		DLQDepth:      int64(gaugeValue(f.m.dlqDepth)),
+		OldestAge:     time.Duration(gaugeValue(f.m.oldestAge) * float64(time.Second)),
 	}
 }
 

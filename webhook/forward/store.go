@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,22 +75,45 @@ end
 return 0
 `)
 
-// Store keeps the forwarder's idempotency keys ({prefix}wh:fwd:{event_id})
-// in Redis. A key holds "processing:<token>" with the lease TTL while a
-// worker POSTs, then "forwarded" with the retention TTL. Every write sets a
-// TTL; the transitions are Lua compare-and-set scripts, so only the lease
+// legacyScript reads a key written before keys were per source: its
+// value ("" when absent) and its PTTL. Read only: Borda no longer writes
+// that family. Returns {value, pttl}.
+var legacyScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == false then
+  return {'', 0}
+end
+return {v, redis.call('PTTL', KEYS[1])}
+`)
+
+// Store keeps the forwarder's idempotency keys in Redis, one per (source,
+// event id): keyspace.ForwardEvent, {prefix}wh:fwd2:{source}:{event_id}.
+// A key holds "processing:<token>" with the lease TTL while a worker
+// POSTs, then "forwarded" with the retention TTL. Every write sets a TTL;
+// the transitions are Lua compare-and-set scripts, so only the lease
 // holder moves its key.
+//
+// Keys written before they were per source ({prefix}wh:fwd:{event_id},
+// keyspace.Forward) are honoured only for legacySource's events: set it
+// when that source was the only one configured while those keys were
+// written, so each of them can only be one of its events. For any other
+// source (or when legacySource is "") they are ignored and the event is
+// POSTed: at-least-once, never a different source's event dropped as a
+// duplicate (docs/forwarder.md, "Idempotency keys").
 type Store struct {
-	rdb       redis.Scripter
-	keys      keyspace.Keyspace
-	lease     time.Duration
-	retention time.Duration
+	rdb          redis.Scripter
+	keys         keyspace.Keyspace
+	lease        time.Duration
+	retention    time.Duration
+	legacySource string
 }
 
 // NewStore returns a Store. lease must exceed the POST timeout (else two
-// redeliveries may both POST); retention is how long "forwarded" is kept.
-func NewStore(rdb redis.Scripter, keys keyspace.Keyspace, lease, retention time.Duration) *Store {
-	return &Store{rdb: rdb, keys: keys, lease: lease, retention: retention}
+// redeliveries may both POST); retention is how long "forwarded" is kept;
+// legacySource is the source whose events the source-less keys of earlier
+// versions still deduplicate ("" : none).
+func NewStore(rdb redis.Scripter, keys keyspace.Keyspace, lease, retention time.Duration, legacySource string) *Store {
+	return &Store{rdb: rdb, keys: keys, lease: lease, retention: retention, legacySource: legacySource}
 }
 
 // Lease identifies one holder of one key.
@@ -97,16 +121,27 @@ type Lease struct {
 	key   string
 	value string
 	done  string // what MarkForwarded writes
+	// legacy: the claim came from a source-less key of an earlier version
+	// (AlreadyForwarded or Held by it).
+	legacy string
 }
 
-// Acquire tries to take the lease of eventID with token (unique per
-// attempt). forcedReplay is "" or the id of the `dlq replay --force` the
-// delivery carries: it takes over a "forwarded" key once per replay (the
-// key then says "forwarded:<forcedReplay>"). It returns the claim, the
-// lease (valid when Acquired) and, when Held, how long the other holder's
-// lease still runs.
-func (s *Store) Acquire(ctx context.Context, eventID, token, forcedReplay string) (Claim, Lease, time.Duration, error) {
-	l := Lease{key: s.keys.Forward(eventID), value: valueLeasePrefixed + token, done: valueForwarded}
+// Key is the Redis key the lease is on (for logs: it holds the source and
+// the event id, never the body).
+func (l Lease) Key() string { return l.key }
+
+// Legacy is the source-less key of an earlier version that decided the
+// claim ("" when the per-source key did).
+func (l Lease) Legacy() string { return l.legacy }
+
+// Acquire tries to take the lease of source's eventID with token (unique
+// per attempt). forcedReplay is "" or the id of the `dlq replay --force`
+// the delivery carries: it takes over a "forwarded" key once per replay
+// (the key then says "forwarded:<forcedReplay>"). It returns the claim,
+// the lease (valid when Acquired; its Key names the key either way) and,
+// when Held, how long the other holder's lease still runs.
+func (s *Store) Acquire(ctx context.Context, source, eventID, token, forcedReplay string) (Claim, Lease, time.Duration, error) {
+	l := Lease{key: s.keys.ForwardEvent(source, eventID), value: valueLeasePrefixed + token, done: valueForwarded}
 	if forcedReplay != "" {
 		l.done = valueForwarded + ":" + forcedReplay
 	}
@@ -117,7 +152,48 @@ func (s *Store) Acquire(ctx context.Context, eventID, token, forcedReplay string
 	if len(res) != 2 || res[0] < 1 || res[0] > 3 {
 		return 0, Lease{}, 0, fmt.Errorf("acquiring idempotency key: unexpected reply %v", res)
 	}
-	return Claim(res[0]), l, time.Duration(res[1]) * time.Millisecond, nil
+	claim, held := Claim(res[0]), time.Duration(res[1])*time.Millisecond
+	if claim != Acquired || s.legacySource == "" || source != s.legacySource {
+		return claim, l, held, nil
+	}
+	return s.acquireLegacy(ctx, eventID, forcedReplay, l)
+}
+
+// acquireLegacy consults the source-less key of eventID once the
+// per-source lease l is taken: "forwarded" (or "forwarded:<this
+// replay>") makes the event a duplicate (l is marked forwarded, so its
+// redeliveries stop at the new key); "processing:…" means a worker of an
+// earlier version POSTs it now: Held for that lease's remaining time (l
+// released). The legacy key lives on another hash slot of a Redis
+// Cluster, hence a second script rather than one over both keys.
+func (s *Store) acquireLegacy(ctx context.Context, eventID, forcedReplay string, l Lease) (Claim, Lease, time.Duration, error) {
+	legacy := s.keys.Forward(eventID)
+	vals, err := legacyScript.Run(ctx, s.rdb, []string{legacy}).Slice()
+	if err == nil && len(vals) != 2 {
+		err = fmt.Errorf("unexpected reply %v", vals)
+	}
+	if err != nil {
+		_ = s.Release(ctx, l)
+		return 0, Lease{}, 0, fmt.Errorf("reading the legacy idempotency key: %w", err)
+	}
+	v, _ := vals[0].(string)
+	pttl, _ := vals[1].(int64)
+	forwarded := v == valueForwarded || strings.HasPrefix(v, valueForwarded+":")
+	switch {
+	case forwarded && (forcedReplay == "" || v == valueForwarded+":"+forcedReplay):
+		if _, err := s.MarkForwarded(ctx, l); err != nil {
+			return 0, Lease{}, 0, err
+		}
+		l.legacy = legacy
+		return AlreadyForwarded, l, 0, nil
+	case strings.HasPrefix(v, valueLeasePrefixed):
+		if err := s.Release(ctx, l); err != nil {
+			return 0, Lease{}, 0, err
+		}
+		l.legacy = legacy
+		return Held, l, time.Duration(max(pttl, 0)) * time.Millisecond, nil
+	}
+	return Acquired, l, 0, nil
 }
 
 // MarkForwarded flips the lease to "forwarded" with the retention TTL. ok is

@@ -46,6 +46,13 @@ type Snapshot struct {
 	QueueDepth       int64   `json:"queue_depth"`
 	DLQDepth         int64   `json:"dlq_depth"`
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+	// Duplicates counts the events the worker acked without a POST as
+	// already forwarded (since it started); LastDuplicateKey is the
+	// idempotency key of the last one (source and event id, never the
+	// body), at LastDuplicateAt.
+	Duplicates       int64     `json:"duplicates,omitempty"`
+	LastDuplicateKey string    `json:"last_duplicate_key,omitempty"`
+	LastDuplicateAt  time.Time `json:"last_duplicate_at,omitzero"`
 	// WrittenAt is when the worker wrote the snapshot.
 	WrittenAt time.Time `json:"written_at"`
 }

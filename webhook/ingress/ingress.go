@@ -378,7 +378,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		// reason is counted; per-request lines are warnings only for the
 		// reasons that point at the topology or the broker's judgement.
 		level := slog.LevelDebug
-		if reason == ReasonUnroutable || reason == ReasonNack {
+		if reason == ReasonUnroutable || reason == ReasonNack || reason == ReasonForwardQueueMissing {
 			level = slog.LevelWarn
 		}
 		i.logger.Log(r.Context(), level, "webhook not published; answering 503", "source", src.name, "event_id", id, "reason", reason, "error", err)

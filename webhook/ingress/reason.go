@@ -13,6 +13,10 @@ const (
 	ReasonConfirmTimeout    = "CONFIRM_TIMEOUT"
 	ReasonNack              = "NACK"
 	ReasonUnroutable        = "UNROUTABLE_MESSAGE"
+	// ReasonForwardQueueMissing: the forward queue does not exist (the
+	// publisher's passive declare, every second), though the events queue
+	// would still take the event (publish.ErrQueueMissing).
+	ReasonForwardQueueMissing = "FORWARD_QUEUE_MISSING"
 )
 
 // Reason returns the 503 reason of a Publish error: one of the Reason*
@@ -28,6 +32,8 @@ func Reason(err error) string {
 		return ReasonNack
 	case errors.Is(err, publish.ErrUnroutable):
 		return ReasonUnroutable
+	case errors.Is(err, publish.ErrQueueMissing):
+		return ReasonForwardQueueMissing
 	default:
 		return ReasonBrokerUnavailable
 	}

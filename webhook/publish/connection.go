@@ -116,14 +116,19 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	if ctx.Err() != nil {
 		return false, ctx.Err()
 	}
+	p.checkQueue(conn) // queuecheck.go: before the first publish
 	p.setUp(conn, chans)
 	p.logger.Info("webhook broker connected", "channels", len(chans), "connection_name", p.connName)
 
 	lastDeclare := time.Now()
 	tick := time.NewTicker(topologyEvery)
 	defer tick.Stop()
+	qtick := p.queueCheckTicker()
+	defer qtick.Stop()
 	for {
 		select {
+		case <-qtick.C:
+			p.checkQueueAsync(conn)
 		case <-tick.C:
 			// A half-open connection (a partition that keeps TCP up) is
 			// detected by heartbeats only after 2-3 intervals; confirms
@@ -174,6 +179,7 @@ func (p *Publisher) replaceChannel(conn *amqp.Connection, sock *coalescingConn, 
 		p.logger.Warn("redeclaring webhook topology for a new channel", "error", err)
 	}
 	c, err := p.openChannel(conn, sock)
+	p.checkQueueAsync(conn)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	kept := make([]*confirmChannel, 0, p.channels)

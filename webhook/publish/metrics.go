@@ -11,6 +11,8 @@ type publisherMetrics struct {
 	connected  prometheus.Gauge
 	blocked    prometheus.Gauge
 	reconnects prometheus.Counter
+	// queueMissing is 1 while Options.CheckQueue does not exist.
+	queueMissing prometheus.Gauge
 }
 
 func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) (*publisherMetrics, error) {
@@ -27,12 +29,16 @@ func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) 
 			Name: "borda_webhook_broker_reconnects_total",
 			Help: "Publishing connections lost after being established.",
 		}),
+		queueMissing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_webhook_forward_queue_missing",
+			Help: "1 while the forward queue does not exist (a passive declare every second answers 404); publishes to it answer 503 FORWARD_QUEUE_MISSING.",
+		}),
 	}
 	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "borda_webhook_publish_unconfirmed",
 		Help: "Publishes awaiting the broker's confirm.",
 	}, unconfirmed)
-	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, pending} {
+	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, pending} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering webhook publisher metrics: %w", err)
 		}

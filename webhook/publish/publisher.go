@@ -64,6 +64,7 @@ type Publisher struct {
 	confirmTimeout time.Duration
 	logger         *slog.Logger
 	metrics        *publisherMetrics
+	qcheck         *queueCheck // nil: no queue checked
 
 	slots     chan struct{} // in-flight cap; one token per unconfirmed publish
 	seq       atomic.Uint64 // per-publish correlation ids
@@ -101,6 +102,13 @@ type Options struct {
 	// channel that the broker closed is reopened, and every 5 s while
 	// connected (so a queue deleted under the gateway comes back).
 	Topology *topology.Topology
+	// CheckQueue, when set, is passively declared when a connection's
+	// channels open, when one is reopened, and every second while
+	// connected; while it does not exist, publishes on Exchange whose
+	// routing key matches CheckBinding fail with ErrQueueMissing and Ready
+	// fails (the ingress sets the forward queue and its routing key:
+	// docs/reliability.md, "A deleted forward queue").
+	CheckQueue, CheckBinding string
 	// Channels is the number of confirm-mode channels (< 1: 1).
 	Channels int
 	// MaxInFlight caps unconfirmed publishes across all channels (< 1: 1).
@@ -151,6 +159,9 @@ func New(opts Options) (*Publisher, error) {
 		upCh:           make(chan struct{}),
 	}
 	p.dead = make(chan *confirmChannel, p.channels)
+	if opts.CheckQueue != "" {
+		p.qcheck = &queueCheck{queue: opts.CheckQueue, binding: opts.CheckBinding, every: queueCheckEvery}
+	}
 	m, err := newPublisherMetrics(opts.Registerer, func() float64 { return float64(len(p.slots)) })
 	if err != nil {
 		return nil, err
@@ -208,6 +219,9 @@ func (p *Publisher) Ready() error {
 	if len(p.chans) == 0 {
 		return fmt.Errorf("%w: %w", ErrBrokerUnavailable, p.lastErr)
 	}
+	if p.qcheck != nil && p.qcheck.missing.Load() {
+		return fmt.Errorf("%w: %s", ErrQueueMissing, p.qcheck.queue)
+	}
 	if since := stalledFor(p.chans); since > p.confirmTimeout {
 		return fmt.Errorf("%w: a confirm has been outstanding for %s", ErrBrokerUnavailable, since.Round(time.Millisecond))
 	}
@@ -260,6 +274,9 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	blocked := p.blockedSignal()
 	if p.blocked.Load() {
 		return ErrBrokerBlocked
+	}
+	if err := p.queueRefusal(exchange, key); err != nil {
+		return err
 	}
 	d := newDeadline(ctx, p.confirmTimeout)
 	defer d.stop()

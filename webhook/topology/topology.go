@@ -64,7 +64,9 @@ type Topology struct {
 	Exchange     string // topic, where the ingress publishes
 	RoutingKey   string // the forward queue's binding
 	ForwardQueue string
-	EventsQueue  string
+	// EventsQueue is the queue `borda consume-events` reads; "" declares
+	// and binds none (forward.events_queue: "").
+	EventsQueue string
 	// EventsBinding binds EventsQueue to Exchange (forward.events_binding,
 	// or derived from the routing key; docs/forwarder.md).
 	EventsBinding string
@@ -135,8 +137,12 @@ func (t Topology) Declare(ch Declarer) error {
 	if binding == "" {
 		binding = EventsBinding
 	}
-	if err := queue(t.EventsQueue, t.args(nil), [2]string{t.Exchange, binding}); err != nil {
-		return err
+	// No events queue (forward.events_queue: ""): nothing declared or
+	// bound, so each event is written once, to the forward queue.
+	if t.EventsQueue != "" {
+		if err := queue(t.EventsQueue, t.args(nil), [2]string{t.Exchange, binding}); err != nil {
+			return err
+		}
 	}
 	if err := queue(t.DLQ, t.args(nil), [2]string{t.DLXExchange, t.DLQRoutingKey()}); err != nil {
 		return err

@@ -1,0 +1,258 @@
+package cookies
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// The invariant of Resolve and ApplyRequest (docs/edge.md, Identity: "One
+// credential per request"): whatever credential any common parser reads
+// from the request the upstream receives is exactly the token the limiter
+// verified (Resolved.Token), in every form the gateway forwards; two
+// different candidates are refused (ErrConflict) or reduced to the one
+// that verifies, never split.
+
+// upstreamCredentials returns every credential a common server-side parser
+// reads from the outbound header h: the Authorization Bearer token (any
+// scheme case, any whitespace), and the olp_auth cookie as Go net/http
+// (first valid), Python's SimpleCookie (whitespace also ends a pair, last
+// wins), Django (';' only, last wins), Rack 2 and RFC 2965 parsers (',' also
+// separates, first wins), Node's cookie package (first, percent-decoded),
+// PHP (names decoded, values url-decoded, first wins) and ASP.NET Core
+// (names case-insensitive) read it.
+func upstreamCredentials(h http.Header) []string {
+	var out []string
+	if f := strings.Fields(h.Get("Authorization")); len(f) >= 2 && strings.EqualFold(f[0], "bearer") {
+		out = append(out, strings.Trim(f[1], `",`))
+	}
+	line := strings.Join(h["Cookie"], "; ")
+	if line == "" {
+		return out
+	}
+	// Go net/http.
+	if c, err := (&http.Request{Header: http.Header{"Cookie": {line}}}).Cookie(AuthCookie); err == nil && c.Value != "" {
+		out = append(out, c.Value)
+	}
+	split := func(seps string, last, decodeName, decodeValue, fold bool) {
+		val := ""
+		for piece := range strings.FieldsFuncSeq(line, func(r rune) bool { return strings.ContainsRune(seps, r) }) {
+			n, v, ok := strings.Cut(piece, "=")
+			if !ok {
+				continue
+			}
+			n, v = strings.TrimSpace(n), strings.Trim(strings.TrimSpace(v), `"`)
+			if decodeName {
+				if d, ok := frameworkCookieName(n); ok {
+					n = d
+				}
+			}
+			if decodeValue {
+				if d, err := url.QueryUnescape(v); err == nil {
+					v = d
+				}
+			}
+			if n == AuthCookie || (fold && strings.EqualFold(n, AuthCookie)) {
+				if val == "" || last {
+					val = v
+				}
+			}
+		}
+		if val != "" {
+			out = append(out, val)
+		}
+	}
+	split("; \t", true, false, false, false) // SimpleCookie
+	split(";", true, false, false, false)    // Django
+	split(";,", false, false, false, false)  // Rack 2, RFC 2965
+	split(";", false, false, true, false)    // Node cookie (decodeURIComponent)
+	split(";", false, true, true, false)     // PHP
+	split(";", false, false, false, true)    // ASP.NET Core
+	return out
+}
+
+// checkOneCredential resolves h on forward with verify, applies the result
+// to the header the upstream gets (Connection-named headers removed, as
+// ReverseProxy does) and fails when a parser reads a credential other than
+// the resolved token, or none while the token is said to be forwarded.
+func checkOneCredential(t *testing.T, h http.Header, forward []Forward, verify func(string) bool) (Resolved, error) {
+	t.Helper()
+	r, err := Resolve(h, forward, verify)
+	if err != nil {
+		return r, err
+	}
+	out := h.Clone()
+	for _, line := range out["Connection"] {
+		for tok := range strings.SplitSeq(line, ",") {
+			if tok = strings.TrimSpace(tok); tok != "" {
+				delete(out, http.CanonicalHeaderKey(tok))
+			}
+		}
+	}
+	ApplyRequest(out, forward, r)
+	got := upstreamCredentials(out)
+	for _, c := range got {
+		if c != r.Token {
+			t.Fatalf("split credential: the limiter reads %q, an upstream parser reads %q\nrequest %q\nupstream %q", r.Token, c, h, out)
+		}
+	}
+	if r.Forwarded() && len(got) == 0 {
+		t.Fatalf("resolved %+v as forwarded, the upstream reads none: %q", r, out)
+	}
+	if !r.Forwarded() && len(got) > 0 {
+		t.Fatalf("resolved %+v as not forwarded, the upstream reads %q", r, got)
+	}
+	return r, nil
+}
+
+// verifiesOK stands in for the verifier: tokens starting "ok" verify.
+func verifiesOK(tok string) bool { return strings.HasPrefix(tok, "ok") }
+
+const (
+	jwtA = "okA.eyJzdWIiOiJhIn0.c2ln" // verifies (verifiesOK)
+	jwtB = "okB.eyJzdWIiOiJiIn0.c2ln" // verifies, another user
+	bad  = "bad.eyJzdWIiOiJ4In0.c2ln" // does not verify
+)
+
+// The spellings common parsers accept, each on a route turning olp_auth
+// into the Bearer token (default) and on one forwarding it as a cookie.
+func TestResolveGivesTheUpstreamExactlyTheLimitersCredential(t *testing.T) {
+	t.Parallel()
+	asCookie := []Forward{{Cookie: AuthCookie}, {Cookie: "olp_mural"}}
+	type want struct {
+		token    string // "" anonymous
+		conflict bool
+	}
+	tests := []struct {
+		name     string
+		cookies  []string
+		auth     string
+		conn     string
+		bearer   want // DefaultForward
+		asCookie want
+	}{
+		{name: "issue 22: non-canonical decoy then valid", cookies: []string{"olp_auth=eyJhbGciOiJIUzI1NiJ9=.e30.x; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "decoy then valid (Django, SimpleCookie read the last)", cookies: []string{"olp_auth=decoy; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "valid then decoy", cookies: []string{"olp_auth=" + jwtA + "; olp_auth=decoy"},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "two that do not verify", cookies: []string{"olp_auth=" + bad + "; olp_auth=decoy"},
+			bearer: want{conflict: true}, asCookie: want{conflict: true}},
+		{name: "two users", cookies: []string{"olp_auth=" + jwtA + "; olp_auth=" + jwtB},
+			bearer: want{conflict: true}, asCookie: want{conflict: true}},
+		{name: "the same twice", cookies: []string{"olp_auth=" + jwtA + "; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "quoted and bare, same token", cookies: []string{`olp_auth="` + jwtA + `"; olp_auth=` + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "quoted decoy", cookies: []string{`olp_auth="decoy"; olp_auth=` + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "empty value", cookies: []string{"olp_auth=; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "whitespace around =", cookies: []string{"olp_auth = decoy ;olp_auth=\t" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "split over two Cookie lines", cookies: []string{"olp_auth=decoy", "a=1; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "case variant of the name", cookies: []string{"OLP_AUTH=" + jwtB + "; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "__Host- and PHP-decoded names", cookies: []string{"__Host-olp_auth=" + jwtB + "; olp%5Fauth=" + jwtB + "; olp.auth=" + jwtB + "; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "SimpleCookie whitespace smuggling", cookies: []string{"theme=dark olp_auth=" + jwtB + "; olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "RFC 2965 comma smuggling", cookies: []string{"theme=dark, olp_auth=" + jwtB},
+			bearer: want{}, asCookie: want{}},
+		{name: "percent-encoded value (Node, PHP decode it)", cookies: []string{"olp_auth=%6FkA.eyJzdWIiOiJhIn0.c2ln"},
+			bearer: want{token: "%6FkA.eyJzdWIiOiJhIn0.c2ln"}, asCookie: want{}},
+		{name: "plus in value (PHP reads a space)", cookies: []string{"olp_auth=ok+x"},
+			bearer: want{token: "ok+x"}, asCookie: want{}},
+		{name: "header and cookie agree", auth: "Bearer " + jwtA, cookies: []string{"olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "header wins where the cookie is not forwarded; differs where it is", auth: "Bearer " + jwtA, cookies: []string{"olp_auth=" + jwtB},
+			bearer: want{token: jwtA}, asCookie: want{conflict: true}},
+		{name: "lower-case bearer, tab", auth: "bearer\t" + jwtA, cookies: []string{"olp_auth=decoy"},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "BEARER header that does not verify, cookie that does", auth: "BEARER " + bad, cookies: []string{"olp_auth=" + jwtA},
+			bearer: want{token: bad}, asCookie: want{token: jwtA}},
+		{name: "Basic header and the cookie", auth: "Basic eDp5", cookies: []string{"olp_auth=" + jwtA},
+			bearer: want{}, asCookie: want{token: jwtA}},
+		{name: "Connection-named Authorization", auth: "Bearer " + jwtB, conn: "Authorization", cookies: []string{"olp_auth=" + jwtA},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+		{name: "Connection-named Cookie", auth: "Bearer " + jwtA, conn: "Cookie", cookies: []string{"olp_auth=" + jwtB},
+			bearer: want{token: jwtA}, asCookie: want{token: jwtA}},
+	}
+	for _, tc := range tests {
+		for _, side := range []struct {
+			name string
+			fw   []Forward
+			want want
+		}{{"as authorization", DefaultForward(), tc.bearer}, {"as cookie", asCookie, tc.asCookie}} {
+			t.Run(tc.name+"/"+side.name, func(t *testing.T) {
+				h := http.Header{}
+				if len(tc.cookies) > 0 {
+					h["Cookie"] = tc.cookies
+				}
+				if tc.auth != "" {
+					h.Set("Authorization", tc.auth)
+				}
+				if tc.conn != "" {
+					h.Set("Connection", tc.conn)
+				}
+				r, err := checkOneCredential(t, h, side.fw, verifiesOK)
+				if (err != nil) != side.want.conflict {
+					t.Fatalf("conflict %v (%v), want %v", err != nil, err, side.want.conflict)
+				}
+				if err == nil && r.Token != side.want.token {
+					t.Fatalf("token %q, want %q", r.Token, side.want.token)
+				}
+			})
+		}
+	}
+}
+
+// Where the route forwards no session cookie at all, the olp_auth cookie
+// is read for the limiter only; ambiguity there is anonymous, not refused
+// (nothing reaches the upstream to split).
+func TestResolveOnARouteThatForwardsNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ cookie, want string }{
+		{"olp_auth=" + jwtA, jwtA},
+		{"olp_auth=decoy; olp_auth=" + jwtA, jwtA},
+		{"olp_auth=" + jwtA + "; olp_auth=" + jwtB, ""},
+	} {
+		r, err := checkOneCredential(t, http.Header{"Cookie": {tc.cookie}}, []Forward{}, verifiesOK)
+		if err != nil || r.Token != tc.want || r.Forwarded() {
+			t.Errorf("%q: %+v %v, want token %q, not forwarded", tc.cookie, r, err, tc.want)
+		}
+	}
+}
+
+// FuzzResolve generates requests (two Cookie lines, an Authorization, a
+// Connection) on three cookie policies and checks the invariant with every
+// parser of upstreamCredentials. Seed corpus: testdata/fuzz/FuzzResolve.
+func FuzzResolve(f *testing.F) {
+	f.Add("olp_auth=eyJhbGciOiJIUzI1NiJ9=.e30.x; olp_auth="+jwtA, "", "", "", uint8(0))
+	f.Add("olp_auth=decoy; olp_auth="+jwtA, "", "", "", uint8(1))
+	f.Add("theme=x olp_auth="+jwtB, "olp_auth="+jwtA, "", "", uint8(1))
+	f.Add("a=1, olp_auth=x", "", "Bearer "+jwtA, "", uint8(1))
+	f.Add("olp_auth="+jwtB, "", "Bearer "+jwtA, "Authorization", uint8(0))
+	f.Fuzz(func(t *testing.T, c1, c2, auth, conn string, policy uint8) {
+		h := http.Header{}
+		for _, c := range []string{c1, c2} {
+			if c != "" {
+				h["Cookie"] = append(h["Cookie"], c)
+			}
+		}
+		if auth != "" {
+			h["Authorization"] = []string{auth}
+		}
+		if conn != "" {
+			h["Connection"] = []string{conn}
+		}
+		fw := [][]Forward{DefaultForward(), {{Cookie: AuthCookie}}, {}}[int(policy)%3]
+		if BearerTooLarge(h) || BearerNonCanonical(h) {
+			return // refused by the gateway before Resolve
+		}
+		_, _ = checkOneCredential(t, h, fw, verifiesOK)
+	})
+}

@@ -1,0 +1,81 @@
+package e2e
+
+// Hostile responses from an untrusted route (docs/edge.md, "Untrusted
+// routes"): a third-party upstream behind `cookies: {forward: []}` on the
+// portal's host must not act as the portal, and a page on a foreign origin
+// must not open a WebSocket that carries the portal's session.
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A third-party upstream answered with HTML calling /api, Clear-Site-Data
+// (logging the user out) and olp_auth in every Set-Cookie spelling a
+// browser or a folding client stores as olp_auth (comma-joined, upper
+// case, leading spaces and tabs, nameless, hidden after whitespace). The
+// browser must get a sandboxed document, no Clear-Site-Data and only the
+// third party's own cookie.
+func TestHostileThirdPartyRouteActsAsThePortal(t *testing.T) {
+	spellings := []string{
+		"x=1, olp_auth=evil", "x=1,olp_auth=evil; Path=/", "x=1, OLP_AUTH=evil", "x=1; Path=/, olp_auth=evil; Path=/",
+		"olp_auth=evil", "OLP_AUTH=evil", " olp_auth=evil", "\tolp_auth=evil", "Olp_Auth=evil; Max-Age=0",
+		"__Host-olp_auth=evil; Secure; Path=/", "__secure-OLP_AUTH=evil; Secure", "=olp_auth=evil", "x=1 olp_auth=evil",
+		"olp%5Fauth=evil", "olp.auth=evil",
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Set-Cookie"] = append(slices.Clone(spellings), "tp=1; Path=/")
+		w.Header().Set("Clear-Site-Data", `"cookies"`)
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, `<script>fetch("/api/me").then(r => r.text())</script>`)
+	}))
+	t.Cleanup(srv.Close)
+	p := startServe(t, minimalServe(srv.URL, "    cookies: {forward: []}\n", ""))
+	resp, _, err := rawExchange(t, p.public, "GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Header.Values("Content-Security-Policy"); !slices.Equal(got, []string{"sandbox"}) {
+		t.Errorf("Content-Security-Policy %q, want sandbox", got)
+	}
+	if v := resp.Header.Get("Clear-Site-Data"); v != "" {
+		t.Errorf("Clear-Site-Data %q reached the browser", v)
+	}
+	if got := resp.Header.Values("Set-Cookie"); !slices.Equal(got, []string{"tp=1; Path=/"}) {
+		t.Errorf("Set-Cookie %q, want only the third party's own", got)
+	}
+}
+
+// A page on https://evil.example opened a WebSocket to the portal's route
+// (olp_auth turned into a Bearer token) and read the replies. Refused 403
+// now; the portal's own origin still upgrades.
+func TestHostileCrossSiteWebSocketHijacking(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "", ""))
+	ws := "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nCookie: olp_auth=a.b.c\r\n"
+	for _, origin := range []string{"https://evil.example", "null", "http://a.evil.example", "https://a"} {
+		resp, body, err := rawExchange(t, p.public, ws+"Origin: "+origin+"\r\n\r\n", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "Origem") {
+			t.Errorf("Origin %s: %d %q, want the 403 problem", origin, resp.StatusCode, body)
+		}
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("%d foreign upgrades reached the upstream", n)
+	}
+	resp, _, err := rawExchange(t, p.public, ws+"Origin: http://a\r\n\r\n", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusForbidden || len(up.requests()) != 1 {
+		t.Errorf("own origin: %d, upstream %d requests; want it proxied", resp.StatusCode, len(up.requests()))
+	}
+}

@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// A route that does not forward the portal's session (cookies.
+// ForwardsSession false: a third-party upstream behind `forward: []`)
+// still answers on the portal's origin. Its responses must not act as the
+// portal (docs/edge.md, "Untrusted routes"): they carry
+// Content-Security-Policy: sandbox by default (the document gets an opaque
+// origin, runs no script, and its requests to the portal's API are
+// cross-site), and lose Clear-Site-Data and Service-Worker-Allowed; the
+// olp_* Set-Cookie policy (cookies.ApplySetCookie) removes every portal
+// cookie in any spelling. A route that does forward the session accepts
+// a WebSocket upgrade only from its own origin or its CORS
+// allowed_origins (upgradeOriginAllowed).
+
+// sandboxOff, sandboxOn and sandboxAuto are the values of Route.Sandbox
+// that are not token lists.
+const (
+	sandboxAuto = ""
+	sandboxOff  = "off"
+	sandboxOn   = "on"
+)
+
+// sandboxHeader is the Content-Security-Policy value a route's responses
+// get for the route's Sandbox setting: "" (auto) is "sandbox" on a route
+// that does not forward the session and nothing on one that does, "off"
+// nothing, "on" "sandbox", and a list of sandbox tokens ("allow-scripts
+// allow-popups") "sandbox " followed by them.
+func sandboxHeader(setting string, session bool) string {
+	switch strings.TrimSpace(setting) {
+	case sandboxAuto:
+		if session {
+			return ""
+		}
+		return "sandbox"
+	case sandboxOff:
+		return ""
+	case sandboxOn:
+		return "sandbox"
+	}
+	return "sandbox " + strings.Join(strings.Fields(setting), " ")
+}
+
+// untrustedResponseHeaders are removed from the responses of a route that
+// does not forward the session: Clear-Site-Data would clear the portal's
+// cookies and storage (logging the user out), Service-Worker-Allowed would
+// let a worker script of the route control paths outside it.
+var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allowed"}
+
+// applyUntrustedPolicy applies the route's response policy for the
+// portal's origin to the upstream's response headers h.
+func (rt *route) applyUntrustedPolicy(h http.Header) {
+	if !rt.session {
+		for _, k := range untrustedResponseHeaders {
+			delete(h, k)
+		}
+	}
+	if rt.csp != "" {
+		// Added as a policy of its own: the upstream's policies still
+		// apply, every one must allow (CSP 3 §8.1).
+		h["Content-Security-Policy"] = append(h["Content-Security-Policy"], rt.csp)
+	}
+}
+
+// problemUpgradeOrigin answers a WebSocket upgrade from a foreign page on
+// a route that turns the portal's cookie into a credential (cross-site
+// WebSocket hijacking: browsers send cookies with any page's WebSocket and
+// let the page read the replies).
+var problemUpgradeOrigin = problem{Title: "Origem não permitida", Status: http.StatusForbidden,
+	Detail: "Esta conexão WebSocket usa a sessão do portal e só é aceita a partir de páginas do próprio endereço ou das origens permitidas para esta rota."}
+
+// upgradeOriginAllowed answers 403 and returns false for an upgrade the
+// route would tunnel, on a route that forwards the session, whose Origin
+// is neither the request's own origin nor one of the route's CORS
+// allowed_origins (exact origins; "*" and patterns do not count, since
+// CORS without credentials never sends cookies and a WebSocket always
+// does). A request without Origin is not from a browser page and passes,
+// as gorilla/websocket's default CheckOrigin does; "null" is refused.
+func (s *Server) upgradeOriginAllowed(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+	rt := ex.route
+	if !rt.session || len(r.Header["Upgrade"]) == 0 || !rt.allowsUpgrade(r.Header) {
+		return true
+	}
+	origins := r.Header["Origin"]
+	if len(origins) == 0 {
+		return true
+	}
+	if len(origins) == 1 && (s.ownOrigin(r, ex, origins[0]) || rt.upgradeOrigins[strings.ToLower(origins[0])]) {
+		return true
+	}
+	writeProblem(w, problemUpgradeOrigin, ex.id)
+	return false
+}
+
+// ownOrigin reports whether origin is the request's own: the scheme the
+// client used (TLS here, or a trusted proxy's X-Forwarded-Proto) and its
+// Host (or a trusted proxy's single X-Forwarded-Host), default ports
+// ignored, case-insensitively.
+func (s *Server) ownOrigin(r *http.Request, ex *exchange, origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+		return false
+	}
+	proto := "http"
+	if r.TLS != nil {
+		proto = "https"
+	}
+	hosts := []string{r.Host}
+	if ex.trusted {
+		if v := r.Header.Get("X-Forwarded-Proto"); v == "http" || v == "https" {
+			proto = v
+		}
+		if v := r.Header["X-Forwarded-Host"]; len(v) == 1 && v[0] != "" {
+			hosts = append(hosts, v[0])
+		}
+	}
+	if !strings.EqualFold(u.Scheme, proto) {
+		return false
+	}
+	want := originHost(proto, u.Host)
+	for _, h := range hosts {
+		if originHost(proto, h) == want {
+			return true
+		}
+	}
+	return false
+}
+
+// originHost lower-cases host and drops the scheme's default port.
+func originHost(scheme, host string) string {
+	host = strings.ToLower(host)
+	if scheme == "https" {
+		return strings.TrimSuffix(host, ":443")
+	}
+	return strings.TrimSuffix(host, ":80")
+}
+
+// upgradeOriginSet is the set of a CORS policy's exact allowed origins, in
+// lower case; nil without a policy.
+func upgradeOriginSet(p *CORSPolicy) map[string]bool {
+	if p == nil {
+		return nil
+	}
+	set := map[string]bool{}
+	for _, o := range p.AllowedOrigins {
+		if o != "*" && !strings.Contains(o, "*") && o != "null" {
+			set[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+		}
+	}
+	return set
+}

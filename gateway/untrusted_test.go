@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// untrustedConfig has a third-party route (forward: []) and the portal's
+// own route (default forward) on one host, the latter with a CORS policy.
+const untrustedConfig = `
+cors:
+  policies:
+    portal: {allowed_origins: ["https://app.example.org", "*"], allow_credentials: false}
+routes:
+  - {name: mapas, hosts: [portal.example.org], path_prefix: /mapas, upstream: "{up}", cookies: {forward: []}}
+  - {name: mapas_scripts, hosts: [portal.example.org], path_prefix: /scripts, upstream: "{up}", cookies: {forward: []}, sandbox: "allow-scripts allow-popups"}
+  - {name: mapas_off, hosts: [portal.example.org], path_prefix: /raw, upstream: "{up}", cookies: {forward: []}, sandbox: "off"}
+  - {name: portal, hosts: [portal.example.org], upstream: "{up}", cors: portal}
+`
+
+// A third-party route on the portal's host served HTML whose script used
+// the user's session, cleared the site's cookies (Clear-Site-Data) and
+// set olp_auth in a comma-joined Set-Cookie. Its responses are now
+// sandboxed (per-route setting honoured), lose Clear-Site-Data and
+// Service-Worker-Allowed, and keep only their own cookies; the portal's
+// route is left alone.
+func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
+	t.Parallel()
+	evil := []string{"x=1, olp_auth=evil", "y=2,OLP_AUTH=evil; Path=/", "z=3 olp_auth=evil", " olp_auth=evil", "\tOLP_AUTH=evil",
+		"__Host-olp_auth=evil; Secure; Path=/", "=olp_auth=evil", "w=4; Path=/, olp_mural=evil", "own=1; Path=/"}
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["Set-Cookie"] = evil
+		w.Header().Set("Clear-Site-Data", `"cookies", "storage"`)
+		w.Header().Set("Service-Worker-Allowed", "/")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'")
+		_, _ = w.Write([]byte("<script>fetch('/api')</script>"))
+	})
+	h := newHarness(t, parseConfig(t, untrustedConfig, nil, map[string]string{"up": up.URL}))
+	for _, tc := range []struct {
+		path string
+		csp  []string
+	}{
+		{"/mapas/x", []string{"default-src 'self'", "sandbox"}},
+		{"/scripts/x", []string{"default-src 'self'", "sandbox allow-scripts allow-popups"}},
+		{"/raw/x", []string{"default-src 'self'"}},
+	} {
+		res, _ := rawGet(t, h, tc.path)
+		if got := res.Header.Values("Content-Security-Policy"); !slices.Equal(got, tc.csp) {
+			t.Errorf("%s: Content-Security-Policy %q, want %q", tc.path, got, tc.csp)
+		}
+		for _, k := range untrustedResponseHeaders {
+			if v := res.Header.Get(k); v != "" {
+				t.Errorf("%s: %s %q reached the browser", tc.path, k, v)
+			}
+		}
+		if got := res.Header.Values("Set-Cookie"); !slices.Equal(got, []string{"own=1; Path=/"}) {
+			t.Errorf("%s: Set-Cookie %q, want only own=1", tc.path, got)
+		}
+	}
+	res, _ := rawGet(t, h, "/portal")
+	if got := res.Header.Values("Content-Security-Policy"); !slices.Equal(got, []string{"default-src 'self'"}) {
+		t.Errorf("portal route: Content-Security-Policy %q, want the upstream's only", got)
+	}
+	if res.Header.Get("Clear-Site-Data") == "" {
+		t.Error("portal route lost its Clear-Site-Data (its logout)")
+	}
+}
+
+// A page on another origin opened a WebSocket to a route that turns the
+// olp_auth cookie into the Bearer token, and read the replies as the user
+// (cross-site WebSocket hijacking). Refused 403 unless the Origin is the
+// request's own or an exact CORS allowed origin; no Origin (not a
+// browser) passes; an untrusted route forwards no session and is not
+// checked.
+func TestUpgradeFromAForeignOriginOnASessionRouteIsRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, untrustedConfig, nil, map[string]string{"up": up.URL}))
+	ws := []string{"Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Cookie: olp_auth=a.b.c"}
+	for _, tc := range []struct {
+		path, origin string
+		want         int
+	}{
+		{"/ws", "https://evil.example", http.StatusForbidden},
+		{"/ws", "null", http.StatusForbidden},
+		{"/ws", "http://portal.example.org.evil.example", http.StatusForbidden},
+		{"/ws", "https://portal.example.org", http.StatusForbidden}, // the request came over plain HTTP
+		{"/ws", "http://portal.example.org", http.StatusOK},
+		{"/ws", "http://PORTAL.example.org:80", http.StatusOK},
+		{"/ws", "https://app.example.org", http.StatusOK},
+		{"/ws", "", http.StatusOK},
+		{"/mapas/ws", "https://evil.example", http.StatusOK},
+	} {
+		headers := ws
+		if tc.origin != "" {
+			headers = append(slices.Clone(ws), "Origin: "+tc.origin)
+		}
+		res, body := rawGet(t, h, tc.path, headers...)
+		if res.StatusCode != tc.want {
+			t.Errorf("%s from %q: %d, want %d", tc.path, tc.origin, res.StatusCode, tc.want)
+		}
+		if tc.want == http.StatusForbidden && (!strings.Contains(body, "Origem") || res.Header.Get("Content-Language") != "pt-BR") {
+			t.Errorf("%s from %q: body %q, want the PT-BR problem", tc.path, tc.origin, body)
+		}
+	}
+}

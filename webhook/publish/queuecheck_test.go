@@ -1,0 +1,125 @@
+package publish
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/olp-edu/borda/webhook/internal/brokertest"
+)
+
+// queueCheckBound is how long a deleted forward queue may go unnoticed in
+// the tests: the check interval and room for a loaded machine.
+const queueCheckBound = 3*queueCheckEvery + 2*time.Second
+
+// TestPublisher_DeletedForwardQueueIsRefusedUntilItIsBack (issue 23, item
+// 3): with the contract's topology the events queue also matches the
+// forward routing key, so once the forward queue is deleted a mandatory
+// publish is still routed and confirmed: a 200 for an event the forwarder
+// never sees. The publisher's passive declare notices within the bound:
+// publishes fail with ErrQueueMissing (503 FORWARD_QUEUE_MISSING) and
+// Ready fails (/readyz/webhook) until the queue is declared again. The
+// publisher here declares no topology, as an ingress without the
+// configure permission, so the queue stays missing until the test
+// recreates it.
+func TestPublisher_DeletedForwardQueueIsRefusedUntilItIsBack(t *testing.T) {
+	opts := testOptions(t)
+	top := *opts.Topology
+	admin := brokertest.NewAdmin(t)
+	ch := admin.Channel()
+	if err := top.Declare(ch); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close()
+	opts.Topology = nil
+	opts.CheckQueue, opts.CheckBinding = top.ForwardQueue, top.RoutingKey
+	p := newTestPublisher(t, opts)
+	ctx := context.Background()
+	msg := Message{ID: "qc-1", Body: []byte(`{}`)}
+	if err := p.Publish(ctx, msg); err != nil {
+		t.Fatalf("publish with the forward queue there: %v", err)
+	}
+
+	ch = admin.Channel()
+	if _, err := ch.QueueDelete(top.ForwardQueue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close()
+	deleted := time.Now()
+	var err error
+	for err = p.Publish(ctx, msg); !errors.Is(err, ErrQueueMissing); err = p.Publish(ctx, msg) {
+		if err != nil {
+			t.Fatalf("publish after the delete: %v, want nil (the events queue takes it) or ErrQueueMissing", err)
+		}
+		if time.Since(deleted) > queueCheckBound {
+			t.Fatalf("publishes still confirmed %s after the forward queue was deleted", queueCheckBound)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := p.Ready(); !errors.Is(err, ErrQueueMissing) {
+		t.Errorf("Ready = %v, want ErrQueueMissing", err)
+	}
+	if n := admin.Count(top.EventsQueue); n < 1 {
+		t.Errorf("events queue holds %d messages: the test's topology must bind it to the forward routing key", n)
+	}
+	if err := p.PublishTo(ctx, p.exchange, "other.key", msgPublishing()); errors.Is(err, ErrQueueMissing) {
+		t.Errorf("a publish whose routing key does not reach the forward queue was refused: %v", err)
+	}
+
+	ch = admin.Channel()
+	if err := top.Declare(ch); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close()
+	brokertest.WaitReady(t, p, queueCheckBound)
+	if err := p.Publish(ctx, msg); err != nil {
+		t.Errorf("publish once the queue is back: %v", err)
+	}
+}
+
+// TestPublisher_DeletedForwardQueueIsRedeclaredAtOnce: a publisher that
+// declares the topology (`borda serve`) brings a deleted forward queue
+// back when its check finds it missing, within the check's bound rather
+// than the 5 s redeclare.
+func TestPublisher_DeletedForwardQueueIsRedeclaredAtOnce(t *testing.T) {
+	opts := testOptions(t)
+	top := *opts.Topology
+	opts.CheckQueue, opts.CheckBinding = top.ForwardQueue, top.RoutingKey
+	p := newTestPublisher(t, opts)
+	admin := brokertest.NewAdmin(t)
+	ch := admin.Channel()
+	if _, err := ch.QueueDelete(top.ForwardQueue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close()
+	brokertest.Eventually(t, queueCheckBound, "the forward queue redeclared", func() bool {
+		c := admin.Channel()
+		defer c.Close()
+		_, err := c.QueueDeclarePassive(top.ForwardQueue, true, false, false, false, nil)
+		return err == nil
+	})
+	brokertest.WaitReady(t, p, queueCheckBound)
+}
+
+func TestTopicMatch(t *testing.T) {
+	for _, c := range []struct {
+		pattern, key string
+		want         bool
+	}{
+		{"a.b.c", "a.b.c", true}, {"a.b.c", "a.b", false}, {"a.*.c", "a.x.c", true}, {"a.*", "a", false},
+		{"a.#", "a", true}, {"a.#", "a.b.c", true}, {"#", "", true}, {"#.c", "a.b.c", true}, {"a.#.c", "a.c", true},
+		{"yzex.events.connect.whatsapp.legacy_forward", "yzex.events.connect.whatsapp.legacy_forward", true},
+		{"yzex.events.connect.whatsapp.legacy_forward", "yzex.events.connect.whatsapp.other", false},
+	} {
+		if got := TopicMatch(c.pattern, c.key); got != c.want {
+			t.Errorf("TopicMatch(%q, %q) = %v, want %v", c.pattern, c.key, got, c.want)
+		}
+	}
+}
+
+func msgPublishing() amqp.Publishing {
+	return amqp.Publishing{Body: []byte(`{}`), DeliveryMode: amqp.Persistent}
+}
