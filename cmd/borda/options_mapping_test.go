@@ -173,7 +173,9 @@ func TestLimiterOptionsMapEveryField(t *testing.T) {
 }
 
 func TestForwardOptionsMapEveryField(t *testing.T) {
-	checkMapped(t, forwardOptions(filledConfig(t)), map[string]string{
+	cfg := filledConfig(t)
+	cfg.Webhook.Path = "" // one source: LegacySource is its name (both: no sole source)
+	checkMapped(t, forwardOptions(cfg), map[string]string{
 		"Redis":             "the caller's (forward.go), like Keys, Logger and Registerer",
 		"Keys":              "the caller's",
 		"Logger":            "the caller's",
