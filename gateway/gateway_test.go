@@ -427,12 +427,14 @@ routes:
 
 func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 	t.Parallel()
+	arrived := make(chan struct{})
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "" {
 			wsEcho(t)(w, r)
 			return
 		}
-		time.Sleep(200 * time.Millisecond)
+		close(arrived)
+		time.Sleep(200 * time.Millisecond) // the request's work, still running when Shutdown starts
 		io.WriteString(w, "finished")
 	})
 	cfg := parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL})
@@ -462,7 +464,11 @@ func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 		res.Body.Close()
 		slow <- string(b)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	select { // the slow request is at the upstream: in flight when Shutdown starts
+	case <-arrived:
+	case got := <-slow:
+		t.Fatalf("the slow request ended before reaching the upstream: %q", got)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()

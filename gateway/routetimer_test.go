@@ -105,7 +105,13 @@ func TestPooledRouteTimerNeverCancelsTheNextRequest(t *testing.T) {
 		b := &exchange{}
 		b.cancel = func(err error) { cut.Store(&err) }
 		next := armRouteTimer(b, time.Hour)
-		time.Sleep(200 * time.Microsecond) // a late firing of a reused timer lands here
+		// A late firing reaches the next request only through a reused
+		// expired timer: assert the reuse cannot happen (the pool hands
+		// this goroutine back what it just put), rather than waiting a
+		// fixed time for a firing that may come later still.
+		if timedOut && next == rt {
+			t.Fatalf("round %d: an expired timer went back to the pool and was armed for the next request", i)
+		}
 		if err := cut.Load(); err != nil {
 			t.Fatalf("round %d: the next request was cancelled (%v) by an earlier arming", i, *err)
 		}
@@ -123,8 +129,9 @@ func TestPooledRouteTimerNeverCancelsTheNextRequest(t *testing.T) {
 // the timer's next request.
 func TestExpiredRouteTimerIsNotReused(t *testing.T) {
 	t.Parallel()
-	rt := armRouteTimer(&exchange{cancel: func(error) {}}, time.Nanosecond)
-	time.Sleep(2 * time.Millisecond)
+	fired := make(chan struct{})
+	rt := armRouteTimer(&exchange{cancel: func(error) { close(fired) }}, time.Nanosecond)
+	<-fired // the timer expired and its function ran: Stop is now too late
 	if !rt.disarm() {
 		t.Fatal("disarm after the deadline: timedOut = false")
 	}

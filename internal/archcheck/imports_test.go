@@ -21,7 +21,21 @@ var configsReaders = []string{module + "/configs", module + "/cmd/borda"}
 // direct imports, as `go list` reports them.
 func imports(t *testing.T) map[string][]string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}", "./...")
+	return goList(t, "{{.ImportPath}}{{range .Imports}} {{.}}{{end}}")
+}
+
+// testImports returns, for every package of the module, what its tests
+// import: TestImports (package p tests) and XTestImports (package p_test).
+func testImports(t *testing.T) map[string][]string {
+	t.Helper()
+	return goList(t, "{{.ImportPath}}{{range .TestImports}} {{.}}{{end}}{{range .XTestImports}} {{.}}{{end}}")
+}
+
+// goList runs go list -f format over the module: the first word of each
+// line is the package, the rest its values.
+func goList(t *testing.T, format string) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", format, "./...")
 	cmd.Dir = "../.." // the module root, seen from this package's directory
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/sony/gobreaker/v2"
 
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/envelope"
@@ -145,13 +148,18 @@ func TestForward_TimeoutDropAnd429AreRetriedThenDelivered(t *testing.T) {
 	h := newHarness(t, end, func(c *configs.Config) {
 		c.Forward.RetryDelays = []configs.Delay{{Name: "100ms", D: 100 * time.Millisecond}, {Name: "150ms", D: 150 * time.Millisecond}, {Name: "200ms", D: 200 * time.Millisecond}}
 	})
-	h.start(nil)
+	f := h.start(nil)
 	h.publish(jsonEnvelope("flaky-1", `{"x":1}`))
 	eventually(t, 15*time.Second, "delivery", func() bool { return end.delivered()["flaky-1"] == 1 })
 	if got := len(end.all()); got != 4 {
 		t.Errorf("POSTs = %d, want 4", got)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// The event's last outcome is recorded before its ack: once it is
+	// "delivered" it can no longer be dead-lettered (no fixed grace).
+	eventually(t, 5*time.Second, "the delivered outcome", func() bool { return outcomeTotal(t, f, "delivered") == 1 })
+	if n := outcomeTotal(t, f, "dead_lettered"); n != 0 {
+		t.Errorf("dead_lettered outcomes = %v, want 0", n)
+	}
 	if n := h.depth(h.top.DLQ); n != 0 {
 		t.Errorf("DLQ depth %d, want 0", n)
 	}
@@ -215,7 +223,10 @@ func TestForward_LeaseHeldByAnotherWorkerIsNotPostedTwice(t *testing.T) {
 		t.Fatalf("POSTed %d times while another worker held the lease", n)
 	}
 	eventually(t, 10*time.Second, "delivery after the lease expired", func() bool { return end.delivered()["held-1"] == 1 })
-	time.Sleep(300 * time.Millisecond)
+	// Settled: delivered and no message left to POST again.
+	eventually(t, 5*time.Second, "the delivered outcome and an empty queue", func() bool {
+		return outcomeTotal(t, f, "delivered") == 1 && h.depth(h.top.ForwardQueue) == 0
+	})
 	if n := len(end.all()); n != 1 {
 		t.Errorf("POSTs = %d, want 1", n)
 	}
@@ -239,15 +250,31 @@ func TestForward_EndpointDownThenBackDeliversEveryEventExactlyOnce(t *testing.T)
 		}
 		c.Forward.Breaker = configs.Breaker{Failures: 5, OpenFor: configs.Duration(500 * time.Millisecond)}
 	})
-	h.start(nil)
+	f := h.start(nil)
 	const n = 30
 	for i := range n {
 		h.publish(jsonEnvelope(fmt.Sprintf("ev-%02d", i), fmt.Sprintf(`{"i":%d}`, i)))
 	}
-	time.Sleep(1200 * time.Millisecond)
+	// The outage is real: events went down the ladder and the breaker
+	// opened before the endpoint comes back.
+	eventually(t, 15*time.Second, "retries and an opened breaker during the outage", func() bool {
+		return outcomeTotal(t, f, "retried") >= 5 && f.breaker.Status().OpenedBy != ""
+	})
 	up.Store(true)
 	eventually(t, 20*time.Second, "every event delivered", func() bool { return len(end.delivered()) == n })
-	time.Sleep(500 * time.Millisecond)
+	// Settled: every event has its final outcome and no copy waits in a
+	// queue, so a second POST of any of them can no longer come.
+	eventually(t, 10*time.Second, "every event settled", func() bool {
+		if outcomeTotal(t, f, "delivered")+outcomeTotal(t, f, "dead_lettered") < n || h.depth(h.top.ForwardQueue) != 0 {
+			return false
+		}
+		for i := range 5 {
+			if h.depth(h.top.RetryQueue(i)) != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	for id, c := range end.delivered() {
 		if c != 1 {
 			t.Errorf("%s delivered %d times, want exactly once", id, c)
@@ -259,13 +286,23 @@ func TestForward_EndpointDownThenBackDeliversEveryEventExactlyOnce(t *testing.T)
 }
 
 func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
-	end := newLegacy(t, always(action{status: 500}))
+	// Every POST checks the breaker's state as it arrives: one that lands
+	// while the breaker is open is the failure, whenever it comes (no
+	// fixed window inside the open period).
+	var fw atomic.Pointer[Forwarder]
+	var whileOpen atomic.Int32
+	end := newLegacy(t, func(int, string) action {
+		if f := fw.Load(); f != nil && f.breaker.State() == gobreaker.StateOpen {
+			whileOpen.Add(1)
+		}
+		return action{status: 500}
+	})
 	h := newHarness(t, end, func(c *configs.Config) {
 		c.Forward.Breaker = configs.Breaker{Failures: 3, OpenFor: configs.Duration(1500 * time.Millisecond)}
 		c.Forward.Prefetch = 1
 		c.Forward.RetryDelays = []configs.Delay{{Name: "5s", D: 5 * time.Second}}
 	})
-	f := h.start(nil)
+	f := h.start(func(f *Forwarder) { fw.Store(f) })
 	for i := range 8 {
 		h.publish(jsonEnvelope(fmt.Sprintf("b-%d", i), `{}`))
 	}
@@ -274,21 +311,42 @@ func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
 	if opened != 3 {
 		t.Errorf("POSTs before opening = %d, want 3", opened)
 	}
-	time.Sleep(time.Second) // still open
-	if n := len(end.all()); n != opened {
-		t.Errorf("POSTs while open = %d, want none", n-opened)
-	}
-	if d := h.depth(h.top.ForwardQueue); d != 5 {
-		t.Errorf("forward queue depth while open = %d, want 5 (messages wait, no attempt spent)", d)
-	}
-	eventually(t, 5*time.Second, "one half-open probe", func() bool { return len(end.all()) == opened+1 })
-	time.Sleep(300 * time.Millisecond)
+	// While open the messages wait in the queue, no attempt spent.
+	eventually(t, 5*time.Second, "five messages waiting while open", func() bool {
+		return h.depth(h.top.ForwardQueue) == 5 && f.breaker.State() == gobreaker.StateOpen
+	})
+	// The open period ends (half-open), one probe fails, and the breaker
+	// opens again: the probe is the only POST since opening.
+	eventually(t, 10*time.Second, "one half-open probe", func() bool { return len(end.all()) == opened+1 })
+	eventually(t, 5*time.Second, "the breaker open again after the failed probe", func() bool {
+		return f.breaker.State() == gobreaker.StateOpen
+	})
 	if n := len(end.all()); n != opened+1 {
 		t.Errorf("POSTs after half-open = %d, want exactly one probe", n-opened)
 	}
-	if s := value(f.m.breaker); s != 2 {
-		t.Errorf("breaker state after a failed probe = %v, want 2 (open)", s)
+	if n := whileOpen.Load(); n != 0 {
+		t.Errorf("%d POSTs arrived while the breaker was open, want none", n)
 	}
+}
+
+// outcomeTotal sums borda_forward_outcomes_total{outcome} over its classes.
+func outcomeTotal(t *testing.T, f *Forwarder, outcome string) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { f.m.outcomes.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var out dto.Metric
+		if err := m.Write(&out); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range out.Label {
+			if l.GetName() == "outcome" && l.GetValue() == outcome {
+				sum += out.Counter.GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func TestForward_SamplesQueueAgeAndDLQDepth(t *testing.T) {

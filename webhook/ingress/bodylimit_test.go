@@ -59,7 +59,9 @@ func TestHugeChunkedBodyRefusedBeforeSignature(t *testing.T) {
 		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		fmt.Fprint(c, head+"Transfer-Encoding: chunked\r\n\r\n")
 		var sent atomic.Int64
+		writerDone := make(chan struct{})
 		go func() {
+			defer close(writerDone)
 			chunk := fmt.Sprintf("%x\r\n%s\r\n", 64<<10, strings.Repeat("a", 64<<10))
 			for sent.Load() < 200<<20 {
 				if _, err := c.Write([]byte(chunk)); err != nil {
@@ -75,7 +77,10 @@ func TestHugeChunkedBodyRefusedBeforeSignature(t *testing.T) {
 		if resp.StatusCode != 413 || !resp.Close {
 			t.Fatalf("answer = %d close=%v, want 413 and the connection closed", resp.StatusCode, resp.Close)
 		}
-		time.Sleep(200 * time.Millisecond)
+		// The writer ends when the server closes the connection (a write
+		// fails) or when it has sent everything: wait for that, then the
+		// count tells which.
+		<-writerDone
 		if n := sent.Load(); n > 64<<20 {
 			t.Errorf("the server kept reading: %d MB sent", n>>20)
 		}

@@ -83,9 +83,22 @@ func TestShutdownInFlightRequestsGetTheirTrueAnswer(t *testing.T) {
 		defer cancel()
 		shut <- srv.Shutdown(ctx)
 	}()
-	time.Sleep(50 * time.Millisecond)
-	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
-		t.Error("still accepting connections after Shutdown")
+	// Wait until the listener refuses (Shutdown closed it), bounded.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting connections 5s after Shutdown")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select { // the drain is waiting on the held publishes, not done
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while %d publishes were still held", err, n)
+	default:
 	}
 	close(gate.open)
 	if err := <-shut; err != nil {

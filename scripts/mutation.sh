@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Mutation testing of Borda's core packages with gremlins
+# (github.com/go-gremlins/gremlins): each mutant (a flipped condition, a
+# moved boundary, an arithmetic swap) is built and the package's tests run
+# against it; a mutant the tests do not fail "lived". Test efficacy is
+# killed / (killed + lived). The figures go into docs/testing.md, between
+# the "mutation:begin" and "mutation:end" markers, one row per package
+# measured (rows of packages not measured in this run are kept).
+#
+#   scripts/mutation.sh                      # every core package
+#   scripts/mutation.sh cookies identity     # some of them
+#
+# Slow (minutes per package, the whole test suite of the package runs per
+# mutant), so it is not part of .ci/run. It runs niced, one worker;
+# BORDA_MUTATION_TIMEOUT_COEFFICIENT (default 3) scales gremlins' per-test
+# timeout, BORDA_MUTATION_TAGS passes build tags, and each package's run is
+# bounded by BORDA_MUTATION_MAX (default 10m, a `timeout` duration): a run
+# cut short records "not measured (timed out)". Tests that need Redis,
+# RabbitMQ or PostgreSQL skip when those are down, which lets more mutants
+# live: run it with the services up. The JSON of each run is left in
+# $BORDA_MUTATION_OUT (default .mutation/, ignored by git) to read the
+# surviving mutants: `jq '.files[].mutations[] | select(.status=="LIVED")'`.
+set -euo pipefail
+
+GREMLINS_VERSION=v0.6.0
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
+
+core=(cookies identity ratelimit gateway webhook/ingress webhook/forward webhook/publish telemetry)
+pkgs=("$@")
+[ ${#pkgs[@]} -gt 0 ] || pkgs=("${core[@]}")
+
+gremlins=$(go env GOPATH)/bin/gremlins
+if ! [ -x "$gremlins" ] || ! go version -m "$gremlins" | grep -q "gremlins[[:space:]]*${GREMLINS_VERSION}"; then
+	go install "github.com/go-gremlins/gremlins/cmd/gremlins@${GREMLINS_VERSION}"
+fi
+
+out=${BORDA_MUTATION_OUT:-$root/.mutation}
+mkdir -p "$out"
+coef=${BORDA_MUTATION_TIMEOUT_COEFFICIENT:-3}
+max=${BORDA_MUTATION_MAX:-10m}
+tags=${BORDA_MUTATION_TAGS:-}
+doc=docs/testing.md
+today=$(date -u +%Y-%m-%d)
+
+row() { # package json -> a table row
+	jq -r --arg p "$1" --arg d "$today" '
+		"| `\($p)` | \(.mutants_killed) | \(.mutants_lived) | \(.mutants_not_covered) | \(.mutants_not_viable) | \(.mutants_timed_out // 0) | \(.test_efficacy | floor) % | \(.mutations_coverage | floor) % | \($d) |"' "$2"
+}
+
+for p in "${pkgs[@]}"; do
+	json=$out/$(echo "$p" | tr / _).json
+	rm -f "$json"
+	echo "== $p" >&2
+	args=(unleash --workers 1 --test-cpu 1 --timeout-coefficient "$coef" --output "$json")
+	[ -z "$tags" ] || args+=(--tags "$tags")
+	if nice -n 10 timeout "$max" "$gremlins" "${args[@]}" "./$p" >&2 && [ -s "$json" ]; then
+		r=$(row "$p" "$json")
+	else
+		r="| \`$p\` | | | | | | not measured (timed out or failed) | | $today |"
+	fi
+	# Replace this package's row in the table (or append it before the end marker).
+	python3 - "$doc" "$p" "$r" <<'EOF'
+import re, sys
+doc, pkg, row = sys.argv[1], sys.argv[2], sys.argv[3]
+text = open(doc).read()
+begin, end = "<!-- mutation:begin -->", "<!-- mutation:end -->"
+head, rest = text.split(begin, 1)
+table, tail = rest.split(end, 1)
+lines = [l for l in table.strip("\n").split("\n") if l]
+key = "| `%s` |" % pkg
+for i, l in enumerate(lines):
+    if l.startswith(key):
+        lines[i] = row
+        break
+else:
+    lines.append(row)
+open(doc, "w").write(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
+EOF
+	echo "$r" >&2
+done
