@@ -52,6 +52,14 @@ func (c Config) Incomplete() []Finding {
 			names = append(names, sig.SecretEnvs...)
 			add(f+".signature.secret_env", "source %q answers 503: %s is unset or empty; set it", s.Name, strings.Join(names, ", "))
 		}
+		if sig := s.Signature; sig != nil {
+			for _, sec := range sig.Secrets {
+				if !usableSigningSecret(sig.Scheme, sec.Reveal()) {
+					add(f+".signature.secret_env", "every webhook source answers 503: a signing secret of source %q is unusable (empty, or for standard not whsec_ and the base64 of a non-empty key); fix the variable", s.Name)
+					break
+				}
+			}
+		}
 		if sig := s.Signature; sig != nil && sig.Scheme == "github" {
 			for _, sec := range sig.Secrets {
 				if strings.Contains(sec.Reveal(), ",") {

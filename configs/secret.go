@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"encoding/base64"
 	"net/url"
 	"slices"
 	"strconv"
@@ -168,4 +169,20 @@ func signingSecrets(scheme, secretEnv string, secretEnvs []string, lookup func(s
 		}
 	}
 	return out
+}
+
+// usableSigningSecret reports whether the ingress can verify with secret:
+// not blank, and for the standard scheme "whsec_" (optional) and the
+// base64 of a non-empty key (webhook/ingress StandardKey decides the
+// same; an empty key is one anyone can sign with).
+func usableSigningSecret(scheme, secret string) bool {
+	secret = strings.TrimSpace(secret)
+	if secret == "" {
+		return false
+	}
+	if scheme != "standard" {
+		return true
+	}
+	k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	return err == nil && len(k) > 0
 }

@@ -129,3 +129,31 @@ webhook:
 		t.Errorf("config check warnings %+v: none about the comma", r.Warnings)
 	}
 }
+
+// `config check` says what `serve` refuses: a signing secret the ingress
+// cannot use (whsec_ with an empty key, not base64, blank) is a warning
+// naming the source, never a silent "valid".
+func TestCheckWarnsOfAnUnusableSigningSecret(t *testing.T) {
+	for _, v := range []string{"whsec_", "plainsecret", "whsec_!!!!"} {
+		lookup := func(k string) (string, bool) {
+			if k == "ST" {
+				return v, true
+			}
+			return "", false
+		}
+		r := Check([]byte(`
+webhook:
+  sources:
+    - name: st
+      path: /hooks/st
+      signature: {scheme: standard, secret_env: ST}
+`), lookup)
+		found := false
+		for _, w := range r.Warnings {
+			found = found || (strings.Contains(w.Message, "unusable") && strings.Contains(w.Message, `"st"`))
+		}
+		if !found {
+			t.Errorf("ST=%q: warnings %+v, want one about the unusable secret", v, r.Warnings)
+		}
+	}
+}

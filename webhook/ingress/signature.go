@@ -25,6 +25,21 @@ type verifier interface {
 
 var errBadSignature = errors.New("signature does not match")
 
+// StandardKey decodes a Standard Webhooks secret ("whsec_" and the
+// base64 of the key, or the base64 alone) into its HMAC key. An empty key
+// ("whsec_" alone, as a template with an unset variable gives) is an
+// error: anyone can sign with it.
+func StandardKey(secret string) ([]byte, error) {
+	k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(strings.TrimSpace(secret), "whsec_"))
+	if err != nil {
+		return nil, fmt.Errorf("decoding whsec_ secret: %w", err)
+	}
+	if len(k) == 0 {
+		return nil, errors.New("a whsec_ secret with an empty key (anyone could sign with it)")
+	}
+	return k, nil
+}
+
 func newVerifier(scheme string, secrets []string, tolerance time.Duration) (verifier, error) {
 	if len(secrets) == 0 {
 		return nil, errors.New("no secret configured")
@@ -32,12 +47,16 @@ func newVerifier(scheme string, secrets []string, tolerance time.Duration) (veri
 	keys := make([][]byte, 0, len(secrets))
 	for _, s := range secrets {
 		if scheme == "standard" {
-			k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+			k, err := StandardKey(s)
 			if err != nil {
-				return nil, fmt.Errorf("decoding whsec_ secret: %w", err)
+				return nil, err
 			}
 			keys = append(keys, k)
 			continue
+		}
+		if strings.TrimSpace(s) == "" {
+			// An empty HMAC key is one anyone can sign with.
+			return nil, errors.New("an empty signing secret")
 		}
 		keys = append(keys, []byte(s))
 	}

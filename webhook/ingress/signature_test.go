@@ -133,3 +133,30 @@ func hexHMAC(secret, body string) string {
 	m.Write([]byte(body))
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// A secret anyone can sign with is refused, in every spelling: "whsec_"
+// alone (a template whose variable was unset), an empty entry of a
+// rotation list, blank text for the other schemes. An HMAC over an empty
+// key was accepted as a valid Standard Webhooks signature.
+func TestSigningSecretsAnyoneCanSignWithAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		scheme  string
+		secrets []string
+	}{
+		{"standard", []string{"whsec_"}},
+		{"standard", []string{" whsec_ "}},
+		{"standard", []string{""}},
+		{"standard", []string{"whsec_c2VjcmV0c2VjcmV0c2VjcmV0", "whsec_"}},
+		{"standard", []string{"plainsecret"}},
+		{"github", []string{" "}},
+		{"github", []string{"good-secret", ""}},
+		{"stripe", []string{"\t"}},
+	} {
+		if _, err := newVerifier(tc.scheme, tc.secrets, time.Minute); err == nil {
+			t.Errorf("newVerifier(%s, %q) accepted a secret anyone can sign with", tc.scheme, tc.secrets)
+		}
+	}
+	if _, err := newVerifier("standard", []string{"whsec_c2VjcmV0c2VjcmV0c2VjcmV0"}, time.Minute); err != nil {
+		t.Errorf("a good whsec_ secret: %v", err)
+	}
+}
