@@ -34,6 +34,7 @@ func forwardOptions(cfg configs.Config) forward.Options {
 		AMQPURL:           cfg.AMQP.URL.Reveal(),
 		LegacySource:      soleSource(cfg.Webhook),
 		BareKeySource:     bareKeySource(cfg.Webhook),
+		Sources:           sourceNames(cfg.Webhook),
 	}
 }
 
@@ -59,6 +60,18 @@ func bareKeySource(w configs.Webhook) string {
 		return flatSourceName
 	}
 	return soleSource(w)
+}
+
+// sourceNames are the names of w's sources, the flat section's included.
+func sourceNames(w configs.Webhook) []string {
+	var out []string
+	if w.Path != "" {
+		out = append(out, flatSourceName)
+	}
+	for _, s := range w.Sources {
+		out = append(out, s.Name)
+	}
+	return out
 }
 
 // dlqConfirmTimeout bounds each put-back's and replay's confirm.

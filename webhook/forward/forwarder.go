@@ -78,6 +78,10 @@ type Options struct {
 	// is "{source}:{id}", so two sources sharing an id never share a key
 	// at the receiver. "": every key names its source.
 	BareKeySource string
+	// Sources are the names of every source configured. A bare-key
+	// source's id that starts with one of them and ':' is sent as
+	// "{source}:{id}" too, so no sender can mint another source's key.
+	Sources []string
 	// Logger (nil: discard) and Registerer (nil: a private registry).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,13 +74,15 @@ type poster struct {
 	// neither a transport error nor a reply that echoes the request line
 	// puts them in a log line or a dead letter's headers.
 	scrub func(string) string
-	// bareSource keeps the bare id as Idempotency-Key (Options.BareKeySource).
+	// bareSource keeps the bare id as Idempotency-Key (Options.BareKeySource);
+	// sources are every source's name (Options.Sources).
 	bareSource string
+	sources    []string
 }
 
 // newPoster builds the poster of f.
 func newPoster(client *http.Client, f Options) *poster {
-	p := &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub, bareSource: f.BareKeySource}
+	p := &poster{client: client, url: f.URL, secret: f.HMACSecret, timeout: f.Timeout, scrub: f.Scrub, bareSource: f.BareKeySource, sources: f.Sources}
 	p.v1, p.v2 = len(f.SignatureVersions) == 0, len(f.SignatureVersions) == 0
 	for _, v := range f.SignatureVersions {
 		p.v1 = p.v1 || v == SignatureV1
@@ -159,6 +162,9 @@ func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
 	}
 	h.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 	h.Set(HeaderIdempotencyKey, p.idempotencyKey(env))
+	if env.Source != "" {
+		h.Set("X-Borda-Source", env.Source)
+	}
 	if p.v1 {
 		h.Set(HeaderSignature, Sign(p.secret, now, env.Body))
 	}
@@ -171,12 +177,31 @@ func (p *poster) headers(env envelope.Envelope, now time.Time) http.Header {
 
 // idempotencyKey is the POST's Idempotency-Key of env: IdempotencyKey of
 // the id for the bare-key source (and an envelope without a source),
-// else of "{source}:{id}" (docs/forwarder.md, "The POST").
+// else of "{source}:{id}" (docs/forwarder.md, "The POST"). A bare id that
+// reads as another source's key ("zapster:…", an Evolution instance named
+// zapster) is qualified too, so the keys of two (source, id) pairs never
+// meet: a bare key never starts with a source's name and ':', and a
+// qualified one names its source before its first ':' (source names hold
+// no ':').
 func (p *poster) idempotencyKey(env envelope.Envelope) string {
-	if env.Source == "" || env.Source == p.bareSource {
+	src := env.Source
+	if src == "" {
+		src = p.bareSource
+	}
+	if src == p.bareSource && !p.readsAsSourceKey(env.ID) {
 		return IdempotencyKey(env.ID)
 	}
-	return IdempotencyKey(env.Source + ":" + env.ID)
+	return IdempotencyKey(src + ":" + env.ID)
+}
+
+// readsAsSourceKey reports whether id starts with a source's name and
+// ':' (the bare source's own included).
+func (p *poster) readsAsSourceKey(id string) bool {
+	name, _, ok := strings.Cut(id, ":")
+	if !ok {
+		return false
+	}
+	return name == p.bareSource || slices.Contains(p.sources, name)
 }
 
 // maxKeyLen bounds an Idempotency-Key sent as the event id itself.
