@@ -113,10 +113,17 @@ func fieldsID(body []byte, fields [][]string) (string, bool) {
 		if !ok {
 			return "", false
 		}
-		vals = append(vals, v)
+		vals = append(vals, joinEscaper.Replace(v))
 	}
 	return strings.Join(vals, ":"), true
 }
+
+// joinEscaper escapes '%' and ':' in one field's value before the join,
+// so the joined id is unambiguous: ("a:b", "c") and ("a", "b:c") were both
+// "a:b:c", and the second of two real events was answered 200 and dropped
+// as a duplicate. A value holding neither (the common case) joins as it
+// always did, so ids already in dedup windows keep deduplicating.
+var joinEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
 
 // lookupScalar follows path through nested objects of the JSON object
 // body and returns a non-empty string or a number leaf as text.
