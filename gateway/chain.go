@@ -358,6 +358,9 @@ func (s *Server) identify(next http.Handler) http.Handler {
 				}
 			}
 		}
+		if !s.identifyQueryToken(w, r, ex) {
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -1,0 +1,50 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// queryTokenParam is the query parameter RFC 6750 §2.3 carries a Bearer
+// token in; upstreams such as passport-http-bearer and Doorkeeper accept it.
+const queryTokenParam = "access_token"
+
+// identifyQueryToken makes the limiter count the user a query token
+// (?access_token=…) authenticates at the upstream, which the gateway
+// forwards untouched: without a header or cookie credential the query
+// token is the request's identity; with one, a query token that differs
+// from it (or two differing query tokens) is refused 400 like any two
+// credentials for one slot. It reports whether the request goes on.
+// Form bodies (access_token in an urlencoded body) are not read here
+// (docs/edge.md, "One credential per request").
+func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+	raw := r.URL.RawQuery
+	if !strings.Contains(raw, queryTokenParam) {
+		return true
+	}
+	q, _ := url.ParseQuery(raw) // what Go, Rack and Express read, malformed pairs skipped
+	var token string
+	for _, v := range q[queryTokenParam] {
+		switch {
+		case v == "" || v == token:
+		case token != "":
+			writeProblem(w, problemConflictingCredentials, ex.id)
+			return false
+		default:
+			token = v
+		}
+	}
+	switch {
+	case token == "":
+		return true
+	case ex.credential.Token != "" && ex.credential.Token != token:
+		writeProblem(w, problemConflictingCredentials, ex.id)
+		return false
+	case ex.credential.Token == "" && s.verifier != nil:
+		if id, ok := s.verifier.Verify(token); ok {
+			ex.identity = id
+		}
+	}
+	return true
+}

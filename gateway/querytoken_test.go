@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// A token in the query (RFC 6750 §2.3, ?access_token=…) reached the
+// upstream while the limiter counted the request as anonymous, so a user
+// skipped every per-user limit (fresh attack pass A51). Now the query
+// token is the limiter's identity when no other credential is present,
+// in every spelling the query parsers read, and one that differs from the
+// header's (or from another query token) is refused.
+func TestQueryTokenIsTheLimitersIdentityOrRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, `
+routes:
+  - {name: api, path_prefix: /api, upstream: "{up}", rate_limits: [peruser]}
+rate_limits:
+  rules:
+    - {name: peruser, scope: user, limit: 2, window: 1m}
+`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
+	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	exp := time.Now().Add(time.Hour).Unix()
+	for i, spell := range []func(tok string) string{
+		func(tok string) string { return "/api/x?access_token=" + tok },
+		func(tok string) string { return "/api/x?a=1&access_token=" + url.QueryEscape(tok) + "&b=2" },
+		func(tok string) string { return "/api/x?access_token=" + tok + "&access_token=" + tok },
+		func(tok string) string { return "/api/x?access_token=&access_token=" + tok },
+	} {
+		tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "q-user-" + string(rune('a'+i)), "exp": exp})
+		for n, want := range []int{200, 200, 429} {
+			if res, _ := rawGet(t, h, spell(tok)); res.StatusCode != want {
+				t.Fatalf("spelling %d request %d (%s): %d, want %d", i, n+1, spell("T"), res.StatusCode, want)
+			}
+		}
+	}
+	a := signHS256(t, testSecret, jwt.MapClaims{"sub": "q-a", "exp": exp})
+	b := signHS256(t, testSecret, jwt.MapClaims{"sub": "q-b", "exp": exp})
+	for _, tc := range []struct {
+		path    string
+		headers []string
+	}{
+		{"/api/x?access_token=" + a, []string{"Authorization: Bearer " + b}},
+		{"/api/x?access_token=" + a + "&access_token=" + b, nil},
+	} {
+		if res, body := rawGet(t, h, tc.path, tc.headers...); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Credenciais") {
+			t.Errorf("%s %q: %d %q, want the 400 problem", tc.path, tc.headers, res.StatusCode, body)
+		}
+	}
+	if res, _ := rawGet(t, h, "/api/x?access_token="+a, "Authorization: Bearer "+a); res.StatusCode != http.StatusOK {
+		t.Errorf("the same token in the header and the query: %d, want 200", res.StatusCode)
+	}
+}
