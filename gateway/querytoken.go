@@ -20,7 +20,10 @@ const queryTokenParam = "access_token"
 // (docs/edge.md, "One credential per request").
 func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	raw := r.URL.RawQuery
-	if !strings.Contains(raw, queryTokenParam) {
+	// ParseQuery decodes keys, so access%5Ftoken and %61ccess_token are
+	// the same parameter to the upstream: a query is parsed when it holds
+	// the name or any escape.
+	if !strings.Contains(raw, queryTokenParam) && strings.IndexByte(raw, '%') < 0 {
 		return true
 	}
 	q, _ := url.ParseQuery(raw) // what Go, Rack and Express read, malformed pairs skipped

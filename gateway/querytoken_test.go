@@ -33,6 +33,8 @@ rate_limits:
 		func(tok string) string { return "/api/x?a=1&access_token=" + url.QueryEscape(tok) + "&b=2" },
 		func(tok string) string { return "/api/x?access_token=" + tok + "&access_token=" + tok },
 		func(tok string) string { return "/api/x?access_token=&access_token=" + tok },
+		func(tok string) string { return "/api/x?access%5Ftoken=" + tok },
+		func(tok string) string { return "/api/x?%61ccess_token=" + tok },
 	} {
 		tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "q-user-" + string(rune('a'+i)), "exp": exp})
 		for n, want := range []int{200, 200, 429} {
