@@ -3,6 +3,7 @@ package ingress
 import (
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 )
 
@@ -27,25 +28,41 @@ var errBodyBudget = errors.New("ingress: the unauthenticated-body budget is spen
 // buffer budget is spent.
 type bodyBudget struct {
 	limit int64
+	// share is what one client may hold (0: limit/clientShare); New sets
+	// it to at least the largest body, so one delivery of the largest
+	// size a source accepts always fits.
+	share int64
 	used  atomic.Int64
+
+	// mu guards byClient: what each client (its rate-limit subject) holds.
+	// One client holds at most a quarter of limit (clientShare), so one
+	// address with a few slow bodies cannot spend the budget of every
+	// signed source (nginx limit_conn's idea, per client, applied to bytes).
+	mu       sync.Mutex
+	byClient map[string]int64
 }
 
-// reader charges what r yields to b; release gives it back.
-func (b *bodyBudget) reader(r io.Reader) *budgetReader {
-	return &budgetReader{r: r, b: b}
+// clientShare is the part of the budget one client may hold: 1/4.
+const clientShare = 4
+
+// reader charges what r yields to b, on behalf of client; release gives
+// it back.
+func (b *bodyBudget) reader(r io.Reader, client string) *budgetReader {
+	return &budgetReader{r: r, b: b, client: client}
 }
 
+// budgetReader charges its bytes to a bodyBudget as they arrive.
 type budgetReader struct {
-	r    io.Reader
-	b    *bodyBudget
-	held int64
+	r      io.Reader
+	b      *bodyBudget
+	client string
+	held   int64
 }
 
 func (br *budgetReader) Read(p []byte) (int, error) {
 	n, err := br.r.Read(p)
 	if n > 0 {
-		if br.b.used.Add(int64(n)) > br.b.limit {
-			br.b.used.Add(-int64(n))
+		if !br.b.charge(br.client, int64(n)) {
 			return 0, errBodyBudget
 		}
 		br.held += int64(n)
@@ -53,9 +70,37 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// charge takes n bytes for client, false (nothing taken) past the
+// client's share or the whole budget.
+func (b *bodyBudget) charge(client string, n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.byClient[client]+n > max(b.share, b.limit/clientShare, 1) {
+		return false
+	}
+	if b.used.Add(n) > b.limit {
+		b.used.Add(-n)
+		return false
+	}
+	if b.byClient == nil {
+		b.byClient = map[string]int64{}
+	}
+	b.byClient[client] += n
+	return true
+}
+
 // release returns the bytes this reader charged (call once, when the
 // request's body is no longer held).
 func (br *budgetReader) release() {
-	br.b.used.Add(-br.held)
+	if br.held == 0 {
+		return
+	}
+	b := br.b
+	b.mu.Lock()
+	if b.byClient[br.client] -= br.held; b.byClient[br.client] <= 0 {
+		delete(b.byClient, br.client)
+	}
+	b.mu.Unlock()
+	b.used.Add(-br.held)
 	br.held = 0
 }

@@ -201,7 +201,7 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		pub:      pub,
 		dedup:    newDedup(opts.DedupSize, opts.DedupTTL),
 		maxBody:  opts.MaxBodyBytes,
-		budget:   &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes)},
+		budget:   &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
 		bodyTime: opts.BodyTimeout,
 		logger:   logger.With("component", "webhook-ingress"),
 		metrics:  m,
@@ -298,7 +298,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	sc := getScratch()
 	var in io.Reader = http.MaxBytesReader(w, r.Body, i.maxBody)
 	if len(src.tokens) == 0 { // unauthenticated until verified: charged to the budget (bodybudget.go)
-		charged := i.budget.reader(in)
+		charged := i.budget.reader(in, i.clientIP(r))
 		defer charged.release()
 		in = charged
 	}
