@@ -26,9 +26,8 @@ func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *
 	if !strings.Contains(raw, queryTokenParam) && strings.IndexByte(raw, '%') < 0 {
 		return true
 	}
-	q, _ := url.ParseQuery(raw) // what Go, Rack and Express read, malformed pairs skipped
 	var token string
-	for _, v := range q[queryTokenParam] {
+	for _, v := range queryValues(raw, queryTokenParam) {
 		switch {
 		case v == "" || v == token:
 		case token != "":
@@ -50,4 +49,34 @@ func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *
 		}
 	}
 	return true
+}
+
+// queryValues returns the values of the query parameter name in raw, each
+// pair's key and value decoded as url.ParseQuery decodes them (malformed
+// pairs skipped), without building the whole map: only a pair whose key
+// holds an escape is decoded to be compared, so the common query costs
+// no allocation.
+func queryValues(raw, name string) []string {
+	var out []string
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		key, val, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(key, "%+") {
+			k, err := url.QueryUnescape(key)
+			if err != nil {
+				continue
+			}
+			key = k
+		}
+		if key != name {
+			continue
+		}
+		v, err := url.QueryUnescape(val)
+		if err != nil {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
 }

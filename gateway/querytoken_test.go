@@ -60,3 +60,19 @@ rate_limits:
 		t.Errorf("the same token in the header and the query: %d, want 200", res.StatusCode)
 	}
 }
+
+// queryValues reads the parameter as url.ParseQuery (what Go, Rack and
+// Express upstreams read) does, over every spelling of key and value.
+func TestQueryValuesReadsWhatParseQueryReads(t *testing.T) {
+	for _, raw := range []string{
+		"access_token=a", "x=1&access_token=a&y=2", "access%5Ftoken=a", "%61ccess_token=a%2Bb",
+		"access_token=a+b", "access+token=a", "access_token=a&access_token=b", "access_token",
+		"access_token=%zz&access_token=ok", "%zz=1&access_token=a", "access_token=&x", "",
+	} {
+		q, _ := url.ParseQuery(raw)
+		want, got := q[queryTokenParam], queryValues(raw, queryTokenParam)
+		if strings.Join(want, "\x00") != strings.Join(got, "\x00") || len(want) != len(got) {
+			t.Errorf("%q: queryValues %q, ParseQuery %q", raw, got, want)
+		}
+	}
+}
