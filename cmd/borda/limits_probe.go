@@ -116,7 +116,9 @@ func probeTargets(cfg configs.Config, only, token string, now time.Time) ([]limi
 			tok := token
 			if tok == "" {
 				var err error
-				if tok, err = mintProbeToken(cfg, now); err != nil {
+				// The probe's bound for the rule (limitprobe's default
+				// MaxDuration) and a minute of slack.
+				if tok, err = mintProbeToken(cfg, now, 2*time.Duration(rule.Window)+90*time.Second); err != nil {
 					skipped = append(skipped, rule.Name+": "+err.Error())
 					continue
 				}
@@ -150,15 +152,17 @@ func probeHost(rt configs.Route) string {
 
 // mintProbeToken signs an HS256 token with the secret auth.jwt_secret_env
 // names, for a user and a school of the probe's own (so no real user's
-// counts are spent), valid for an hour, with the issuer and audience the
+// counts are spent), valid for ttl (the rule's probe bound, not an hour:
+// the token goes to whatever --target is), with the issuer and audience the
 // gateway requires.
-func mintProbeToken(cfg configs.Config, now time.Time) (string, error) {
+func mintProbeToken(cfg configs.Config, now time.Time, ttl time.Duration) (string, error) {
 	secret := os.Getenv(cfg.Auth.JWTSecretEnv)
 	if cfg.Auth.JWTSecretEnv == "" || secret == "" {
 		return "", fmt.Errorf("needs --token, or the JWT secret in $%s", cfg.Auth.JWTSecretEnv)
 	}
 	id := fmt.Sprintf("borda-probe-%d", now.UnixNano())
-	claims := jwt.MapClaims{"exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
+	// Short-lived: the token is sent to --target, whatever it is.
+	claims := jwt.MapClaims{"exp": now.Add(ttl).Unix(), "iat": now.Unix()}
 	setClaim(claims, orDefault(cfg.Auth.UserClaim, "sub"), id)
 	if cfg.Auth.EscolaClaim != "" {
 		setClaim(claims, cfg.Auth.EscolaClaim, id)
