@@ -3,13 +3,19 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// forwardedIdentityFamily is every header of the untrusted
-// forwarded-identity family (issue 22 item 5): scheme/host overrides,
-// authenticating-proxy identity, Envoy's internal headers.
+// forwardedIdentityFamily is a hand-written table of members of the
+// untrusted forwarded-identity family (issue 22 items 5 and A30): scheme
+// and host overrides, authenticating-proxy identity, platform and CDN
+// client claims, client-certificate details, Envoy's internal headers.
+// It is written from the platforms' own documentation, not from the
+// lists in proxy.go, so a member dropped from those fails here.
 var forwardedIdentityFamily = []string{
 	"X-Scheme", "X-Url-Scheme", "Front-End-Https", "X-Host", "X-ProxyUser-Ip", "Remote-User",
 	"X-Remote-User", "X-Envoy-External-Address", "X-Envoy-Internal", "X-Envoy-Original-Path",
@@ -17,6 +23,38 @@ var forwardedIdentityFamily = []string{
 	"X-Auth-Request-User", "X-Auth-Request-Email", "X-Goog-Authenticated-User-Email",
 	"X-Ms-Client-Principal-Name", "X-Amzn-Oidc-Identity", "X-Webauth-User", "X-Forwarded-Protocol",
 	"Cf-Visitor", "X-Ssl-Client-Verify", "Ssl-Client-Cert", "X-Arr-Ssl", "X-Client-Cert",
+	// A30: platform identity headers.
+	"Fly-Client-IP", "Fly-Forwarded-Port", "Fly-Forwarded-Proto", "Fly-Forwarded-Ssl",
+	"Cf-Access-Authenticated-User-Email", "Cf-Access-Jwt-Assertion", "Cf-Connecting-Ip",
+	"Cf-Connecting-Ipv6", "Cf-Ipcountry", "True-Client-IP", "X-Pomerium-Jwt-Assertion",
+	"X-Pomerium-Claim-Email", "X-Vercel-Forwarded-For", "X-Vercel-Ip-Country", "X-Client-Dn",
+	"X-Client-Verify", "X-SSL-Client-Cert", "X-SSL-Client-S-DN", "X-Forwarded-Client-Cert",
+	"Ssl-Client-Subject-Dn", "X-Amzn-Oidc-Data", "X-Amzn-Oidc-Accesstoken", "X-Amzn-Mtls-Clientcert",
+	"X-Goog-Authenticated-User-Id", "X-Goog-Iap-Jwt-Assertion", "X-Appengine-User-Email",
+	"X-Appengine-Cron", "X-MS-Client-Principal", "X-MS-Client-Principal-Id", "X-MS-Token-Aad-Id-Token",
+	"Tailscale-User-Login", "Tailscale-User-Name", "Tailscale-User-Profile-Pic",
+	"X-Auth-Request-Groups", "X-Auth-Request-Preferred-Username", "X-Auth-Request-Access-Token",
+	"X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Groups", "X-Forwarded-Preferred-Username",
+	"X-Forwarded-Access-Token", "Gap-Auth", "X-Remote-Group", "X-Remote-Extra-Scopes",
+	"X-WEBAUTH-EMAIL", "X-WEBAUTH-ROLE", "X-Webauth-Groups", "Remote-Groups", "Remote-Email",
+	"X-Authentik-Username", "X-Vouch-User", "X-Consumer-Username", "X-Consumer-Id",
+	"X-Credential-Identifier", "X-Userinfo", "X-Azure-Fdid", "X-Azure-ClientIP",
+	"CloudFront-Viewer-Address", "X-Nf-Client-Connection-Ip", "Akamai-Origin-Hop",
+	"X-Original-Url", "X-Original-Forwarded-For", "X-Rewrite-Url", "Client-Cert", "Client-Cert-Chain",
+	"Fastly-Client-IP", "X-Cluster-Client-Ip", "X-Real-Ip", "X-Client-Ip",
+}
+
+// familyMembers is every member the gateway's lists name (each exact name
+// and one member of each prefix), after the hand-written table.
+func familyMembers() []string {
+	all := append([]string{}, forwardedIdentityFamily...)
+	for _, name := range clientClaimHeaders {
+		all = append(all, http.CanonicalHeaderKey(name))
+	}
+	for _, p := range clientClaimPrefixes {
+		all = append(all, http.CanonicalHeaderKey(strings.TrimSuffix(p, "-")+"-Probe"))
+	}
+	return all
 }
 
 // spellings are the forms common parsers read as the same header: as
@@ -43,7 +81,7 @@ routes:
     upstream: "{up}"
 `, nil, map[string]string{"up": up.URL})
 	h := newHarness(t, cfg)
-	for _, name := range forwardedIdentityFamily {
+	for _, name := range familyMembers() {
 		for _, k := range spellings(name) {
 			req := h.newRequest(t, http.MethodGet, "", "/")
 			req.Header[k] = []string{"https"}
@@ -52,8 +90,10 @@ routes:
 				t.Fatalf("%s: status %d", k, rr.Code)
 			}
 			got := up.last(t).Header
-			if _, ok := got[k]; ok {
-				t.Errorf("untrusted client's %q reached the upstream", k)
+			for gk, vs := range got {
+				if headerNameIs(gk, strings.ToLower(name)) && slices.Contains(vs, "https") {
+					t.Errorf("untrusted client's %q reached the upstream as %s: %q", k, gk, vs)
+				}
 			}
 			if got.Get("X-Kept") != "yes" {
 				t.Fatalf("an ordinary header was dropped along with %q", k)
@@ -64,7 +104,7 @@ routes:
 		if rr := h.serve(req, "10.0.0.1:80"); rr.Code != 200 {
 			t.Fatalf("status %d", rr.Code)
 		}
-		if v := up.last(t).Header.Get(name); v != "https" {
+		if v := up.last(t).Header.Get(name); v != "https" && !isTrustedRewrite(name) {
 			t.Errorf("trusted proxy's %s = %q, want it kept", name, v)
 		}
 	}
@@ -226,5 +266,56 @@ func TestChunkedRequestClosesTheConnection(t *testing.T) {
 		t.Errorf("keep-alive after Content-Length: %v", err)
 	} else {
 		second.Body.Close()
+	}
+}
+
+// isTrustedRewrite reports the family members the gateway sets itself on
+// every forwarded request, whoever the peer (setForwarded): from a
+// trusted proxy their value is the gateway's, not the header as sent.
+func isTrustedRewrite(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "X-Real-Ip", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	}
+	return false
+}
+
+// TestForwardedIdentityFamilyIsDocumented: docs/edge.md names every exact
+// member and every prefix of the family, so the documented family is the
+// one the gateway removes (a member added to proxy.go without its line
+// in the docs, or the reverse, fails here).
+func TestForwardedIdentityFamilyIsDocumented(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/edge.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	start := strings.Index(text, "<!-- forwarded-identity-family -->")
+	end := strings.Index(text, "<!-- /forwarded-identity-family -->")
+	if start < 0 || end < start {
+		t.Fatal("docs/edge.md has no forwarded-identity-family section")
+	}
+	section := strings.ToLower(text[start:end])
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z0-9-]+)(\\*?)`").FindAllStringSubmatch(section, -1) {
+		documented[m[1]+m[2]] = true
+	}
+	want := map[string]bool{}
+	for _, name := range clientClaimHeaders {
+		want[name] = true
+	}
+	for _, p := range clientClaimPrefixes {
+		want[p+"*"] = true
+	}
+	for k := range want {
+		if !documented[k] {
+			t.Errorf("docs/edge.md does not document the family member `%s`", k)
+		}
+	}
+	for k := range documented {
+		if !want[k] {
+			t.Errorf("docs/edge.md documents `%s`, which the gateway does not remove", k)
+		}
 	}
 }

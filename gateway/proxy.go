@@ -244,48 +244,87 @@ func isXForwarded(k string) bool {
 	return true
 }
 
-// clientClaimHeaders are the request headers, besides Forwarded and
-// X-Forwarded-*, that CDNs, load balancers and frameworks use to tell an
-// upstream who the client is or which URL it asked for; an upstream
-// trusts them because its proxy is supposed to set or remove them. From
-// an untrusted peer every one is removed (the names in lower case; a '_'
-// spelling counts as '-', see isClientClaimHeader).
+// The forwarded-identity family: request headers, besides Forwarded and
+// X-Forwarded-* (isXForwarded), that CDNs, load balancers, platforms,
+// authenticating proxies and frameworks use to tell an upstream who the
+// client is, what certificate it showed, or which URL it asked for. An
+// upstream trusts them because its proxy is supposed to set or remove
+// them, so from a peer that is not a trusted proxy every member is
+// removed, in any case and with '_' for '-' (isClientClaimHeader); from a
+// trusted proxy they pass (it may be the CDN or the authenticating proxy
+// that set them). The family is documented member by member in
+// docs/edge.md ("The forwarded-identity family"), which
+// TestForwardedIdentityFamilyIsDocumented keeps in step with these lists.
+
+// clientClaimHeaders are the family's exact names, in lower case.
 var clientClaimHeaders = []string{
-	"x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip", "cf-connecting-ipv6",
-	"fastly-client-ip", "x-cluster-client-ip", "x-original-forwarded-for", "x-originating-ip",
-	"x-remote-ip", "x-remote-addr", "client-ip", "x-forwarded", "forwarded-for",
-	"x-envoy-external-address", "x-azure-clientip", "x-azure-socketip",
-	// URL overrides (IIS, Symfony, Laravel read them in place of the
-	// request line): a path the route table never saw.
-	"x-original-url", "x-rewrite-url", "x-original-uri", "x-original-host", "x-original-method",
-	"x-http-method-override", "x-http-method", "x-method-override",
-	// Scheme and host overrides (Tornado xheaders, Werkzeug, IIS ARR,
-	// Microsoft Front-End-Https, Cloudflare CF-Visitor): "https" or a host
-	// the client typed, believed for redirects and secure cookies.
-	"x-scheme", "x-url-scheme", "front-end-https", "x-forwarded-protocol", "x-host", "cf-visitor",
-	"x-arr-ssl", "x-arr-clientcert", "x-client-cert", "client-cert", "client-cert-chain",
+	// Client IP claims (nginx realip, CDNs, cloud load balancers).
+	"x-real-ip", "x-client-ip", "true-client-ip", "x-true-client-ip", "x-cluster-client-ip",
+	"x-originating-ip", "client-ip", "x-forwarded", "forwarded-for", "fastly-client-ip",
+	"fastly-ssl", "fastly-client", "fly-client-ip",
+	// URL and method overrides (IIS, Symfony, Laravel read them in place
+	// of the request line): a path the route table never saw.
+	"x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override",
+	// Scheme and host overrides (Tornado xheaders, Werkzeug, Microsoft
+	// Front-End-Https): "https" or a host the client typed, believed for
+	// redirects and secure cookies.
+	"x-scheme", "x-url-scheme", "front-end-https", "x-host",
+	// Client certificate a TLS-terminating proxy verified (RFC 9440
+	// Client-Cert, nginx/HAProxy conventions).
+	"client-cert", "client-cert-chain", "x-client-cert", "x-client-cert-chain", "x-client-dn",
+	"x-client-s-dn", "x-client-i-dn", "x-client-verify", "x-client-serial", "x-client-fingerprint",
 	// Identity an authenticating proxy vouches for (Apache/CGI REMOTE_USER,
-	// Grafana auth.proxy, oauth2-proxy, Squid's X-ProxyUser-Ip, ALB OIDC).
-	"remote-user", "x-remote-user", "x-user", "x-email", "x-webauth-user", "x-proxyuser-ip",
-	"x-authenticated-user", "x-auth-user", "x-authenticated-userid", "x-remote-group",
-	"x-amzn-oidc-identity", "x-amzn-oidc-data", "x-amzn-oidc-accesstoken",
+	// Authelia and Caddy forward_auth Remote-*, Squid, Kong, oauth2-proxy's
+	// GAP-Auth, Cloud Endpoints).
+	"remote-user", "remote-groups", "remote-group", "remote-name", "remote-email",
+	"x-user", "x-email", "x-proxyuser-ip", "x-authenticated-user", "x-auth-user",
+	"x-authenticated-userid", "x-authenticated-scope", "x-authenticated-groups",
+	"x-credential-identifier", "x-credential-username", "x-anonymous-consumer", "x-userinfo",
+	"gap-auth", "x-endpoint-api-userinfo",
 }
 
-// clientClaimPrefixes are header-name prefixes whose every member an
-// upstream reads as its proxy's word (same matching as clientClaimHeaders):
-// Envoy's internal headers (Envoy itself strips x-envoy-* from untrusted
-// peers), oauth2-proxy's X-Auth-Request-*, Google IAP's
-// X-Goog-Authenticated-User-*, Azure App Service's X-Ms-Client-Principal*,
-// client-certificate details (X-Ssl-*, Ssl-Client-*).
+// clientClaimPrefixes are the family's name prefixes, in lower case:
+// every header whose name starts with one is a member. Each belongs to a
+// platform or proxy that sets (and strips) its own headers: a client
+// cannot speak as it.
 var clientClaimPrefixes = []string{
-	"x-envoy-", "x-auth-request-", "x-goog-authenticated-user-", "x-ms-client-principal",
+	// Cloudflare (CF-Connecting-IP, CF-Connecting-IPv6, CF-Visitor,
+	// CF-IPCountry, Cf-Access-Authenticated-User-Email,
+	// Cf-Access-Jwt-Assertion, ...), Fly.io, Vercel, Netlify, CloudFront,
+	// Akamai, Azure Front Door (X-Azure-ClientIP, X-Azure-FDID).
+	"cf-", "fly-forwarded-", "x-vercel-", "x-nf-", "cloudfront-", "akamai-", "x-akamai-", "x-azure-",
+	// Every X-Original-* (X-Original-URL, -URI, -Host, -Method,
+	// -Forwarded-For: nginx auth_request and IIS ARR) and X-ARR-* (IIS
+	// ARR: X-ARR-SSL, X-ARR-ClientCert).
+	"x-original-", "x-arr-",
+	// Envoy's internal headers (Envoy itself strips x-envoy-* from
+	// untrusted peers).
+	"x-envoy-",
+	// Client-certificate details (X-SSL-Client-*, nginx ingress's
+	// Ssl-Client-*; Traefik's and Envoy's are X-Forwarded-*).
 	"x-ssl-", "ssl-client-",
+	// Authenticating proxies and platforms: oauth2-proxy X-Auth-Request-*,
+	// Pomerium, Vouch, authentik, Kong X-Consumer-*, Grafana's
+	// X-WEBAUTH-*, Kubernetes' X-Remote-User/-Group/-Extra-*, Tailscale
+	// Serve's Tailscale-User-*, AWS ALB (X-Amzn-Oidc-*, X-Amzn-Mtls-*),
+	// Google IAP and App Engine (X-Goog-Authenticated-User-*,
+	// X-Goog-Iap-Jwt-Assertion, X-AppEngine-User-Email, X-Appengine-Cron),
+	// Cloud Tasks, GCP API Gateway, Azure App Service Easy Auth
+	// (X-MS-Client-Principal*, X-MS-Token-*).
+	"x-auth-request-", "x-pomerium-", "x-vouch-", "x-authentik-", "x-consumer-", "x-webauth-",
+	"x-remote-", "tailscale-", "x-amzn-oidc-", "x-amzn-mtls-", "x-goog-authenticated-user-",
+	"x-goog-iap-", "x-appengine-", "x-cloudtasks-", "x-apigateway-", "x-ms-client-principal",
+	"x-ms-token-",
 }
 
-// isClientClaimHeader reports whether the header name k is one of
-// clientClaimHeaders, in any case and with '_' for '-'.
+// isClientClaimHeader reports whether the header name k is a member of
+// the forwarded-identity family (clientClaimHeaders or a name starting
+// with one of clientClaimPrefixes), in any case and with '_' for '-'.
 func isClientClaimHeader(k string) bool {
-	for _, p := range clientClaimPrefixes {
+	if k == "" {
+		return false
+	}
+	for _, p := range claimPrefixesByFirst[lowerASCII(k[0])] {
 		if len(k) >= len(p) && headerNameIs(k[:len(p)], p) {
 			return true
 		}
@@ -301,9 +340,26 @@ func isClientClaimHeader(k string) bool {
 	return false
 }
 
+// lowerASCII is c in ASCII lower case.
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// claimPrefixesByFirst is clientClaimPrefixes by first byte, so a header
+// name is compared only with the prefixes it could start with.
+var claimPrefixesByFirst = func() (t [256][]string) {
+	for _, p := range clientClaimPrefixes {
+		t[p[0]] = append(t[p[0]], p)
+	}
+	return t
+}()
+
 // claimHeadersByLen is clientClaimHeaders by name length, so a header
 // name is compared only with the names it could be.
-var claimHeadersByLen = func() (t [32][]string) {
+var claimHeadersByLen = func() (t [64][]string) {
 	for _, name := range clientClaimHeaders {
 		t[len(name)] = append(t[len(name)], name)
 	}
