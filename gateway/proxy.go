@@ -93,6 +93,7 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Until the upstream's answer arrives, a relayed 1xx's headers go on
 	// a map of their own (writer.go, relaying).
 	ex.w.relaying = true
+	ex.w.relayPolicy = p.dropEdgeOwned
 	defer ex.w.endRelay()
 	p.rp.ServeHTTP(w, r)
 }
@@ -480,13 +481,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 	}
 	h := res.Header
 	p.s.addResponseVia(res)
-	delete(h, "X-Request-Id")
-	delete(h, wouldBlockKey)
-	if p.rt.varyOrigin {
-		for _, k := range corsResponseHeaders {
-			delete(h, k)
-		}
-	}
+	p.dropEdgeOwned(h)
 	p.rt.applyUntrustedPolicy(h)
 	if len(h["Set-Cookie"]) > 0 {
 		if removed := cookies.ApplySetCookie(h, p.rt.setCookie); len(removed) > 0 {
@@ -495,6 +490,28 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 		}
 	}
 	return nil
+}
+
+// dropEdgeOwned removes from an upstream response's headers h (final or
+// 1xx) what the edge owns or the route's policy forbids: the request id
+// and would-block mark (the edge's), the CORS headers on a CORS route, and
+// on a route that does not forward the session untrustedResponseHeaders
+// (Clear-Site-Data, Service-Worker-Allowed). One policy for every
+// response the upstream sends through the gateway: a 103 Early Hints
+// carried Clear-Site-Data past it (issue 22 A54).
+func (p *routeProxy) dropEdgeOwned(h http.Header) {
+	delete(h, "X-Request-Id")
+	delete(h, wouldBlockKey)
+	if p.rt.varyOrigin {
+		for _, k := range corsResponseHeaders {
+			delete(h, k)
+		}
+	}
+	if !p.rt.session {
+		for _, k := range untrustedResponseHeaders {
+			delete(h, k)
+		}
+	}
 }
 
 var corsResponseHeaders = []string{

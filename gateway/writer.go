@@ -34,6 +34,10 @@ type responseWriter struct {
 	// the final answer.
 	relaying bool
 	relayed  http.Header // allocated by the first relayed 1xx only
+	// relayPolicy is the route's response-header policy, applied to each
+	// relayed 1xx before it is sent (routeProxy.dropEdgeOwned): the
+	// same removals as the final answer's.
+	relayPolicy func(http.Header)
 }
 
 // Header is the response's header map, or while relaying the map of the
@@ -53,9 +57,10 @@ func (w *responseWriter) Header() http.Header {
 func (w *responseWriter) endRelay() { w.relaying, w.relayed = false, nil }
 
 // writeRelayed sends a relayed 1xx: the chain's headers, then the
-// upstream's (Set-Cookie and X-Request-Id excepted: the route's cookie
-// policy never sees a 1xx, and the request id is the edge's), and leaves
-// the response's map as it was.
+// upstream's after the route's response-header policy (relayPolicy), and
+// never its Set-Cookie or X-Request-Id (the route's cookie policy never
+// sees a 1xx, and the request id is the edge's), and leaves the
+// response's map as it was.
 func (w *responseWriter) writeRelayed(code int) {
 	h := w.ResponseWriter.Header()
 	type prior struct {
@@ -63,6 +68,9 @@ func (w *responseWriter) writeRelayed(code int) {
 		vals []string // nil: absent
 	}
 	var saved []prior
+	if w.relayPolicy != nil {
+		w.relayPolicy(w.relayed)
+	}
 	for k, v := range w.relayed {
 		if k == "Set-Cookie" || k == "X-Request-Id" {
 			continue
