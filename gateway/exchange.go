@@ -98,23 +98,47 @@ func exchangeFrom(ctx context.Context) *exchange {
 // maxRequestIDBytes bounds a client-sent X-Request-Id kept as is.
 const maxRequestIDBytes = 128
 
-// requestID returns the client's X-Request-Id when it is a sane token
-// (1-128 visible ASCII characters, no spaces, quotes or commas), else a
-// new random 128-bit hex id. The id is unpredictable (math/rand/v2's
-// top-level generator is ChaCha8, seeded from the OS at start) but not a
-// secret, so it does not pay crypto/rand's system call per request.
+// requestIDByte marks the bytes a client-sent X-Request-Id may hold:
+// A-Z, a-z, 0-9, '.', '_', ':' and '-' (UUIDs, ULIDs, hex, the ids of
+// Heroku, Envoy, AWS "1-5f84c7a3-..." and Rails all fit). Anything else
+// (markup such as '<' or '"', '%', '/', spaces, control and format
+// characters, non-ASCII) never reaches a log line, an upstream or a
+// response as the client wrote it: the request gets a fresh id.
+var requestIDByte = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "._:-" {
+		t[c] = true
+	}
+	return t
+}()
+
+// saneRequestID reports whether v is kept as the request's id: 1 to
+// maxRequestIDBytes bytes, each a requestIDByte.
+func saneRequestID(v string) bool {
+	if v == "" || len(v) > maxRequestIDBytes {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if !requestIDByte[v[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// requestID returns the client's X-Request-Id when it is sane
+// (saneRequestID: [A-Za-z0-9._:-]{1,128}), else a new random 128-bit hex
+// id. The id is unpredictable (math/rand/v2's top-level generator is
+// ChaCha8, seeded from the OS at start) but not a secret, so it does not
+// pay crypto/rand's system call per request.
 func requestID(v string) string {
-	if v != "" && len(v) <= maxRequestIDBytes {
-		ok := true
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c <= ' ' || c >= 0x7f || c == '"' || c == ',' || c == ';' || c == '\\' {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return v
-		}
+	if saneRequestID(v) {
+		return v
 	}
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
