@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+
+	"github.com/olp-edu/borda/internal/rebinding"
 )
 
 // tokenGate holds the SHA-256 of ADMIN_TOKEN: comparing digests in
@@ -65,7 +67,9 @@ func sameHost(raw, host string) bool {
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
 // Private guards the whole admin listener (docs/security.md, "admin"):
-// every path but /healthz, /readyz and /metrics answers only to a
+// a request whose Host is a DNS name other than localhost (not
+// rebinding.AddressedLocally) is 421 on every path unless it carries the
+// token (DNS rebinding); then every path but /healthz, /readyz and /metrics answers only to a
 // loopback peer (the TCP peer of the connection, 127.0.0.0/8 or ::1,
 // never a header: kubectl port-forward and a same-host operator arrive
 // so) or to a request carrying token, as "Authorization: Bearer TOKEN" or
@@ -83,7 +87,23 @@ func Private(next http.Handler, token string, isLoopback func(remoteAddr string)
 		log = slog.New(slog.DiscardHandler)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if openPaths[r.URL.Path] || isLoopback(r.RemoteAddr) || gate.valid(requestToken(r)) {
+		tokenOK := gate.valid(requestToken(r))
+		if !tokenOK && !rebinding.AddressedLocally(r.Host) {
+			// Every admin path, the open ones too: a DNS-rebinding page
+			// (evil.example resolving to 127.0.0.1 or the pod's IP) in
+			// an operator's browser would read /metrics and /readyz with
+			// the browser's own peer address. A scraper or probe names
+			// the listener by IP (Prometheus' pod discovery, kubelet) or
+			// localhost; one that uses a DNS name sends the token.
+			log.Warn("admin listener refused: addressed by a DNS name without the admin token (DNS rebinding?)", "path", r.URL.Path, "host", r.Host, "peer", r.RemoteAddr)
+			h := w.Header()
+			h.Set("Cache-Control", "no-store")
+			h.Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			_, _ = io.WriteString(w, "Refused: address the admin listener by IP or localhost, or send the admin token.\n")
+			return
+		}
+		if openPaths[r.URL.Path] || isLoopback(r.RemoteAddr) || tokenOK {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/olp-edu/borda/internal/rebinding"
 )
 
 // TestAdminPlaneNeedsTheTokenUnlessLoopback: the operator page answered
@@ -16,7 +18,9 @@ import (
 func TestAdminPlaneNeedsTheTokenUnlessLoopback(t *testing.T) {
 	t.Parallel()
 	const token = "s3cret-admin"
-	hosts := []string{"10.0.0.5:9091", "10.0.0.5", "[2001:db8::5]:9091", "[::1]:9091", "127.0.0.1:9091", "localhost:9091", "localhost", "borda.internal:9091", ""}
+	hosts := []string{"10.0.0.5:9091", "10.0.0.5", "[2001:db8::5]:9091", "[::1]:9091", "127.0.0.1:9091", "localhost:9091", "localhost", "borda.internal:9091", "",
+		// DNS rebinding: a name that resolves to the listener (B10).
+		"evil.example:9091", "127.0.0.1.nip.io:9091", "localhost.evil.example", "LOCALHOST.:9091"}
 	peers := map[string]bool{
 		"127.0.0.1:5000": true, "127.0.0.2:5000": true, "127.255.255.254:1": true, "[::1]:5000": true, "[::ffff:127.0.0.1]:5000": true,
 		"10.0.0.9:5000": false, "203.0.113.5:443": false, "[2001:db8::9]:5000": false, "[::ffff:10.0.0.9]:5000": false,
@@ -56,12 +60,17 @@ func TestAdminPlaneNeedsTheTokenUnlessLoopback(t *testing.T) {
 						rr := httptest.NewRecorder()
 						h.ServeHTTP(rr, r)
 						isOpen := path == "/healthz" || path == "/readyz" || path == "/metrics"
-						want := isOpen || loopback || (withToken && good)
+						addressed := rebinding.AddressedLocally(host) || (withToken && good)
+						want := addressed && (isOpen || loopback || (withToken && good))
 						if got := rr.Code == 299; got != want {
 							t.Errorf("token set %v, Host %q, peer %q, %s, Authorization %q: served %v (status %d), want %v",
 								withToken, host, peer, path, cred, got, rr.Code, want)
 						}
-						if !want {
+						if !addressed {
+							if rr.Code != http.StatusMisdirectedRequest {
+								t.Errorf("Host %q, peer %q, %s: status %d, want 421 (DNS rebinding)", host, peer, path, rr.Code)
+							}
+						} else if !want {
 							if withToken && rr.Code != 401 || !withToken && rr.Code != 403 {
 								t.Errorf("refusal status %d", rr.Code)
 							}

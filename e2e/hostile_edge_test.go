@@ -232,3 +232,38 @@ func TestHostileAdminPlaneFromLoopbackAndWithToken(t *testing.T) {
 		t.Errorf("/ui from 127.0.0.2: %d", code)
 	}
 }
+
+// TestHostileDNSRebindingReadsMetricsAndReadyz (issue 22 B10): /metrics
+// and /readyz on the admin listener answered any Host, so a DNS-rebinding
+// page (evil.example resolving to 127.0.0.1) in an operator's browser
+// read them. Through the real binary: every admin path with a DNS-name
+// Host is 421 unless it carries the token; by IP or localhost (a
+// Prometheus scrape by pod IP) it answers.
+func TestHostileDNSRebindingReadsMetricsAndReadyz(t *testing.T) {
+	p := startServe(t, minimalServe("http://127.0.0.1:1", "", ""), "ADMIN_TOKEN=e2e-rebind-token")
+	port := p.admin[strings.LastIndexByte(p.admin, ':')+1:]
+	for _, path := range []string{"/metrics", "/readyz", "/healthz", "/ui"} {
+		for _, host := range []string{"evil.example:" + port, "127.0.0.1.nip.io:" + port, "localhost.evil.example"} {
+			code, _, _ := serverRaw(t, p.admin, "GET "+path+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n", 5*time.Second)
+			if code != http.StatusMisdirectedRequest {
+				t.Errorf("%s with Host %q: %d, want 421", path, host, code)
+			}
+			if path == "/ui" {
+				continue // the page refuses a DNS name even with the token (adminui hostGuard)
+			}
+			code, _, _ = serverRaw(t, p.admin, "GET "+path+" HTTP/1.1\r\nHost: "+host+"\r\nAuthorization: Bearer e2e-rebind-token\r\nConnection: close\r\n\r\n", 5*time.Second)
+			if code == http.StatusMisdirectedRequest || code == 401 || code == 0 {
+				t.Errorf("%s with Host %q and the token: %d", path, host, code)
+			}
+		}
+		if path == "/ui" {
+			continue
+		}
+		for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port} {
+			code, _, _ := serverRaw(t, p.admin, "GET "+path+" HTTP/1.1\r\nHost: "+host+"\r\nConnection: close\r\n\r\n", 5*time.Second)
+			if code != http.StatusOK && !(path == "/readyz" && code == http.StatusServiceUnavailable) {
+				t.Errorf("%s with Host %q: %d, want it answered", path, host, code)
+			}
+		}
+	}
+}
