@@ -54,7 +54,7 @@ func (b *batch) add(e Event, now func() time.Time) {
 	if sec < 0 && sec%60 != 0 {
 		minute-- // floor, not truncation toward zero
 	}
-	route, tmpl := b.cap.endpoint(e.Route, e.Path, minute)
+	route, tmpl := b.cap.endpoint(e.Route, e.Path, e.Status, minute)
 	status := e.Status
 	if status < 100 || status > 999 {
 		status = 0 // not counted under status
@@ -101,6 +101,14 @@ func (b *batch) takeInvalid() (endpoint, escola int) {
 	endpoint, escola = b.cap.invalid, b.invalidEscola
 	b.cap.invalid, b.invalidEscola = 0, 0
 	return endpoint, escola
+}
+
+// takeFolded returns and zeroes the counts of events folded since the
+// last call: over the per-route cap (as other) and refused (as refused).
+func (b *batch) takeFolded() (overflow, refused int) {
+	overflow, refused = b.cap.overflow, b.cap.refused
+	b.cap.overflow, b.cap.refused = 0, 0
+	return overflow, refused
 }
 
 func (b *batch) reset() {

@@ -25,6 +25,24 @@ const unroutedRoute = "unrouted"
 // otherTemplate replaces the template of an endpoint over the per-route cap.
 const otherTemplate = "other"
 
+// refusedTemplate is the template of a refused request (refusedStatus)
+// whose path no answered request counted in that minute: a client's
+// 429'd, 400'd, 404'd... paths never create keys of their own.
+const refusedTemplate = "refused"
+
+// refusedStatus reports the statuses of a refused request: the client's
+// request was not served (malformed, forbidden, unknown path, too large,
+// rate-limited, overloaded). Its path is the client's choice, so it is
+// counted under a template only when an answered request already made
+// that template a key in the same minute (endpointCap.endpoint).
+func refusedStatus(status int) bool {
+	switch status {
+	case 400, 401, 403, 404, 405, 408, 411, 413, 414, 421, 429, 431, 494, 499, 503:
+		return true
+	}
+	return false
+}
+
 // counter identifies one Redis counter before its key is built: a kind,
 // its dimension and its UTC minute (Unix seconds / 60). It is a map key,
 // so folding an event allocates nothing for escola, status or blocked.

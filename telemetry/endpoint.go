@@ -95,6 +95,17 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
+// maxRefusedTemplates caps the distinct templates refused requests
+// (refusedStatus) may add per route per minute, apart from the route's
+// cap for answered ones: a blocked /login stays visible, and a client's
+// stream of 429'd or 404'd paths adds at most this many keys a minute,
+// never taking an answered endpoint's place.
+const maxRefusedTemplates = 16
+
+// refusedKey prefixes, in a minute's map, the route whose templates were
+// added by refused requests ('\x00' is in no route name).
+const refusedKey = "\x00refused:"
+
 // endpointCap caps the distinct templates counted per route per minute.
 // It belongs to the flusher goroutine (no locking).
 type endpointCap struct {
@@ -102,6 +113,10 @@ type endpointCap struct {
 	minutes map[int64]map[string]map[string]struct{} // minute → route → templates
 	newest  int64
 	invalid int // templates counted as other for being too long or not ValidText
+	// overflow counts templates counted as other for being over the cap,
+	// refused those counted as refused (refusedStatus, a template not yet
+	// a key), both since the last take.
+	overflow, refused int
 }
 
 func newEndpointCap(max int) *endpointCap {
@@ -110,10 +125,16 @@ func newEndpointCap(max int) *endpointCap {
 
 // endpoint returns the route and template to count a request under: the
 // event's route (or "unrouted") and its path template, or "other" once the
-// route already has max templates in that minute, or when the template is
-// longer than maxTemplateLen or not ValidText (counted in invalid). Minutes more than two
+// route already has max templates in that minute (counted in overflow),
+// or when the template is longer than maxTemplateLen or not ValidText
+// (counted in invalid). A refused request (refusedStatus) never takes a
+// place in the route's cap: it counts under a template answered requests
+// made a key that minute, or adds one of at most maxRefusedTemplates of
+// its own, else counts as "refused" (counted in refused). So a client's
+// 429'd or 404'd paths can neither crowd out the route's endpoints nor
+// make more than a fixed number of keys a minute. Minutes more than two
 // behind the newest seen are forgotten.
-func (c *endpointCap) endpoint(route, path string, minute int64) (string, string) {
+func (c *endpointCap) endpoint(route, path string, status int, minute int64) (string, string) {
 	if route == "" {
 		return unroutedRoute, otherTemplate
 	}
@@ -146,7 +167,25 @@ func (c *endpointCap) endpoint(route, path string, minute int64) (string, string
 	if _, ok := seen[tmpl]; ok {
 		return route, tmpl
 	}
+	if refusedStatus(status) {
+		rkey := refusedKey + route
+		rseen := routes[rkey]
+		if rseen == nil {
+			rseen = make(map[string]struct{})
+			routes[rkey] = rseen
+		}
+		if _, ok := rseen[tmpl]; ok {
+			return route, tmpl
+		}
+		if len(rseen) >= maxRefusedTemplates {
+			c.refused++
+			return route, refusedTemplate
+		}
+		rseen[tmpl] = struct{}{}
+		return route, tmpl
+	}
 	if len(seen) >= c.max {
+		c.overflow++
 		return route, otherTemplate
 	}
 	seen[tmpl] = struct{}{}

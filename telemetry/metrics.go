@@ -25,6 +25,10 @@ type recorderMetrics struct {
 	// borda_telemetry_invalid_values_total{dimension}.
 	invalidEndpoint prometheus.Counter
 	invalidEscola   prometheus.Counter
+	// foldedCap and foldedRefused are
+	// borda_telemetry_endpoints_folded_total{reason}.
+	foldedCap     prometheus.Counter
+	foldedRefused prometheus.Counter
 }
 
 func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
@@ -50,7 +54,16 @@ func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	folded, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "borda_telemetry_endpoints_folded_total",
+		Help: "Requests counted under a fixed endpoint template instead of their own, by reason (cap: over telemetry.max_endpoints_per_route distinct templates in the minute, counted as {route}:other; refused: a refused request (400, 403, 404, 429, 431, 503...) whose template no answered request counted that minute, counted as {route}:refused).",
+	}, []string{"reason"}))
+	if err != nil {
+		return nil, err
+	}
 	return &recorderMetrics{
+		foldedCap:       folded.WithLabelValues("cap"),
+		foldedRefused:   folded.WithLabelValues("refused"),
 		invalidEndpoint: invalid.WithLabelValues("endpoint"),
 		invalidEscola:   invalid.WithLabelValues("escola"),
 		dropped:         dropped,

@@ -179,6 +179,10 @@ func (r *Recorder) fold(ctx context.Context, b *batch) {
 		r.metrics.invalidEndpoint.Add(float64(endpoint))
 		r.metrics.invalidEscola.Add(float64(escola))
 	}
+	if overflow, refused := b.takeFolded(); overflow+refused > 0 {
+		r.metrics.foldedCap.Add(float64(overflow))
+		r.metrics.foldedRefused.Add(float64(refused))
+	}
 }
 
 // drain folds what is queued now and flushes it.
