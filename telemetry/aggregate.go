@@ -127,6 +127,7 @@ type Aggregator struct {
 	now         func() time.Time
 	backoffBase time.Duration // first retry delay of Run
 	retention   time.Duration
+	hint        func(error) error // SetErrorHint; nil: errors as they are
 }
 
 // NewAggregator returns an Aggregator reading rdb's counters under ks and
@@ -160,6 +161,11 @@ func (a *Aggregator) SetRetention(d time.Duration) error {
 	a.retention = d
 	return nil
 }
+
+// SetErrorHint makes Run log each failure as hint(err): `borda serve`
+// passes schema.Hint, so a missing gateway_metrics is logged with "run
+// `borda migrate` first" as `borda aggregate` says it. Call it before Run.
+func (a *Aggregator) SetErrorHint(hint func(error) error) { a.hint = hint }
 
 // Aggregate runs one aggregation under the lock {prefix}lock:aggregate
 // and releases it: SCAN MATCH {prefix}m:* COUNT 1000 (never KEYS), MGET

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -251,6 +252,7 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 	a.backoffBase = 20 * time.Millisecond
 	failures := &failureCounter{}
 	a.logger = slog.New(failures)
+	a.SetErrorHint(schema.Hint) // as borda serve does
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	// A 1s interval caps the backoff: with 1h it doubles past the deadline
@@ -260,6 +262,10 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("Run logged %d failed attempts in 10s, want a retry", failures.n.Load())
 		}
+	}
+	// The failure says what to do (issue 24 item 9), in serve's own log.
+	if last, _ := failures.last.Load().(string); !strings.Contains(last, "gateway_metrics") || !strings.Contains(last, "borda migrate") {
+		t.Errorf("aggregation failure logged as %q, want the missing table and `borda migrate`", last)
 	}
 	if err := schema.Up(t.Context(), url); err != nil {
 		t.Fatal(err)
@@ -343,11 +349,20 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 
 // failureCounter is a slog.Handler counting the aggregator's "telemetry
 // aggregation failed" lines (one per failed attempt).
-type failureCounter struct{ n atomic.Int64 }
+type failureCounter struct {
+	n    atomic.Int64
+	last atomic.Value // string: the last failure's error attribute
+}
 
 func (c *failureCounter) Enabled(context.Context, slog.Level) bool { return true }
 func (c *failureCounter) Handle(_ context.Context, r slog.Record) error {
 	if r.Message == "telemetry aggregation failed" {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "error" {
+				c.last.Store(a.Value.String())
+			}
+			return true
+		})
 		c.n.Add(1)
 	}
 	return nil

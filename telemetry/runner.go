@@ -44,6 +44,9 @@ func (a *Aggregator) Run(ctx context.Context, interval time.Duration) {
 		default:
 			failures++
 			wait = backoff(a.backoffBase, interval, failures)
+			if a.hint != nil {
+				err = a.hint(err)
+			}
 			a.logger.Error("telemetry aggregation failed", "error", err, "attempt", failures, "retry_in", wait)
 		}
 		t := time.NewTimer(wait)

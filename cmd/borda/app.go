@@ -18,6 +18,7 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/redisconn"
+	"github.com/olp-edu/borda/schema"
 	"github.com/olp-edu/borda/telemetry"
 	"github.com/olp-edu/borda/webhook/ingress"
 	"github.com/olp-edu/borda/webhook/publish"
@@ -166,6 +167,7 @@ func (a *app) aggregate(ctx context.Context, cfg configs.Config, ks keyspace.Key
 		a.log.Error("aggregation off", "err", err)
 		return
 	}
+	agg.SetErrorHint(schema.Hint) // "relation gateway_metrics does not exist" says to run `borda migrate`
 	agg.Run(ctx, cfg.Telemetry.AggregateEvery.D())
 }
 
