@@ -267,3 +267,37 @@ func TestHostileDNSRebindingReadsMetricsAndReadyz(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileOtherGatewaysIdentityHeadersReachTheUpstream (attack pass
+// A01): identity headers of other proxies and gateways (Kong, Tailscale,
+// App Engine, nginx mTLS, WebLogic, Envoy jwt_authn) reached the upstream
+// from an untrusted client. Through the real binary, the attacker's exact
+// request: none arrives, ordinary headers do.
+func TestHostileOtherGatewaysIdentityHeadersReachTheUpstream(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "", ""))
+	sent := []string{"X-Consumer-Username", "X-Consumer-Id", "X-Credential-Identifier", "X-Userinfo", "X-Jwt-Payload",
+		"Tailscale-User-Login", "X-Tailscale-User-Login", "X-Appengine-User-Email", "X-Webauth-Email", "X-Authenticated-Email",
+		"X-Remote-Email", "X-Auth-Email", "X-Token-Subject", "X-User-Id", "X-Client-Verify", "X-Client-S-Dn",
+		"Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Original-Remote-Addr", "X-Original-Proto", "X-Is-Https", "Https",
+		"X-Goog-Iap-Jwt-Assertion", "X-Jwt-Claim-Sub"}
+	var head strings.Builder
+	for _, k := range sent {
+		fmt.Fprintf(&head, "%s: forged\r\n", k)
+	}
+	resp, _, err := rawExchange(t, p.public, "GET /x HTTP/1.1\r\nHost: a\r\nX-Kept: yes\r\n"+head.String()+"Connection: close\r\n\r\n", 5*time.Second)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	seen := up.requests()
+	if len(seen) != 1 || seen[0].Header.Get("X-Kept") != "yes" {
+		t.Fatalf("upstream saw %d requests", len(seen))
+	}
+	for k, vs := range seen[0].Header {
+		for _, v := range vs {
+			if v == "forged" {
+				t.Errorf("%s reached the upstream", k)
+			}
+		}
+	}
+}

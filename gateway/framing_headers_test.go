@@ -42,6 +42,11 @@ var forwardedIdentityFamily = []string{
 	"CloudFront-Viewer-Address", "X-Nf-Client-Connection-Ip", "Akamai-Origin-Hop",
 	"X-Original-Url", "X-Original-Forwarded-For", "X-Rewrite-Url", "Client-Cert", "Client-Cert-Chain",
 	"Fastly-Client-IP", "X-Cluster-Client-Ip", "X-Real-Ip", "X-Client-Ip",
+	// Attack pass A01.
+	"X-Consumer-Username", "X-Credential-Identifier", "X-Jwt-Payload", "X-Tailscale-User-Login",
+	"X-Authenticated-Email", "X-Remote-Email", "X-Auth-Email", "X-Token-Subject", "X-User-Id",
+	"X-Client-S-Dn", "Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Original-Remote-Addr", "X-Original-Proto",
+	"X-Is-Https", "Https", "X-Jwt-Claim-Sub",
 }
 
 // familyMembers is every member the gateway's lists name (each exact name

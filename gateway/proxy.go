@@ -259,17 +259,18 @@ func isXForwarded(k string) bool {
 
 // clientClaimHeaders are the family's exact names, in lower case.
 var clientClaimHeaders = []string{
-	// Client IP claims (nginx realip, CDNs, cloud load balancers).
+	// Client IP claims (nginx realip, CDNs, cloud load balancers, WebLogic's
+	// Proxy-Client-IP and WL-Proxy-Client-IP that Java getClientIp helpers read).
 	"x-real-ip", "x-client-ip", "true-client-ip", "x-true-client-ip", "x-cluster-client-ip",
 	"x-originating-ip", "client-ip", "x-forwarded", "forwarded-for", "fastly-client-ip",
-	"fastly-ssl", "fastly-client", "fly-client-ip",
+	"fastly-ssl", "fastly-client", "fly-client-ip", "proxy-client-ip", "wl-proxy-client-ip",
 	// URL and method overrides (IIS, Symfony, Laravel read them in place
 	// of the request line): a path the route table never saw.
 	"x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override",
 	// Scheme and host overrides (Tornado xheaders, Werkzeug, Microsoft
-	// Front-End-Https): "https" or a host the client typed, believed for
-	// redirects and secure cookies.
-	"x-scheme", "x-url-scheme", "front-end-https", "x-host",
+	// Front-End-Https, X-Is-Https, a CGI-style Https: on): "https" or a host
+	// the client typed, believed for redirects and secure cookies.
+	"x-scheme", "x-url-scheme", "front-end-https", "x-host", "x-is-https", "https",
 	// Client certificate a TLS-terminating proxy verified (RFC 9440
 	// Client-Cert, nginx/HAProxy conventions).
 	"client-cert", "client-cert-chain", "x-client-cert", "x-client-cert-chain", "x-client-dn",
@@ -278,9 +279,9 @@ var clientClaimHeaders = []string{
 	// Authelia and Caddy forward_auth Remote-*, Squid, Kong, oauth2-proxy's
 	// GAP-Auth, Cloud Endpoints).
 	"remote-user", "remote-groups", "remote-group", "remote-name", "remote-email",
-	"x-user", "x-email", "x-proxyuser-ip", "x-authenticated-user", "x-auth-user",
-	"x-authenticated-userid", "x-authenticated-scope", "x-authenticated-groups",
-	"x-credential-identifier", "x-credential-username", "x-anonymous-consumer", "x-userinfo",
+	"x-user", "x-email", "x-proxyuser-ip", "x-auth-user", "x-auth-email",
+	"x-user-id", "x-user-email", "x-user-name", "x-user-groups", "x-user-roles",
+	"x-jwt-payload", "x-token-subject", "x-credential-identifier", "x-credential-username", "x-anonymous-consumer", "x-userinfo",
 	"gap-auth", "x-endpoint-api-userinfo",
 }
 
@@ -305,6 +306,7 @@ var clientClaimPrefixes = []string{
 	// Ssl-Client-*; Traefik's and Envoy's are X-Forwarded-*).
 	"x-ssl-", "ssl-client-",
 	// Authenticating proxies and platforms: oauth2-proxy X-Auth-Request-*,
+	// X-Authenticated-* (Kong, Apigee), Envoy jwt_authn's X-Jwt-Claim-*,
 	// Pomerium, Vouch, authentik, Kong X-Consumer-*, Grafana's
 	// X-WEBAUTH-*, Kubernetes' X-Remote-User/-Group/-Extra-*, Tailscale
 	// Serve's Tailscale-User-*, AWS ALB (X-Amzn-Oidc-*, X-Amzn-Mtls-*),
@@ -312,7 +314,7 @@ var clientClaimPrefixes = []string{
 	// X-Goog-Iap-Jwt-Assertion, X-AppEngine-User-Email, X-Appengine-Cron),
 	// Cloud Tasks, GCP API Gateway, Azure App Service Easy Auth
 	// (X-MS-Client-Principal*, X-MS-Token-*).
-	"x-auth-request-", "x-pomerium-", "x-vouch-", "x-authentik-", "x-consumer-", "x-webauth-",
+	"x-auth-request-", "x-authenticated-", "x-jwt-claim-", "x-tailscale-", "x-pomerium-", "x-vouch-", "x-authentik-", "x-consumer-", "x-webauth-",
 	"x-remote-", "tailscale-", "x-amzn-oidc-", "x-amzn-mtls-", "x-goog-authenticated-user-",
 	"x-goog-iap-", "x-appengine-", "x-cloudtasks-", "x-apigateway-", "x-ms-client-principal",
 	"x-ms-token-",
