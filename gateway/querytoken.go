@@ -23,7 +23,7 @@ func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *
 	// ParseQuery decodes keys, so access%5Ftoken and %61ccess_token are
 	// the same parameter to the upstream: a query is parsed when it holds
 	// the name or any escape.
-	if !strings.Contains(raw, queryTokenParam) && strings.IndexByte(raw, '%') < 0 {
+	if !mayHoldQueryToken(raw) {
 		return true
 	}
 	var token string
@@ -62,14 +62,7 @@ func queryValues(raw, name string) []string {
 		var pair string
 		pair, raw, _ = strings.Cut(raw, "&")
 		key, val, _ := strings.Cut(pair, "=")
-		if strings.ContainsAny(key, "%+") {
-			k, err := url.QueryUnescape(key)
-			if err != nil {
-				continue
-			}
-			key = k
-		}
-		if key != name {
+		if !queryKeyIs(key, name) {
 			continue
 		}
 		v, err := url.QueryUnescape(val)
@@ -79,4 +72,69 @@ func queryValues(raw, name string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// mayHoldQueryToken reports whether the raw query may hold a parameter
+// an upstream reads as access_token: it names "token" or holds an escape.
+func mayHoldQueryToken(raw string) bool {
+	return strings.Contains(raw, "token") || strings.IndexByte(raw, '%') >= 0
+}
+
+// queryKeyIs reports whether the raw query key is the parameter name to
+// a common upstream: decoded as url.ParseQuery decodes it, then as PHP
+// (and so Laravel and Symfony) names it: leading spaces dropped, '.' and
+// ' ' read as '_', an array "name[]" or "name[0]" read as name (PHP and
+// Rack hand the first element to code that asks for one value), an
+// unmatched '[' read as '_' (attack pass A49: ?access.token=,
+// ?access+token=, ?access[token=, ?access_token[]= skipped the limiter
+// while a PHP upstream read the user's token from them).
+func queryKeyIs(key, name string) bool {
+	if strings.ContainsAny(key, "%+") {
+		k, err := url.QueryUnescape(key)
+		if err != nil {
+			return false
+		}
+		key = k
+	}
+	if key == name {
+		return true
+	}
+	return phpQueryKey(key) == name
+}
+
+// phpQueryKey is the variable name PHP's query parser gives key.
+func phpQueryKey(key string) string {
+	key = strings.TrimLeft(key, " ")
+	tail := ""
+	if i := strings.IndexByte(key, '['); i >= 0 {
+		if strings.IndexByte(key[i:], ']') > 0 {
+			key = key[:i] // an array: its base name
+		} else {
+			key, tail = key[:i], "_"+key[i+1:] // PHP keeps what follows as is
+		}
+	}
+	return strings.NewReplacer(".", "_", " ", "_").Replace(key) + tail
+}
+
+// stripQueryToken returns raw without the parameters an upstream reads
+// as name (queryKeyIs), for a route that must not receive the portal's
+// token.
+func stripQueryToken(raw, name string) string {
+	if !mayHoldQueryToken(raw) {
+		return raw
+	}
+	var b strings.Builder
+	for rest := raw; rest != ""; {
+		var pair string
+		pair, rest, _ = strings.Cut(rest, "&")
+		key, _, _ := strings.Cut(pair, "=")
+		if queryKeyIs(key, name) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(pair)
+	}
+	return b.String()
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,9 +71,40 @@ func TestQueryValuesReadsWhatParseQueryReads(t *testing.T) {
 		"access_token=%zz&access_token=ok", "%zz=1&access_token=a", "access_token=&x", "",
 	} {
 		q, _ := url.ParseQuery(raw)
-		want, got := q[queryTokenParam], queryValues(raw, queryTokenParam)
+		var want []string
+		for k, vs := range q {
+			if k == queryTokenParam || phpQueryKey(k) == queryTokenParam {
+				want = append(want, vs...)
+			}
+		}
+		got := queryValues(raw, queryTokenParam)
+		slices.Sort(want)
+		got = slices.Sorted(slices.Values(got))
 		if strings.Join(want, "\x00") != strings.Join(got, "\x00") || len(want) != len(got) {
 			t.Errorf("%q: queryValues %q, ParseQuery %q", raw, got, want)
+		}
+	}
+}
+
+// TestQueryTokenSpellingsPHPReadsAsAccessToken (attack pass A49): the
+// names PHP's query parser (so Laravel, Symfony) turns into
+// $_GET['access_token'], written from PHP's documented rules ('.', ' '
+// and an unmatched '[' become '_', leading spaces go, "name[]" is an
+// array), each read as the token; names PHP keeps apart are not.
+func TestQueryTokenSpellingsPHPReadsAsAccessToken(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"access_token=T": true, "access.token=T": true, "access+token=T": true, "access%20token=T": true,
+		"access%2Etoken=T": true, "access[token=T": true, "%20access_token=T": true, "+access_token=T": true,
+		"access_token[]=T": true, "access_token[0]=T": true, "access_token%5B%5D=T": true,
+		"accesstoken=T": false, "access-token=T": false, "xaccess_token=T": false, "access_token_=T": false,
+		"access_tokens=T": false, "Access_token=T": false, "access_token.=T": false,
+	} {
+		got := queryValues(raw, queryTokenParam)
+		if (len(got) == 1 && got[0] == "T") != want {
+			t.Errorf("%q: read as %q, want access_token %v", raw, got, want)
+		}
+		if stripped := stripQueryToken("a=1&"+raw+"&b=2", queryTokenParam); (stripped == "a=1&b=2") != want {
+			t.Errorf("%q: stripped to %q", raw, stripped)
 		}
 	}
 }

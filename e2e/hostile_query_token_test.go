@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHostileQueryTokenSpellingsPHPReadsSkipTheUserLimit (attack pass
+// A49): ?access.token=, ?access+token=, ?access%20token=, ?access[token=,
+// ?%20access_token= and ?access_token[]= are $_GET['access_token'] to a
+// PHP upstream, but the limiter counted them as anonymous. Through the
+// real binary: every spelling is the user's identity (its second request
+// is 429), like ?access_token=.
+func TestHostileQueryTokenSpellingsPHPReadsSkipTheUserLimit(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", identityLimited), "AUTH_JWT_SECRET="+identitySecret)
+	for i, key := range []string{"access_token", "access.token", "access+token", "access%20token", "access%2Etoken",
+		"access[token", "%20access_token", "access_token[]", "access_token[0]"} {
+		tok := identityToken(t, "u-php-"+string(rune('a'+i)), 0)
+		codes := []int{}
+		for range 2 {
+			resp, _, err := rawExchange(t, p.public, "GET /x?"+key+"="+tok+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, resp.StatusCode)
+		}
+		if codes[0] != 200 || codes[1] != http.StatusTooManyRequests {
+			t.Errorf("?%s=<token>: %v, want [200 429] (the user's limit)", key, codes)
+		}
+	}
+}
+
+// TestHostilePortalTokenReachesAThirdPartyRoute (attack pass A93): a
+// route that hands its upstream no session (cookies.forward: []) still
+// handed it the portal's session token when the client sent it as
+// Authorization: Bearer or ?access_token= (SPAs attach it to every
+// same-origin request). Through the real binary: a token that verifies
+// as the portal's never reaches that upstream in any form; the third
+// party's own credential (one that does not verify) still passes.
+func TestHostilePortalTokenReachesAThirdPartyRoute(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
+    path_prefix: /third
+    upstream: "`+up.URL+`"
+    cookies: {forward: []}
+`), "AUTH_JWT_SECRET="+identitySecret)
+	tok := identityToken(t, "u-third", 0)
+	for _, req := range []string{
+		"GET /third/dump HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " + tok + "\r\n",
+		"GET /third/dump HTTP/1.1\r\nHost: a\r\nAuthorization: bearer " + tok + "\r\n",
+		"GET /third/dump?access_token=" + tok + "&x=1 HTTP/1.1\r\nHost: a\r\n",
+		"GET /third/dump?access.token=" + tok + " HTTP/1.1\r\nHost: a\r\n",
+		"GET /third/dump?access_token%5B%5D=" + tok + " HTTP/1.1\r\nHost: a\r\n",
+	} {
+		resp, _, err := rawExchange(t, p.public, req+"Connection: close\r\n\r\n", 10*time.Second)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%q: %v %v", req, resp, err)
+		}
+	}
+	seen := up.requests()
+	if len(seen) != 5 {
+		t.Fatalf("upstream saw %d requests, want 5", len(seen))
+	}
+	for _, r := range seen {
+		if strings.Contains(r.Header.Get("Authorization"), tok) || strings.Contains(r.RequestURI, tok) {
+			t.Errorf("the third party got the portal's token: Authorization %q, query %q", r.Header.Get("Authorization"), r.RequestURI)
+		}
+	}
+	if !strings.Contains(seen[2].RequestURI, "x=1") {
+		t.Errorf("the other query parameters went too: %q", seen[2].RequestURI)
+	}
+	// The third party's own credential does not verify as the portal's: it passes.
+	resp, _, err := rawExchange(t, p.public, "GET /third/own?access_token=third-party-key HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer third-party-key\r\nConnection: close\r\n\r\n", 10*time.Second)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	last := up.requests()[5]
+	if last.Header.Get("Authorization") != "Bearer third-party-key" || !strings.Contains(last.RequestURI, "third-party-key") {
+		t.Errorf("the third party's own credential was removed: %q %q", last.Header.Get("Authorization"), last.RequestURI)
+	}
+}
