@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +102,36 @@ func TestVerifyMatchesOpenSSLVectors(t *testing.T) {
 		if verify([]byte("sekrit"), c.h, c.body, c.now) == "" {
 			t.Errorf("%s: verified", name)
 		}
+	}
+}
+
+// A POST with a bad signature, or one naming no event, fails the run
+// however the ledger reconciles.
+func TestLegacyCountsWhatShouldNotHaveReachedIt(t *testing.T) {
+	l := newLegacy([]byte("sekrit"))
+	if !l.clean() {
+		t.Fatal("a fresh stand-in is not clean")
+	}
+	srv := httptest.NewServer(l)
+	defer srv.Close()
+	post := func(mut func(*http.Request)) int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{"data":{"key":{"id":"r-1"}}}`))
+		req.Header.Set("X-Webhook-Timestamp", fmt.Sprint(time.Now().Unix()))
+		req.Header.Set("X-Webhook-Signature", "00")
+		if mut != nil {
+			mut(req)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(nil); code != http.StatusUnauthorized {
+		t.Errorf("bad signature answered %d, want 401", code)
+	}
+	if l.clean() || len(l.ledger()) != 0 {
+		t.Errorf("after a bad signature: clean %t, ledger %v", l.clean(), l.ledger())
 	}
 }

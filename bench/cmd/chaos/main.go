@@ -380,7 +380,7 @@ func run(ctx context.Context, o options) int {
 	}
 	rec := reconcile(snd.ledger(), leg.ledger(), dead)
 	fmt.Print(rec.report(snd, leg))
-	if !rec.ok() {
+	if !rec.ok() || !leg.clean() {
 		ok = false
 	}
 	fmt.Printf("  forwarders: %s\n", forwarderCounts(forwardAdmins))
@@ -683,6 +683,15 @@ func verify(secret []byte, h http.Header, body []byte, now time.Time) string {
 	return ""
 }
 
+// clean reports whether every POST legacy saw was signed right and
+// named its event (source and id): anything else reached legacy that
+// should not have.
+func (l *legacy) clean() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.badSig == 0 && l.noID == 0
+}
+
 func (l *legacy) ledger() map[key]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -913,16 +922,15 @@ type fault struct {
 }
 
 type faultRecord struct {
-	name                  string
-	cycle                 int
-	held                  time.Duration
-	clearTook             time.Duration // e.g. the node's restart
-	recovered             time.Duration // from the fault lifted to working again; −1: not within the bound
-	ingressAt, legacyAt   time.Duration // when both serve processes answered 200 again, when legacy got a POST again
-	consumerAt            time.Duration // when consume-events's queue was back under 20 ready messages
-	ok200, s503, other    int64         // ingress answers from the fault's start to its recovery
-	legacyAccepted        int64         // legacy 200s in that window
-	deliveredDuringLegacy bool
+	name                string
+	cycle               int
+	held                time.Duration
+	clearTook           time.Duration // e.g. the node's restart
+	recovered           time.Duration // from the fault lifted to working again; −1: not within the bound
+	ingressAt, legacyAt time.Duration // when both serve processes answered 200 again, when legacy got a POST again
+	consumerAt          time.Duration // when consume-events's queue was back under 20 ready messages
+	ok200, s503, other  int64         // ingress answers from the fault's start to its recovery
+	legacyAccepted      int64         // legacy 200s in that window
 }
 
 func (r faultRecord) line() string {
@@ -1178,6 +1186,9 @@ func (r reconciliation) report(s *sender, l *legacy) string {
 	show("never acked, delivered more than once", r.duplicatedUnacked)
 	if badSig > 0 {
 		fmt.Fprintf(&b, "  FAIL: %d POSTs with a bad signature\n", badSig)
+	}
+	if noID > 0 {
+		fmt.Fprintf(&b, "  FAIL: %d POSTs without X-Borda-Source or the event's id\n", noID)
 	}
 	if r.unacked > 0 {
 		fmt.Fprintf(&b, "  FAIL: %d events never answered 200\n", r.unacked)
