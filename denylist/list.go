@@ -19,6 +19,17 @@ import (
 // with more lines is refused as a whole rather than cut.
 const MaxEntries = 1_000_000
 
+// MinIPv4Bits and MinIPv6Bits are the widest prefixes an entry may name
+// (/8 and /16): a wider one (0.0.0.0/0, ::/0, 0.0.0.0/1) is refused, in
+// a file as in a feed, so a compromised, truncated or mistyped list
+// cannot refuse every client (a feed's answer holding one is a failed
+// fetch: the last good list is kept). trusted_proxies refuses /0 in
+// production for the same reason.
+const (
+	MinIPv4Bits = 8
+	MinIPv6Bits = 16
+)
+
 // List is a set of address prefixes and user-agent patterns. The zero
 // value and nil deny nothing. Safe for concurrent use.
 type List struct {
@@ -141,6 +152,14 @@ func parsePrefix(s string) (netip.Prefix, error) {
 			return netip.Prefix{}, fmt.Errorf("%q: an IPv4-mapped prefix shorter than /96 spans more than IPv4", s)
 		}
 		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	if min := MinIPv4Bits; p.Addr().Is6() {
+		min = MinIPv6Bits
+		if p.Bits() < min {
+			return netip.Prefix{}, fmt.Errorf("%q is wider than /%d: an IPv6 deny entry may span at most a /%d", s, min, min)
+		}
+	} else if p.Bits() < min {
+		return netip.Prefix{}, fmt.Errorf("%q is wider than /%d: an IPv4 deny entry may span at most a /%d", s, min, min)
 	}
 	return p.Masked(), nil
 }

@@ -52,6 +52,27 @@ func TestAddRefusesWhatIsNotAnAddress(t *testing.T) {
 	}
 }
 
+// TestAddRefusesAPrefixThatDeniesTooMuch: one line 0.0.0.0/0 (or ::/0)
+// in a feed refused every client, webhooks included, within one refresh
+// (fresh attack pass A102). Every spelling of a prefix wider than /8
+// (IPv4) or /16 (IPv6) is refused, and a feed answer holding one is a
+// failed fetch (TestFeedKeepsTheLastGoodListOnEveryFailure).
+func TestAddRefusesAPrefixThatDeniesTooMuch(t *testing.T) {
+	for _, e := range []string{"0.0.0.0/0", "::/0", "0.0.0.0/1", "128.0.0.0/7", "10.0.0.0/7", "::ffff:0:0/96",
+		"::ffff:0.0.0.0/103", "2000::/3", "2001::/15", "fc00::/7", "::/1"} {
+		var b Builder
+		if err := b.Add(Addresses, e); err == nil || !strings.Contains(err.Error(), "wider than") {
+			t.Errorf("Add(%q) = %v, want a refusal as too wide", e, err)
+		}
+	}
+	for _, e := range []string{"10.0.0.0/8", "::ffff:10.0.0.0/104", "2001::/16", "2001:db8::/32", "203.0.113.7"} {
+		var b Builder
+		if err := b.Add(Addresses, e); err != nil {
+			t.Errorf("Add(%q) = %v, want it accepted", e, err)
+		}
+	}
+}
+
 // The invariant: an address is denied exactly when a listed prefix
 // contains it (its IPv4-mapped form counting as IPv4), checked against a
 // plain scan over generated lists and addresses of both families.
@@ -73,9 +94,12 @@ func TestDeniesAddrMatchesAScan(t *testing.T) {
 		var prefixes []netip.Prefix
 		for range 1 + r.IntN(30) {
 			a := randAddr()
-			bits := r.IntN(a.BitLen() + 1)
-			if a.Is4In6() {
-				bits = 96 + r.IntN(33)
+			bits := MinIPv4Bits + r.IntN(33-MinIPv4Bits)
+			switch {
+			case a.Is4In6():
+				bits = 96 + MinIPv4Bits + r.IntN(33-MinIPv4Bits)
+			case a.Is6():
+				bits = MinIPv6Bits + r.IntN(129-MinIPv6Bits)
 			}
 			p := netip.PrefixFrom(a, bits)
 			if err := b.Add(Addresses, p.String()); err != nil {

@@ -163,16 +163,8 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		h[wouldBlockKey] = []string{"true"}
 	}
 	cookies.ApplyRequest(h, rt.forward, ex.credential)
-	if !rt.session && !ex.identity.Anonymous() {
-		// A route that hands its upstream no session never hands it the
-		// portal's token in another form (attack pass A93): the client's
-		// Bearer header or query token verified as the portal's session.
-		// A credential that does not verify is the third party's own and
-		// passes.
-		if a := h.Get("Authorization"); len(a) > 7 && strings.EqualFold(a[:7], "bearer ") {
-			delete(h, "Authorization")
-		}
-		out.URL.RawQuery = stripQueryToken(out.URL.RawQuery, queryTokenParam)
+	if !rt.session {
+		dropPortalCredential(h, out.URL, ex)
 	}
 }
 
