@@ -174,6 +174,13 @@ type Server struct {
 	// trickled a byte at a time is answered 408 at about body_timeout.
 	// 0 turns the rate check off (body_timeout still applies).
 	BodyMinRate int64 `yaml:"body_min_rate"`
+	// SendTimeout bounds each write of a response to a client on a proxied
+	// route (nginx's send_timeout, whose default this is: 60s): a client
+	// that reads nothing for this long has its connection closed, and
+	// the upstream connection serving it is released. It is a timeout
+	// between two successive writes, not on the whole response: a
+	// download or a stream of any length goes on while the client reads.
+	SendTimeout Duration `yaml:"send_timeout"`
 	// MaxConnections caps the client connections the public listener
 	// holds open at once, idle keep-alive ones included (default 4096).
 	// At the cap a new connection closes the longest-idle keep-alive
@@ -236,7 +243,7 @@ func Default() Config {
 		Telemetry:  defaultTelemetry(),
 		Webhook:    defaultWebhook(),
 		Forward:    defaultForward(),
-		Server:     Server{BodyTimeout: Duration(60e9), BodyMinRate: 500, MaxConnections: 4096, MaxConnectionsPerIP: 1024, AdminMaxConnections: 64},
+		Server:     Server{BodyTimeout: Duration(60e9), BodyMinRate: 500, SendTimeout: Duration(60e9), MaxConnections: 4096, MaxConnectionsPerIP: 1024, AdminMaxConnections: 64},
 		Shutdown:   Shutdown{Drain: Duration(5e9), ConfirmDrain: Duration(5e9)},
 	}
 }

@@ -124,6 +124,9 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	if c.Shutdown.ConfirmDrain <= 0 {
 		p.addf("shutdown.confirm_drain", "must be positive (outstanding confirms need time to arrive)")
 	}
+	if c.Server.SendTimeout <= 0 {
+		p.addf("server.send_timeout", "must be positive")
+	}
 	if c.Server.BodyTimeout <= 0 {
 		p.addf("server.body_timeout", "must be positive")
 	}

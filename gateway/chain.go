@@ -37,7 +37,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		s.inFlight.Add(1)
 		defer s.inFlight.Add(-1)
 		ex := &exchange{start: time.Now()}
-		ex.w.reset(w)
+		ex.w.reset(w, s.sendTimeout)
 		var clientID string
 		if v := r.Header["X-Request-Id"]; len(v) > 0 {
 			clientID = v[0]

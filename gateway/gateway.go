@@ -125,6 +125,8 @@ type Server struct {
 	// bodyTimeout and bodyMinRate are server.body_timeout and
 	// server.body_min_rate (bytes/s) for bodies on proxied routes.
 	bodyTimeout time.Duration
+	// sendTimeout is server.send_timeout (routeProxy.ServeHTTP arms it).
+	sendTimeout time.Duration
 	bodyMinRate int64
 	// maxConns is server.max_connections, maxConnsPerIP
 	// server.max_connections_per_ip (Listener).
@@ -198,6 +200,10 @@ func New(opts Options, deps Deps) (*Server, error) {
 	s.pprof = newPprofGate(opts.Pprof)
 	s.bodyTimeout, s.bodyMinRate, s.maxConns = opts.BodyTimeout, opts.BodyMinRate, opts.MaxConnections
 	s.maxConnsPerIP = opts.MaxConnectionsPerIP
+	s.sendTimeout = opts.SendTimeout
+	if s.sendTimeout <= 0 {
+		s.sendTimeout = 60 * time.Second
+	}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout, s.bodyMinRate = 60*time.Second, 500
 	}

@@ -41,6 +41,10 @@ type Options struct {
 	// a proxied route (docs/configuration.md, server.body_timeout and
 	// server.body_min_rate); BodyTimeout 0 means 60 s at 500 B/s.
 	BodyTimeout time.Duration
+	// SendTimeout bounds each write of a proxied response to the client
+	// (server.send_timeout; 0 means 60 s): a client that reads nothing
+	// for that long is disconnected and the upstream released.
+	SendTimeout time.Duration
 	BodyMinRate int64
 	// MaxConnections caps the public listener's open connections
 	// (Server.Listener); 0: no cap.

@@ -95,6 +95,7 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.w.relaying = true
 	ex.w.relayPolicy = p.dropEdgeOwned
 	defer ex.w.endRelay()
+	defer ex.w.armSend() // the server's last flush gets its own send_timeout
 	p.rp.ServeHTTP(w, r)
 }
 

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // responseWriter is the one ResponseWriter wrapper of the chain. It
@@ -38,6 +39,28 @@ type responseWriter struct {
 	// relayed 1xx before it is sent (routeProxy.dropEdgeOwned): the
 	// same removals as the final answer's.
 	relayPolicy func(http.Header)
+	// wd sets the connection's write deadline (net/http's and x/net/http2's
+	// writers have it; nil for others), sendTimeout is server.send_timeout:
+	// every write is armed with it (armSend).
+	wd          writeDeadliner
+	sendTimeout time.Duration
+}
+
+// writeDeadliner is the write-deadline method of net/http's response
+// writers (what http.ResponseController calls).
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// armSend gives the next write to the client server.send_timeout to
+// progress (nginx send_timeout: a timeout between two successive writes):
+// a client that reads nothing for that long fails the write, which ends
+// the exchange and releases the upstream connection (attack pass A83).
+// It is armed before every header, body write and flush, and once more
+// when the proxy ends (the server's last flush), so a keep-alive
+// connection never carries a stale deadline into its next response.
+func (w *responseWriter) armSend() {
+	if w.wd != nil && w.sendTimeout > 0 && !w.hijacked {
+		_ = w.wd.SetWriteDeadline(time.Now().Add(w.sendTimeout))
+	}
 }
 
 // Header is the response's header map, or while relaying the map of the
@@ -89,8 +112,9 @@ func (w *responseWriter) writeRelayed(code int) {
 	}
 }
 
-func (w *responseWriter) reset(rw http.ResponseWriter) {
-	*w = responseWriter{ResponseWriter: rw}
+func (w *responseWriter) reset(rw http.ResponseWriter, sendTimeout time.Duration) {
+	*w = responseWriter{ResponseWriter: rw, sendTimeout: sendTimeout}
+	w.wd, _ = rw.(writeDeadliner)
 }
 
 // Unwrap returns the wrapped writer, for http.ResponseController.
@@ -100,6 +124,7 @@ func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter 
 // Hints and the like) pass through without counting as the final one;
 // 101 is final.
 func (w *responseWriter) WriteHeader(code int) {
+	w.armSend()
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 		// ReverseProxy copies a 1xx's headers here without ModifyResponse,
 		// so the route's Set-Cookie policy never sees them: an upstream's
@@ -132,6 +157,7 @@ func (w *responseWriter) Write(b []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
+	w.armSend()
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
@@ -142,6 +168,7 @@ func (w *responseWriter) Flush() {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
+	w.armSend()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 		return
@@ -155,6 +182,8 @@ func (w *responseWriter) Flush() {
 func (w *responseWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
+		// A tunnel (WebSocket) is not a response: no send deadline on it.
+		_ = conn.SetWriteDeadline(time.Time{})
 		w.hijacked = true
 		if !w.wroteHeader {
 			w.wroteHeader = true

@@ -20,7 +20,7 @@ func TestResponseWriterPassesCapabilitiesThrough(t *testing.T) {
 	results := make(chan string, 8)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &responseWriter{}
-		rw.reset(w)
+		rw.reset(w, 0)
 		rc := http.NewResponseController(rw)
 		if err := rc.SetWriteDeadline(time.Now().Add(time.Second)); err != nil {
 			results <- "deadline: " + err.Error()
@@ -86,7 +86,7 @@ func TestResponseWriterInformationalIsNotFinal(t *testing.T) {
 	t.Parallel()
 	rr := httptest.NewRecorder()
 	rw := &responseWriter{}
-	rw.reset(rr)
+	rw.reset(rr, 0)
 	rw.WriteHeader(http.StatusEarlyHints)
 	rw.WriteHeader(http.StatusOK)
 	if rw.status != 200 {

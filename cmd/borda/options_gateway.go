@@ -36,6 +36,7 @@ func gatewayOptions(cfg configs.Config) (gateway.Options, error) {
 		EscapedSlashes:        slashPolicy(cfg.EscapedSlashes),
 		Pprof:                 gateway.Pprof{Mode: pprofMode(cfg.AdminPprof), Token: cfg.AdminPprofToken.Reveal()},
 		BodyTimeout:           cfg.Server.BodyTimeout.D(),
+		SendTimeout:           cfg.Server.SendTimeout.D(),
 		BodyMinRate:           cfg.Server.BodyMinRate,
 		MaxConnections:        cfg.Server.MaxConnections,
 		MaxConnectionsPerIP:   cfg.Server.MaxConnectionsPerIP,
