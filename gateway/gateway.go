@@ -267,6 +267,7 @@ func (s *Server) buildRoutes(routes []Route) error {
 			forward:       rc.Cookies.Forward,
 		}
 		rt.session = cookies.ForwardsSession(rt.forward)
+		rt.cookiePath = cookiePathFor(rt.Prefix)
 		rt.csp = sandboxHeader(rc.Sandbox, rt.session)
 		rt.upgradeOrigins = upgradeOriginSet(rc.CORS)
 		rt.setCookie = cookies.ResponsePolicy{Domain: rc.Cookies.Domain, SameSite: rc.Cookies.SameSite, Forward: rt.forward}

@@ -495,6 +495,10 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 				"route", p.rt.Name, "cookies", removed, "request_id", ex.id)
 		}
 	}
+	if !p.rt.session {
+		// After the olp_* policy, which reads the lines as sent.
+		confineSetCookie(h, p.rt.cookiePath)
+	}
 	return nil
 }
 

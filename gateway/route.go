@@ -33,6 +33,10 @@ type route struct {
 	// session: the route hands its upstream the portal's session
 	// (cookies.ForwardsSession); false makes it untrusted (untrusted.go).
 	session bool
+	// cookiePath is the Path every Set-Cookie of a route that does not
+	// forward the session is confined to (confineSetCookie): the route's
+	// prefix, escaped; "" when it cannot be one (then such cookies go).
+	cookiePath string
 	// csp is the Content-Security-Policy sandbox added to its responses
 	// ("" none; sandboxHeader).
 	csp string

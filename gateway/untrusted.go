@@ -76,6 +76,62 @@ func sandboxHeader(setting string, session bool) string {
 	return "sandbox " + strings.Join(strings.Fields(setting), " ")
 }
 
+// confineSetCookie confines every Set-Cookie in h to path (the route's
+// prefix) and to the host: its Path and Domain attributes are replaced
+// by Path=path, so a cookie a third-party route sets is sent back to that
+// route only. Without it, one visit to a third-party page could plant 40
+// × 4 KB year-long cookies on the portal's origin (every portal request
+// then too large to serve: a lock-out) or fix a non-portal cookie such as
+// csrftoken (attack pass A81). A route at "/" confines nothing (it is the
+// whole origin); an unusable path ("") removes every Set-Cookie.
+func confineSetCookie(h http.Header, path string) {
+	lines := h["Set-Cookie"]
+	if len(lines) == 0 || path == "/" {
+		return
+	}
+	if path == "" {
+		delete(h, "Set-Cookie")
+		return
+	}
+	out := make([]string, 0, len(lines))
+	for _, line := range lines {
+		var b strings.Builder
+		for i, part := range strings.Split(line, ";") {
+			if i > 0 {
+				name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+				if strings.EqualFold(strings.TrimSpace(name), "path") || strings.EqualFold(strings.TrimSpace(name), "domain") {
+					continue
+				}
+				b.WriteByte(';')
+			}
+			b.WriteString(part)
+		}
+		b.WriteString("; Path=")
+		b.WriteString(path)
+		out = append(out, b.String())
+	}
+	h["Set-Cookie"] = out
+}
+
+// cookiePathFor is the Set-Cookie Path of a route with prefix: prefix
+// escaped as a URL path, or "" when the result could not stand as a
+// cookie attribute value (';', ',', controls, spaces).
+func cookiePathFor(prefix string) string {
+	if prefix == "" {
+		return "/"
+	}
+	p := (&url.URL{Path: prefix}).EscapedPath()
+	if strings.ContainsAny(p, ";, \t\"") {
+		return ""
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] < 0x21 || p[i] > 0x7e {
+			return ""
+		}
+	}
+	return p
+}
+
 // untrustedResponseHeaders are removed from the responses of a route that
 // does not forward the session: Clear-Site-Data would clear the portal's
 // cookies and storage (logging the user out), Service-Worker-Allowed would

@@ -58,8 +58,10 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 				t.Errorf("%s: %s %q reached the browser", tc.path, k, v)
 			}
 		}
-		if got := res.Header.Values("Set-Cookie"); !slices.Equal(got, []string{"own=1; Path=/"}) {
-			t.Errorf("%s: Set-Cookie %q, want only own=1", tc.path, got)
+		// Confined to the route's own path (attack pass A81).
+		prefix := tc.path[:strings.LastIndexByte(tc.path, '/')]
+		if got := res.Header.Values("Set-Cookie"); !slices.Equal(got, []string{"own=1; Path=" + prefix}) {
+			t.Errorf("%s: Set-Cookie %q, want only own=1 confined to %s", tc.path, got, prefix)
 		}
 	}
 	res, _ := rawGet(t, h, "/portal")
@@ -156,6 +158,38 @@ routes:
 		got := up.last(t)
 		if got.RequestURI != c.wantURI || got.Header.Get("Authorization") != c.wantAuth {
 			t.Errorf("%s %q: upstream got %q, Authorization %q; want %q, %q", c.target, c.header, got.RequestURI, got.Header.Get("Authorization"), c.wantURI, c.wantAuth)
+		}
+	}
+}
+
+// TestUntrustedSetCookieIsConfinedToTheRoute (attack pass A81): every
+// spelling of Path and Domain a browser reads is replaced by the route's
+// own Path, so a third-party route cannot plant or fix cookies for the
+// portal's paths.
+func TestUntrustedSetCookieIsConfinedToTheRoute(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"bomb=AAAA; Path=/; Max-Age=31536000":       "bomb=AAAA; Max-Age=31536000; Path=/third",
+		"csrftoken=FIXED; path=/; Domain=127.0.0.1": "csrftoken=FIXED; Path=/third",
+		"a=1;PATH=/;domain=.example.com;Secure":     "a=1;Secure; Path=/third",
+		"a=1; Path = / ; HttpOnly":                  "a=1; HttpOnly; Path=/third",
+		"a=1":                                       "a=1; Path=/third",
+		"a=1; Path=/third/deeper":                   "a=1; Path=/third",
+	} {
+		h := http.Header{"Set-Cookie": {in}}
+		confineSetCookie(h, "/third")
+		if got := h.Get("Set-Cookie"); got != want {
+			t.Errorf("%q confined to %q, want %q", in, got, want)
+		}
+	}
+	h := http.Header{"Set-Cookie": {"a=1; Path=/"}}
+	confineSetCookie(h, "")
+	if len(h["Set-Cookie"]) != 0 {
+		t.Error("an unusable route path kept a Set-Cookie")
+	}
+	for prefix, want := range map[string]string{"/third": "/third", "/": "/", "/a b": "/a%20b", "/a;b": "", "/ação": "/a%C3%A7%C3%A3o"} {
+		if got := cookiePathFor(prefix); got != want {
+			t.Errorf("cookiePathFor(%q) = %q, want %q", prefix, got, want)
 		}
 	}
 }
