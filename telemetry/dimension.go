@@ -18,9 +18,18 @@ const (
 )
 
 // unroutedRoute is the route of an Event with an empty Route. It and the
-// kinds other than endpoint are in configs.ReservedRouteNames, so no
-// configured route's counters can be read as another kind's.
+// kinds other than endpoint are ReservedRouteNames.
 const unroutedRoute = "unrouted"
+
+// ReservedRouteNames are the route names a counter key would misread: the
+// kinds other than endpoint (a route "status" would give the dimension
+// "status:/x") and the route of unrouted events. The configuration
+// refuses them (configs.ReservedRouteNames; cmd/borda checks that it
+// holds every one), so no configured route's counters can be read as
+// another kind's.
+func ReservedRouteNames() []string {
+	return []string{string(KindEscola), string(KindBlocked), string(KindWouldBlock), string(KindStatus), unroutedRoute}
+}
 
 // otherTemplate replaces the template of an endpoint over the per-route cap.
 const otherTemplate = "other"
