@@ -19,7 +19,7 @@ import (
 )
 
 // calibrationPeriod is the design's observation period (docs/rollout.md):
-// suggest warns when its data covers less.
+// suggest warns when its data covers less (to the tenth of a day).
 const calibrationPeriod = 28 * 24 * time.Hour
 
 // suggestSQL sums an environment's distribution counters since $2, by
@@ -198,7 +198,8 @@ func suggestRule(r configs.Rule, d ratelimit.Distribution, sp span, maxShare flo
 		s.First, s.Last = &first, &last
 		s.Days = math.Round(sp.last.Add(time.Minute).Sub(sp.first).Hours()/24*10) / 10
 	}
-	if sp.last.Add(time.Minute).Sub(sp.first) < calibrationPeriod {
+	if s.Days < calibrationPeriod.Hours()/24 { // to the tenth of a day it prints
+
 		s.Notes = append(s.Notes, fmt.Sprintf("only %.1f days of data: the rollout calibrates on four weeks (docs/rollout.md)", s.Days))
 	}
 	if lim, ok := d.Suggest(maxShare); ok {
