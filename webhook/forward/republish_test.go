@@ -96,3 +96,53 @@ func TestForward_ForcedReplayRedeliveredAfterItsPostIsNotPostedAgain(t *testing.
 		t.Errorf("POSTs = %d, want 1 (one forced POST per replay)", n)
 	}
 }
+
+// TestForward_RetryRungDeletedLosesNoEvent: the retry rung's queue is
+// deleted before the event's first failure. The republish to that rung is
+// unroutable: the broker must return it (mandatory), and the forwarder
+// must hold or requeue the delivery, never ack it on a bare confirm. So
+// the event is POSTed again (here, once the rung is back, by the
+// publisher's redeclare or by the test) and reaches the endpoint with a
+// 200 exactly once. A republish confirmed without being routed would ack
+// the event after its 503 and it would never come back.
+func TestForward_RetryRungDeletedLosesNoEvent(t *testing.T) {
+	end := newLegacy(t, func(n int, _ string) action {
+		if n == 0 {
+			return action{status: 503}
+		}
+		return action{status: 200}
+	})
+	h := newHarness(t, end, func(c *configs.Config) {
+		c.Forward.RetryDelays = []configs.Delay{{Name: "1s", D: time.Second}}
+	})
+	if _, err := h.ch.QueueDelete(h.top.RetryQueue(0), false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	h.start(nil)
+	h.publish(jsonEnvelope("rr-1", `{}`))
+	eventually(t, 5*time.Second, "a first POST", func() bool { return len(end.all()) >= 1 })
+	// Give the forwarder's own redeclare a chance first; then restore the
+	// rung by hand so the test does not depend on the redeclare.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) && end.delivered()["evolution:rr-1"]+end.delivered()["rr-1"] == 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := h.top.Declare(h.ch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the event POSTed again and answered 200", func() bool {
+		n := 0
+		for _, c := range end.delivered() {
+			n += c
+		}
+		return n >= 1
+	})
+	for k, c := range end.delivered() {
+		if c != 1 {
+			t.Errorf("key %s delivered %d times, want 1", k, c)
+		}
+	}
+	if d := h.depth(h.top.DLQ); d != 0 {
+		t.Errorf("DLQ depth %d, want 0", d)
+	}
+}
