@@ -46,10 +46,14 @@ func TestForward_RetryPublishFailureDoesNotHammerTheEndpoint(t *testing.T) {
 	h := newHarness(t, end, func(c *configs.Config) {
 		c.Forward.RetryDelays = []configs.Delay{{Name: "5s", D: 5 * time.Second}}
 	})
+	f := h.start(nil)
+	// Deleted after the publisher connected (it declares the topology on
+	// connect): deleted before, the rung was back before the first POST and
+	// the republish never failed.
+	eventually(t, 10*time.Second, "the forwarder's publisher connected", func() bool { return f.pub.Ready() == nil })
 	if _, err := h.ch.QueueDelete(h.top.RetryQueue(0), false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	h.start(nil)
 	h.publish(jsonEnvelope("rh-1", `{}`))
 	eventually(t, 5*time.Second, "a first POST", func() bool { return len(end.all()) >= 1 })
 	time.Sleep(1500 * time.Millisecond)
@@ -98,12 +102,14 @@ func TestForward_ForcedReplayRedeliveredAfterItsPostIsNotPostedAgain(t *testing.
 }
 
 // TestForward_RetryRungDeletedLosesNoEvent: the retry rung's queue is
-// deleted before the event's first failure. The republish to that rung is
+// deleted (after the forwarder's publisher connected and declared it)
+// before the event's first failure. The republish to that rung is
 // unroutable: the broker must return it (mandatory), and the forwarder
 // must hold or requeue the delivery, never ack it on a bare confirm. So
-// the event is POSTed again (here, once the rung is back, by the
-// publisher's redeclare or by the test) and reaches the endpoint with a
-// 200 exactly once. A republish confirmed without being routed would ack
+// the event is POSTed again (once the publisher's redeclare, prompted by
+// the return, has put the rung back) and reaches the endpoint with a 200
+// exactly once. With the return ignored (settle reading only the ack) it
+// fails: the event is acked after its 503 and never comes back. A republish confirmed without being routed would ack
 // the event after its 503 and it would never come back.
 func TestForward_RetryRungDeletedLosesNoEvent(t *testing.T) {
 	end := newLegacy(t, func(n int, _ string) action {
@@ -115,21 +121,17 @@ func TestForward_RetryRungDeletedLosesNoEvent(t *testing.T) {
 	h := newHarness(t, end, func(c *configs.Config) {
 		c.Forward.RetryDelays = []configs.Delay{{Name: "1s", D: time.Second}}
 	})
+	f := h.start(nil)
+	// The publisher declares the topology when it connects: delete the
+	// rung only after that, so the republish meets a missing queue.
+	eventually(t, 10*time.Second, "the forwarder's publisher connected", func() bool { return f.pub.Ready() == nil })
 	if _, err := h.ch.QueueDelete(h.top.RetryQueue(0), false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	h.start(nil)
 	h.publish(jsonEnvelope("rr-1", `{}`))
 	eventually(t, 5*time.Second, "a first POST", func() bool { return len(end.all()) >= 1 })
-	// Give the forwarder's own redeclare a chance first; then restore the
-	// rung by hand so the test does not depend on the redeclare.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) && end.delivered()["evolution:rr-1"]+end.delivered()["rr-1"] == 0 {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if err := h.top.Declare(h.ch); err != nil {
-		t.Fatal(err)
-	}
+	// The return makes the publisher redeclare the topology (the rung comes
+	// back); the held delivery's republish then succeeds.
 	eventually(t, 15*time.Second, "the event POSTed again and answered 200", func() bool {
 		n := 0
 		for _, c := range end.delivered() {
