@@ -25,6 +25,13 @@ func TestParseDimension(t *testing.T) {
 		{"would_block:portal:/x", KindWouldBlock, "portal:/x", true},
 		{"portal:/api/alunos/{id}", KindEndpoint, "portal:/api/alunos/{id}", true},
 		{"portal:other", KindEndpoint, "portal:other", true},
+		{"distribution:user:10", KindDistribution, "user:10", true},
+		{"distribution:user:0", KindDistribution, "user:0", true},
+		{"distribution:user:-1", "", "", false},
+		{"distribution:user:01", "", "", false},
+		{"distribution:user:", "", "", false},
+		{"distribution::5", "", "", false},
+		{"distribution:user", "", "", false},
 		{"escola:", "", "", false},
 		{"portal", "", "", false},
 		{":x", "", "", false},
@@ -56,6 +63,7 @@ func TestCounterKeysParseBack(t *testing.T) {
 		{counter{kind: KindBlocked, a: "portal", b: "/a", minute: m}, "olp-dev:t1:m:blocked:portal:/a:202601020304", KindBlocked, "portal:/a"},
 		{counter{kind: KindWouldBlock, a: "portal", b: "other", minute: m}, "olp-dev:t1:m:would_block:portal:other:202601020304", KindWouldBlock, "portal:other"},
 		{counter{kind: KindStatus, status: 503, minute: m}, "olp-dev:t1:m:status:503:202601020304", KindStatus, "503"},
+		{counter{kind: KindDistribution, a: "user", status: 150, minute: m}, "olp-dev:t1:m:distribution:user:150:202601020304", KindDistribution, "user:150"},
 	}
 	for _, tt := range tests {
 		key := ks.Metric(tt.c.dimension(), time.Unix(tt.c.minute*60, 0))
@@ -78,7 +86,7 @@ func TestCounterKeysParseBack(t *testing.T) {
 func TestReservedRouteNamesCoverEveryKindPrefix(t *testing.T) {
 	t.Parallel()
 	reserved := ReservedRouteNames()
-	for _, k := range []Kind{KindEndpoint, KindEscola, KindBlocked, KindWouldBlock, KindStatus} {
+	for _, k := range Kinds {
 		dim := counter{kind: KindEndpoint, a: string(k), b: "/x"}.dimension()
 		kind, _, _ := ParseDimension(dim)
 		if misread := kind != KindEndpoint; misread != slices.Contains(reserved, string(k)) {
@@ -91,7 +99,7 @@ func TestReservedRouteNamesCoverEveryKindPrefix(t *testing.T) {
 }
 
 func FuzzParseDimension(f *testing.F) {
-	for _, s := range []string{"escola:1", "status:200", "blocked:r:/x", "r:/x", "::", "status:"} {
+	for _, s := range []string{"escola:1", "status:200", "blocked:r:/x", "r:/x", "::", "status:", "distribution:user:10", "distribution::1", "distribution:u:01"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dim string) {
