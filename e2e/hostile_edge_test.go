@@ -159,7 +159,9 @@ func TestHostileForwardedIdentityHeadersAndMaxForwards(t *testing.T) {
 		"X-Client-Dn", "X-SSL-Client-Verify", "X-Client-Cert", "X-Forwarded-Client-Cert", "Ssl-Client-Cert",
 		"X-Amzn-Oidc-Data", "X-Goog-Authenticated-User-Email", "X-MS-CLIENT-PRINCIPAL-NAME", "Tailscale-User-Login",
 		"X-Auth-Request-Email", "X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Groups",
-		"X-Forwarded-Preferred-Username", "X-Remote-User", "X-Remote-Group", "X-WEBAUTH-USER", "x-webauth-email"}
+		"X-Forwarded-Preferred-Username", "X-Remote-User", "X-Remote-Group", "X-WEBAUTH-USER", "x-webauth-email",
+		// httpoxy (A51).
+		"proxy"}
 	var head strings.Builder
 	for _, k := range family {
 		fmt.Fprintf(&head, "%s: https\r\n", k)

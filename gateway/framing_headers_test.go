@@ -330,3 +330,26 @@ func TestForwardedIdentityFamilyIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyHeaderNeverReachesTheUpstream (httpoxy, attack pass A51): a
+// client's Proxy header, from an untrusted or a trusted peer, in any
+// case (net/http canonicalizes the name it reads), is not forwarded (a CGI upstream reads it as HTTP_PROXY).
+func TestProxyHeaderNeverReachesTheUpstream(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, parseConfig(t, "trusted_proxies: [\"10.0.0.0/8\"]\nroutes:\n  - name: api\n    upstream: \"{up}\"\n", nil, map[string]string{"up": up.URL}))
+	for _, peer := range []string{"203.0.113.9:5555", "10.0.0.1:80"} {
+		for _, k := range []string{"Proxy", "proxy", "PROXY"} {
+			req := h.newRequest(t, http.MethodGet, "", "/")
+			req.Header.Set(k, "http://127.0.0.1:1") // as net/http reads any case off the wire
+			if rr := h.serve(req, peer); rr.Code != 200 {
+				t.Fatalf("status %d", rr.Code)
+			}
+			for gk := range up.last(t).Header {
+				if strings.EqualFold(gk, "proxy") {
+					t.Errorf("peer %s: %q reached the upstream", peer, k)
+				}
+			}
+		}
+	}
+}

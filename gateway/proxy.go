@@ -138,6 +138,11 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	// which is never tunnelled; a client that leaves it out of Connection
 	// would otherwise hand it to the upstream.
 	delete(h, "Http2-Settings")
+	// httpoxy (CVE-2016-5385 and kin): a CGI/FastCGI upstream exposes a
+	// Proxy header as HTTP_PROXY, which its outbound HTTP clients may
+	// take as their proxy. No client's Proxy is forwarded, from any peer
+	// (nginx's and Apache's httpoxy advice; attack pass A51).
+	delete(h, "Proxy")
 	if _, ok := h["Upgrade"]; ok && !rt.allowsUpgrade(in.Header) {
 		// ReverseProxy re-added Connection: Upgrade and the Upgrade the
 		// client asked for; without them the upstream sees a plain
