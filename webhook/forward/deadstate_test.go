@@ -10,7 +10,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -147,7 +146,7 @@ func TestForward_ASecondCopyOfADeadLetteredEventIsADuplicate(t *testing.T) {
 			h.publish(env)
 			eventually(t, 10*time.Second, "the first copy dead-lettered", func() bool { return h.depth(h.top.DLQ) == 1 })
 			key := h.keys.ForwardEvent("evolution", "dead-1")
-			if v, ttl := h.rdb.Get(context.Background(), key).Val(), h.rdb.PTTL(context.Background(), key).Val(); v != valueDead || ttl <= h.cfg.Forward.LeaseTTL.D() {
+			if v, ttl := h.rdb.Get(context.Background(), key).Val(), h.rdb.PTTL(context.Background(), key).Val(); v != valueDead || ttl <= h.cfg.Options.LeaseTTL {
 				t.Errorf("key of a dead letter = %q (TTL %s), want %q with the retention TTL", v, ttl, valueDead)
 			}
 
@@ -177,7 +176,7 @@ func TestForward_ASecondCopyOfADeadLetteredEventIsADuplicate(t *testing.T) {
 func TestForward_TwoCopiesOnTheLadderMakeOneDeadLetter(t *testing.T) {
 	t.Parallel()
 	end := newLegacy(t, always(action{status: 503}))
-	h := newHarness(t, end, func(c *configs.Config) { c.Forward.LeaseTTL = configs.Duration(1500 * time.Millisecond) })
+	h := newHarness(t, end, func(c *harnessConfig) { c.Options.LeaseTTL = 1500 * time.Millisecond })
 	f := h.start(nil)
 	env := jsonEnvelope("twin-1", `{}`)
 	h.publish(env)
