@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A three-node RabbitMQ cluster on loopback from the Debian rabbitmq-server
 # package, beside (never touching) the machine's shared broker on :5672:
-# nodes borda-cluster-1..3@localhost, AMQP ports BASE+1..3, distribution
+# nodes NAME-1..3@localhost, AMQP ports BASE+1..3, distribution
 # ports BASE+11..13, data, logs, config and an Erlang cookie of their own
 # under DIR (HOME is DIR/home, so rabbitmqctl here cannot reach another
 # node), one scheduler and 256 MiB memory watermark each.
@@ -11,20 +11,32 @@
 #   scripts/rabbitmq-cluster.sh stop     # stops the nodes (by their PID files), removes DIR
 #
 # Env: BORDA_RMQ_CLUSTER_DIR (default /tmp/borda-rmq-cluster),
-#      BORDA_RMQ_CLUSTER_BASE (default 46000).
+#      BORDA_RMQ_CLUSTER_BASE (default 46000),
+#      BORDA_RMQ_CLUSTER_NAME (node-name prefix, default borda-cluster): two
+#      clusters on one machine need different names, bases and directories.
 set -euo pipefail
 dir=${BORDA_RMQ_CLUSTER_DIR:-/tmp/borda-rmq-cluster}
 base=${BORDA_RMQ_CLUSTER_BASE:-46000}
+name=${BORDA_RMQ_CLUSTER_NAME:-borda-cluster}
+case $name in
+'' | *[!a-z0-9-]*) echo "rabbitmq-cluster: BORDA_RMQ_CLUSTER_NAME must be lower-case letters, digits and dashes" >&2; exit 2 ;;
+rabbit) echo "rabbitmq-cluster: BORDA_RMQ_CLUSTER_NAME must not be the shared node's name" >&2; exit 2 ;;
+esac
+case $base in '' | *[!0-9]*) echo "rabbitmq-cluster: BORDA_RMQ_CLUSTER_BASE must be a port number" >&2; exit 2 ;; esac
+if [ "$base" -ge 5659 ] && [ "$base" -le 5671 ] || [ "$base" -gt 65500 ]; then
+	echo "rabbitmq-cluster: BORDA_RMQ_CLUSTER_BASE $base would use the shared broker's port 5672 or run past 65535" >&2
+	exit 2
+fi
 bin=/usr/lib/rabbitmq/bin
 
 nodeenv() { # N: the environment of node N
 	local d=$dir/$1
-	echo HOME="$dir/home" RABBITMQ_CONF_ENV_FILE="$d/rabbitmq-env.conf" RABBITMQ_NODENAME="borda-cluster-$1@localhost" \
+	echo HOME="$dir/home" RABBITMQ_CONF_ENV_FILE="$d/rabbitmq-env.conf" RABBITMQ_NODENAME="$name-$1@localhost" \
 		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$((base + $1)) RABBITMQ_DIST_PORT=$((base + 10 + $1)) \
 		RABBITMQ_MNESIA_BASE="$d/mnesia" RABBITMQ_LOG_BASE="$d/log" RABBITMQ_CONFIG_FILE="$d/rabbitmq.conf" \
 		RABBITMQ_ENABLED_PLUGINS_FILE="$d/enabled_plugins" RABBITMQ_PID_FILE="$d/pid" ERL_EPMD_ADDRESS=127.0.0.1
 }
-ctl() { local n=$1; shift; env $(nodeenv "$n") "$bin/rabbitmqctl" -n "borda-cluster-$n@localhost" "$@"; }
+ctl() { local n=$1; shift; env $(nodeenv "$n") "$bin/rabbitmqctl" -n "$name-$n@localhost" "$@"; }
 
 case ${1:-} in
 start)
@@ -43,11 +55,21 @@ start)
 		env $(nodeenv $n) RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="+S 1:1 -kernel inet_dist_use_interface {127,0,0,1}" \
 			setsid "$bin/rabbitmq-server" </dev/null >>"$d/server.out" 2>&1 &
 	done
-	for n in 1 2 3; do ctl $n await_startup --timeout 90 >/dev/null; done
+	# await_startup fails at once while a node has not registered with
+	# epmd yet: retry it until the node is up, for at most 90 s each.
+	for n in 1 2 3; do
+		for try in $(seq 90); do
+			ctl $n await_startup --timeout 90 >/dev/null 2>&1 && break
+			! grep -q 'Kernel pid terminated' "$dir/$n/server.out" 2>/dev/null ||
+				{ echo "rabbitmq-cluster: node $n exited at start: $(tail -c 300 "$dir/$n/server.out")" >&2; exit 1; }
+			[ "$try" -lt 90 ] || { echo "rabbitmq-cluster: node $n did not start; see $dir/$n/server.out" >&2; exit 1; }
+			sleep 1
+		done
+	done
 	for n in 2 3; do
-		if ! ctl $n cluster_status 2>/dev/null | grep -q borda-cluster-1@localhost; then
+		if ! ctl $n cluster_status 2>/dev/null | grep -q "$name-1@localhost"; then
 			ctl $n stop_app >/dev/null
-			ctl $n join_cluster borda-cluster-1@localhost >/dev/null
+			ctl $n join_cluster "$name-1@localhost" >/dev/null
 			ctl $n start_app >/dev/null
 		fi
 	done

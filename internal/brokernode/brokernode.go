@@ -33,6 +33,7 @@ import (
 const (
 	serverBin = "/usr/lib/rabbitmq/bin/rabbitmq-server"
 	ctlBin    = "/usr/lib/rabbitmq/bin/rabbitmqctl"
+	queuesBin = "/usr/lib/rabbitmq/bin/rabbitmq-queues"
 )
 
 // SharedPort is the AMQP port of the machine's shared broker.
@@ -152,6 +153,12 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	}
 	if Shared(o.Port) {
 		return nil, fmt.Errorf("%w: AMQP port %d", ErrShared, o.Port)
+	}
+	// A fixed port someone already listens on (another cluster, another
+	// bench) would make wait see that node accept AMQP as if it were ours.
+	if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", o.Port), time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("brokernode: port %d is already in use", o.Port)
 	}
 	if o.MemoryMiB == 0 {
 		o.MemoryMiB = 256
@@ -291,13 +298,26 @@ func (n *Node) Ctl(args ...string) (string, error) {
 	if Shared(n.Port) {
 		return "", fmt.Errorf("%w: AMQP port %d", ErrShared, n.Port)
 	}
+	return n.run(ctlBin, args...)
+}
+
+// Queues runs rabbitmq-queues -n Name (quorum queue membership:
+// add_member, delete_member, quorum_status), as Ctl does.
+func (n *Node) Queues(args ...string) (string, error) {
+	if Shared(n.Port) {
+		return "", fmt.Errorf("%w: AMQP port %d", ErrShared, n.Port)
+	}
+	return n.run(queuesBin, args...)
+}
+
+func (n *Node) run(bin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ctlBin, append([]string{"-n", n.Name}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-n", n.Name}, args...)...)
 	cmd.Env = n.env()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("rabbitmqctl -n %s %s: %w: %s", n.Name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return string(out), fmt.Errorf("%s -n %s %s: %w: %s", filepath.Base(bin), n.Name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
 }

@@ -17,11 +17,24 @@ type Cluster struct {
 // (stop_app, join_cluster, start_app), as RabbitMQ's clustering guide
 // does by hand. On error every node started is killed.
 func StartCluster(ctx context.Context, dir, prefix string, size, memoryMiB int) (*Cluster, error) {
+	return StartClusterAt(ctx, dir, prefix, size, memoryMiB, 0)
+}
+
+// StartClusterAt is StartCluster with fixed ports, as
+// scripts/rabbitmq-cluster.sh lays them out: node i listens for AMQP on
+// basePort+i and for distribution on basePort+10+i (basePort 0: free
+// ports). A bench that shares the machine with other clusters picks its
+// own base and prefix.
+func StartClusterAt(ctx context.Context, dir, prefix string, size, memoryMiB, basePort int) (*Cluster, error) {
 	c := &Cluster{}
 	cookie := NewCookie()
 	for i := 1; i <= size; i++ {
-		n, err := Start(ctx, Options{Dir: filepath.Join(dir, fmt.Sprint(i)), Name: fmt.Sprintf("%s-%d", prefix, i),
-			Cookie: cookie, MemoryMiB: memoryMiB})
+		o := Options{Dir: filepath.Join(dir, fmt.Sprint(i)), Name: fmt.Sprintf("%s-%d", prefix, i),
+			Cookie: cookie, MemoryMiB: memoryMiB}
+		if basePort > 0 {
+			o.Port, o.DistPort = basePort+i, basePort+10+i
+		}
+		n, err := Start(ctx, o)
 		if err != nil {
 			c.Kill()
 			return nil, err
@@ -98,4 +111,27 @@ func QueueLeader(n *Node, name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("brokernode: queue %s not listed: %s", name, out)
+}
+
+// ConnectionNodes returns, for every client connection whose
+// client-provided name starts with prefix, the node it is connected to
+// (rabbitmqctl list_connections pid client_properties, asked of node n:
+// a connection's pid names its node, <name@localhost.N.N.N>).
+func ConnectionNodes(n *Node, prefix string) ([]string, error) {
+	out, err := n.Ctl("list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+	if err != nil {
+		return nil, err
+	}
+	var nodes []string
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.Contains(line, `"`+prefix) {
+			continue
+		}
+		pid, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		pid = strings.TrimPrefix(strings.Fields(pid)[0], "<")
+		if name, _, ok := strings.Cut(pid, "@localhost"); ok {
+			nodes = append(nodes, name+"@localhost")
+		}
+	}
+	return nodes, nil
 }

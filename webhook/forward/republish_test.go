@@ -115,3 +115,47 @@ func TestForward_ForcedReplayRedeliveredAfterItsPostIsNotPostedAgain(t *testing.
 		t.Errorf("POSTs = %d, want 1 (one forced POST per replay)", n)
 	}
 }
+
+// TestForward_RetryRungUnboundLosesNoEvent: the retry rung's queue is
+// unbound from the retry exchange (after the forwarder declared it) before
+// the event's first failure. The republish to that rung is unroutable: the
+// broker must return it (mandatory), and the forwarder must hold the
+// delivery, never ack it on a bare confirm. So the event is POSTed again
+// (once the publisher's redeclare, prompted by the return, has bound the
+// rung again) and reaches the endpoint with a 200 exactly once. With the
+// return ignored (settle reading only the ack) it fails: the event is
+// acked after its 503 and never comes back. (Unbound, not deleted: see
+// TestForward_RetryPublishFailureDoesNotHammerTheEndpoint.)
+func TestForward_RetryRungUnboundLosesNoEvent(t *testing.T) {
+	end := newLegacy(t, func(n int, _ string) action {
+		if n == 0 {
+			return action{status: 503}
+		}
+		return action{status: 200}
+	})
+	h := newHarness(t, end, func(c *harnessConfig) {
+		c.Topology.Retry = []topology.Delay{{Name: "1s", TTL: time.Second}}
+	})
+	f := h.start(nil)
+	eventually(t, 10*time.Second, "the forwarder to be ready", func() bool { return len(f.Readiness()) == 0 })
+	if err := h.ch.QueueUnbind(h.top.RetryQueue(0), h.top.RetryRoutingKey(0), h.top.RetryExchange, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.publish(jsonEnvelope("rr-1", `{}`))
+	eventually(t, 5*time.Second, "a first POST", func() bool { return len(end.all()) >= 1 })
+	eventually(t, 20*time.Second, "the event POSTed again and answered 200", func() bool {
+		n := 0
+		for _, c := range end.delivered() {
+			n += c
+		}
+		return n >= 1
+	})
+	for k, c := range end.delivered() {
+		if c != 1 {
+			t.Errorf("key %s delivered %d times, want 1", k, c)
+		}
+	}
+	if d := h.depth(h.top.DLQ); d != 0 {
+		t.Errorf("DLQ depth %d, want 0", d)
+	}
+}
