@@ -158,8 +158,21 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	}
 	waitDepth(t, ch, top.DLQ, 1)
 
-	// The fix, then the replay.
+	// The fix, then a second copy of the event (the provider retried after
+	// a 503 whose publish landed): its key says dead, so it is acked as a
+	// duplicate, neither POSTed after the dead letter nor dead-lettered
+	// again; only the replay below re-delivers it.
 	fixed.Store(true)
+	if err := ch.PublishWithContext(ctx, top.Exchange, top.RoutingKey, false, false, pubMsg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second copy to be settled", func() bool { return f.Status().Duplicates == 1 || count() > 0 })
+	if n, dlq := count(), f.Status().LastDuplicate; n != 0 || dlq.State != "dead" {
+		t.Fatalf("a second copy of a dead-lettered event: POSTs = %d, last duplicate %+v; want 0 and a dead duplicate", n, dlq)
+	}
+	waitDepth(t, ch, top.DLQ, 1)
+
+	// The replay.
 	out, err := Replay(ctx, conn, pub, pool, ReplayOptions{DLQ: top.DLQ, ForwardQueue: top.ForwardQueue,
 		Select: Selection{ID: eventID}, Operator: "ana", Reason: "legacy instance registered"})
 	if err != nil || len(out) != 1 || out[0].Outcome != OutcomeRepublished {
@@ -183,7 +196,7 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	}
 	// The forwarder settled the copy as a duplicate (it did consume it),
 	// and did not POST it.
-	eventually(t, "the forwarder to settle the copy as a duplicate", func() bool { return duplicates() == 1 })
+	eventually(t, "the forwarder to settle the copy as a duplicate", func() bool { return duplicates() == 2 }) // the first: the second copy above
 	if n := count(); n != 1 {
 		t.Fatalf("POSTs after a second replay without --force = %d, want 1", n)
 	}

@@ -43,7 +43,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		w.giveBack(ctx, d)
 		return
 	}
-	claim, lease, held, err := f.store.Acquire(ctx, env.Source, env.ID, newToken(), forcedReplay(d.Headers))
+	claim, lease, held, err := f.store.Acquire(ctx, env.Source, env.ID, newToken(), forcedReplay(d.Headers), replayID(d.Headers))
 	if err != nil {
 		// Without the key a POST could duplicate: do not decide, give the
 		// delivery back without spending a delivery and pause consuming
@@ -58,7 +58,12 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 	switch claim {
 	case AlreadyForwarded:
 		done(errSkipped)
-		f.duplicate(env, lease, log)
+		f.duplicate(env, lease, stateForwarded, log)
+		_ = d.Ack(false)
+		return
+	case AlreadyDead:
+		done(errSkipped)
+		f.duplicate(env, lease, stateDead, log)
 		_ = d.Ack(false)
 		return
 	case Held:
@@ -73,10 +78,22 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 	switch res.Kind {
 	case Delivered:
 		done(nil)
-		if ok, err := f.store.MarkForwarded(ctx, lease); err != nil || !ok {
-			// The POST succeeded: ack anyway. A redelivery may POST again;
+		var wasDead bool
+		ok, err := w.settle(ctx, "forwarded", env.ID, func(ctx context.Context) (bool, error) {
+			ok, dead, err := f.store.markForwarded(ctx, lease)
+			wasDead = dead
+			return ok, err
+		})
+		switch {
+		case err != nil:
+			// The POST succeeded: ack anyway. A later copy may POST again;
 			// the receiver deduplicates by Idempotency-Key.
-			log.Warn("could not mark the event forwarded", "err", err, "lease_lost", !ok)
+			log.Error("could not mark the event forwarded; a later copy of it may be POSTed again", "err", err)
+			f.storeFailed(err)
+		case !ok:
+			log.Warn("could not mark the event forwarded: another worker holds its key (this lease expired during the POST)")
+		case wasDead:
+			log.Warn("event delivered after another copy of it was dead-lettered (this lease expired during the POST); its key says forwarded, so a replay of that letter is absorbed")
 		}
 		if f.afterMark != nil {
 			f.afterMark(w.ch)
@@ -150,8 +167,12 @@ type letter struct {
 }
 
 // deadLetter publishes d to the DLX (with a confirm) with the headers
-// `borda dlq` reads, acks it, and releases the idempotency key so a replay
-// can be delivered.
+// `borda dlq` reads, marks the idempotency key "dead" (so a later copy of
+// the event is a duplicate, not a second dead letter or a POST after one;
+// only a `borda dlq replay`, whose x-borda-replay header authorises it,
+// takes the key over) and then acks it. A crash after the confirm and
+// before the mark leaves the lease to expire: a redelivery is then
+// dead-lettered again (two letters, one event; at-least-once).
 func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.Envelope, l letter, lease Lease) {
 	f := w.f
 	now := f.now()
@@ -177,10 +198,13 @@ func (w *worker) deadLetter(ctx context.Context, d amqp.Delivery, env envelope.E
 		_ = d.Nack(false, true)
 		return
 	}
-	_ = d.Ack(false)
-	if err := f.store.Release(ctx, lease); err != nil {
-		f.log.Warn("releasing the idempotency key of a dead letter", "event_id", env.ID, "err", err)
+	if ok, err := w.settle(ctx, "dead", env.ID, func(ctx context.Context) (bool, error) { return f.store.MarkDead(ctx, lease) }); err != nil {
+		f.log.Error("could not mark the event dead-lettered; a later copy of it may be processed again", "event_id", env.ID, "err", err)
+		f.storeFailed(err)
+	} else if !ok {
+		f.log.Warn("could not mark the event dead-lettered: its key moved on (this lease expired)", "event_id", env.ID)
 	}
+	_ = d.Ack(false)
 	f.log.Warn("event dead-lettered", "event_id", env.ID, "reason", l.reason, "status", l.status, "attempts", l.failures)
 	f.m.outcomes.WithLabelValues("dead_lettered", l.class).Inc()
 	if l.failures > 0 {
@@ -222,6 +246,46 @@ func (w *worker) publishHolding(ctx context.Context, exchange, key string, msg a
 			return nil
 		}
 	}
+}
+
+// Marking a key after the outcome (forwarded, dead) is tried markTries
+// times, waiting markRetryFirst then doubling, before the delivery is
+// acked without it: a transient Redis error (a reset connection, a
+// failover) does not lose the mark, and the attempts are bounded (about
+// 1.5 s of waits plus each command's timeout) so a Redis outage does not
+// hold the delivery longer.
+const (
+	markTries      = 5
+	markRetryFirst = 100 * time.Millisecond
+)
+
+// settle runs mark until it answers (ok or not) or markTries attempts
+// failed with an error; it returns the last answer.
+func (w *worker) settle(ctx context.Context, state, id string, mark func(context.Context) (bool, error)) (bool, error) {
+	wait := markRetryFirst
+	for try := 1; ; try++ {
+		ok, err := mark(ctx)
+		if err == nil || try == markTries {
+			return ok, err
+		}
+		w.f.log.Warn("marking the idempotency key failed; trying again before acking", "event_id", id, "state", state, "try", try, "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// replayID returns the id of the `dlq replay` (forced or not) a delivery
+// carries ("" when it is no replay): it authorises taking over a "dead"
+// key once per replay.
+func replayID(h amqp.Table) string {
+	if id := StringHeader(h, HeaderReplay); id != "" {
+		return id
+	}
+	return forcedReplay(h)
 }
 
 // forcedReplay returns the id of the `dlq replay --force` a delivery

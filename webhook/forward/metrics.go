@@ -50,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "borda_forward_outcomes_total",
-			Help: "Deliveries handled by the forwarder, by outcome (delivered, retried, dead_lettered, duplicate, deferred, requeued) and class (2xx, 4xx, 5xx, 408, 429, timeout, network, malformed, digest, breaker_open, store_error, none).",
+			Help: "Deliveries handled by the forwarder, by outcome (delivered, retried, dead_lettered, duplicate, deferred, requeued) and class (2xx, 4xx, 5xx, 408, 429, timeout, network, malformed, digest, breaker_open, store_error, dead, none).",
 		}, []string{"outcome", "class"}),
 		attempts: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "borda_forward_attempts",
