@@ -135,8 +135,12 @@ func cookiePathFor(prefix string) string {
 // untrustedResponseHeaders are removed from the responses of a route that
 // does not forward the session: Clear-Site-Data would clear the portal's
 // cookies and storage (logging the user out), Service-Worker-Allowed would
-// let a worker script of the route control paths outside it.
-var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allowed"}
+// let a worker script of the route control paths outside it, and a
+// WWW-Authenticate challenge (Basic, Digest, Negotiate) would make the
+// browser ask for a password in a dialog titled with the portal's origin
+// and then send it to every path of that origin (fresh attack pass A85;
+// the 401 itself passes).
+var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allowed", "Www-Authenticate"}
 
 // applyUntrustedPolicy applies the route's response policy for the
 // portal's origin to the upstream's response headers h.

@@ -38,6 +38,8 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 		w.Header().Set("Clear-Site-Data", `"cookies", "storage"`)
 		w.Header().Set("Service-Worker-Allowed", "/")
 		w.Header().Set("Content-Security-Policy", "default-src 'self'")
+		w.Header().Add("WWW-Authenticate", `Basic realm="Portal da Escola"`)
+		w.Header().Add("WWW-Authenticate", `Digest realm="x", nonce="n"`)
 		_, _ = w.Write([]byte("<script>fetch('/api')</script>"))
 	})
 	h := newHarness(t, parseConfig(t, untrustedConfig, nil, map[string]string{"up": up.URL}))
@@ -70,6 +72,9 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 	}
 	if res.Header.Get("Clear-Site-Data") == "" {
 		t.Error("portal route lost its Clear-Site-Data (its logout)")
+	}
+	if len(res.Header.Values("WWW-Authenticate")) != 2 {
+		t.Error("portal route lost its WWW-Authenticate challenges")
 	}
 }
 
