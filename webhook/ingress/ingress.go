@@ -182,7 +182,15 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		return nil, errors.New("building webhook ingress: no source configured")
 	}
 	sources, err := compileSources(opts.Sources)
-	if err != nil {
+	broken := 0
+	for _, s := range sources {
+		if s.broken != nil {
+			broken++
+		}
+	}
+	if broken == len(sources) {
+		// Nothing to serve: the caller stands Unconfigured in (readiness
+		// fails, every path answers 503).
 		return nil, err
 	}
 	af := opts.AuthFailures
@@ -209,6 +217,15 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		clientIP: peerIP,
 	}
 	i.throttle = newAuthThrottle(af.PerIP, af.PerSource, af.MaxClients, af.Window)
+	for _, s := range sources {
+		if s.broken != nil {
+			// One line per broken source at start; its requests are
+			// counted (borda_webhook_requests_total), not logged each.
+			i.logger.Error("webhook source not configured; its path answers 503 NOT_CONFIGURED until fixed, the other sources are served",
+				"source", s.name, "path", s.path, "err", s.broken)
+			i.metrics.notConfigured.WithLabelValues(s.name).Set(1)
+		}
+	}
 	return i, nil
 }
 
@@ -262,6 +279,11 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		w.Header().Set("Allow", http.MethodPost)
 		return respond(w, http.StatusMethodNotAllowed, StatusMethodNotAllowed, "")
 	}
+	if src.broken != nil {
+		// This source only: providers retry a 503 (they drop on 401).
+		w.Header().Set("Retry-After", "60")
+		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, ReasonNotConfigured)
+	}
 	target := parseTarget(rest, r.URL.RawQuery)
 	if !safeID(target.event) {
 		// "/%1b[2J" or "/%0d%0a…" would carry a terminal escape or a line
@@ -270,6 +292,9 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 	if reason := i.authenticated(src, r, target); reason != "" {
 		return i.refuse(w, r, src, reason)
+	}
+	if len(r.Header["Content-Type"]) > 1 {
+		return respondInvalid(w, ReasonContentTypeRepeated)
 	}
 	contentType := headerValue(r.Header, "Content-Type")
 	kind := mediaKind(contentType)
@@ -332,6 +357,13 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	if len(body) == 0 || (isJSON && !jsonValid(body)) {
 		return respond(w, http.StatusBadRequest, StatusInvalidPayload, "")
 	}
+	// Every body read as JSON (a JSON media type, or a JSON object sent
+	// as another type: bodyIsJSON) is read one way by every parser.
+	if isJSON = bodyIsJSON(kind, body); isJSON {
+		if reason := jsonRefused(body); reason != "" {
+			return respondInvalid(w, reason)
+		}
+	}
 
 	id := src.idOf(r.Header, body, isJSON)
 	state, ticket := i.dedup.begin(src.name, id, receivedAt)
@@ -356,7 +388,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 			i.dedup.forget(ticket)
 		}
 	}()
-	msg, err := i.message(src, r, target, id, body, receivedAt, sc)
+	msg, err := i.message(src, r, target, id, body, isJSON, receivedAt, sc)
 	encoded = msg.Body
 	if err == nil {
 		// The provider hanging up must not cut the wait short: the answer
@@ -407,8 +439,13 @@ func (i *Ingress) authenticated(src *source, r *http.Request, target requestTarg
 			return authMismatch
 		}
 	}
-	if src.sig != nil && !src.sig.present(r.Header) {
-		return authSignatureMissing
+	if src.sig != nil {
+		if repeatedField(r.Header, src.sig.fields()) {
+			return authSignatureRepeated
+		}
+		if !src.sig.present(r.Header) {
+			return authSignatureMissing
+		}
 	}
 	return ""
 }
@@ -438,7 +475,7 @@ func (i *Ingress) refuse(w http.ResponseWriter, r *http.Request, src *source, re
 // message builds the envelope, redacting the source's fields if asked,
 // its headers in sc's map and encoded into sc's buffer when it has room
 // (scratch.go).
-func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time, sc *scratch) (publish.Message, error) {
+func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, isJSON bool, at time.Time, sc *scratch) (publish.Message, error) {
 	headers := sc.headers
 	clear(headers)
 	for n, name := range envelopeHeaders {
@@ -448,7 +485,7 @@ func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id
 	}
 	original := body
 	var removed []string
-	if len(src.redact) > 0 && mediaKind(headers["content-type"]) == mediaJSON {
+	if len(src.redact) > 0 && isJSON { // the bytes decide (bodyIsJSON), not the header alone
 		var err error
 		if body, removed, err = redactFields(body, src.redact); err != nil {
 			return publish.Message{}, fmt.Errorf("%w: redacting: %w", publish.ErrBrokerUnavailable, err)
