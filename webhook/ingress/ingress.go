@@ -293,6 +293,14 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	if reason := i.authenticated(src, r, target); reason != "" {
 		return i.refuse(w, r, src, reason)
 	}
+	if !identityCoding(r.Header["Content-Encoding"]) {
+		// Attack A04: a gzip body was acknowledged and delivered without
+		// its Content-Encoding, undecodable downstream. The ingress
+		// decodes no coding, so it refuses them all (RFC 9110 §15.5.16:
+		// 415, with Accept-Encoding naming what is accepted).
+		w.Header().Set("Accept-Encoding", "identity")
+		return respond(w, http.StatusUnsupportedMediaType, StatusUnsupportedMediaType, ReasonContentEncoding)
+	}
 	if len(r.Header["Content-Type"]) > 1 {
 		return respondInvalid(w, ReasonContentTypeRepeated)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -26,7 +27,25 @@ const (
 	// §5.3: it is a singleton field); which one a parser believes is
 	// undefined, so the body's kind would be too.
 	ReasonContentTypeRepeated = "CONTENT_TYPE_REPEATED"
+	// ReasonContentEncoding (415): a content coding other than identity;
+	// the ingress decodes none, and the envelope would carry the coded
+	// bytes under a media type that does not say so.
+	ReasonContentEncoding = "CONTENT_ENCODING_UNSUPPORTED"
 )
+
+// identityCoding reports whether the Content-Encoding lines vs name no
+// coding but identity (a list field: every line, every comma-separated
+// member, any letter case; empty members are ignored, RFC 9110 §5.6.1).
+func identityCoding(vs []string) bool {
+	for _, v := range vs {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
+}
 
 // invalidMessages are the PT-BR messages of the refusals above, for
 // whoever reads a provider's delivery log.

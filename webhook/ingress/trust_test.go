@@ -492,3 +492,34 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, source string) flo
 	}
 	return -1
 }
+
+// A04: a body under any content coding the ingress does not decode (every
+// spelling, list and line form) is refused 415 with Accept-Encoding:
+// identity, never acknowledged; identity (or none) is served.
+func TestCompressedWebhookBodyIsRefusedNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	pub := &fakePublisher{}
+	i, _ := newUnitIngress(t, unitConfig(), pub)
+	refused := [][]string{{"gzip"}, {"GZIP"}, {"x-gzip"}, {"br"}, {"deflate"}, {"zstd"}, {"compress"}, {"identity, gzip"},
+		{"gzip, identity"}, {"identity", "gzip"}, {" Gzip "}, {"aes128gcm"}, {",gzip"}, {"unknown-coding"}}
+	for _, ce := range refused {
+		lines := [][2]string{{"Authorization", "Bearer test-token"}, {"Content-Type", "application/x-www-form-urlencoded"}}
+		for _, v := range ce {
+			lines = append(lines, [2]string{"Content-Encoding", v})
+		}
+		w := doLines(i, "/webhooks/whatsapp", "\x1f\x8b\x08\x00a=1", lines)
+		if a := decodeAnswer(t, w); w.Code != http.StatusUnsupportedMediaType || a.Reason != ReasonContentEncoding || w.Header().Get("Accept-Encoding") != "identity" {
+			t.Errorf("Content-Encoding %q: %d %s, want 415 %s", ce, w.Code, w.Body.String(), ReasonContentEncoding)
+		}
+	}
+	for n, ce := range [][]string{nil, {"identity"}, {"IDENTITY"}, {""}, {"identity, identity"}} {
+		lines := [][2]string{{"Authorization", "Bearer test-token"}, {"Content-Type", "application/x-www-form-urlencoded"}}
+		for _, v := range ce {
+			lines = append(lines, [2]string{"Content-Encoding", v})
+		}
+		expect(t, doLines(i, "/webhooks/whatsapp", fmt.Sprintf("a=%d", n), lines), http.StatusOK, StatusPublishedConfirmed)
+	}
+	if n := len(pub.messages()); n != 5 {
+		t.Fatalf("%d messages, want only the 5 identity ones", n)
+	}
+}
