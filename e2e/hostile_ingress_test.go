@@ -339,3 +339,34 @@ func TestHostileIngressTokenPathSpellingsNeverReachTheLog(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileConfiguredTokenInAnyPathSegmentNeverReachesTheLog (attack
+// A74): the real binary, the live token in segments no "/t/" marker
+// introduces, behind a prefix and on the portal's route: no access-log
+// line holds it.
+func TestHostileConfiguredTokenInAnyPathSegmentNeverReachesTheLog(t *testing.T) {
+	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
+	p := startIngressServe(t, newNames(t), amqpURL, redisURL)
+	paths := []string{
+		"/webhooks/whatsapp/" + ingressToken,
+		"/webhooks/whatsapp/token/" + ingressToken,
+		"/webhooks/whatsapp/tt/" + ingressToken,
+		"/x/webhooks/whatsapp/t/" + ingressToken,
+		"/gw/webhooks/whatsapp/" + ingressToken + "/messages-upsert",
+		"/" + ingressToken + ";x",
+	}
+	for k, path := range paths {
+		code, _, reply := ingressRaw(t, p.public, path, fmt.Sprintf(`{"id":"segment-%d"}`, k))
+		t.Logf("POST %s → %d %s", path, code, reply)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(p.logs.String(), `"path":"/`) < len(paths) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d access-log lines within 10 s:\n%s", len(paths), p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if logs := p.logs.String(); strings.Contains(logs, ingressToken) {
+		t.Errorf("the log holds the token:\n%s", logs)
+	}
+}

@@ -170,6 +170,7 @@ type Ingress struct {
 	now      func() time.Time // received_at, signature timestamps, throttle, dedup; tests freeze it
 	throttle *authThrottle
 	clientIP func(*http.Request) string
+	known    knownTokens // every source's tokens (RedactPath)
 }
 
 // New builds the ingress of opts, publishing through pub. It returns an
@@ -215,6 +216,7 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		metrics:  m,
 		now:      time.Now,
 		clientIP: peerIP,
+		known:    newKnownTokens(opts.Sources),
 	}
 	i.throttle = newAuthThrottle(af.PerIP, af.PerSource, af.MaxClients, af.Window)
 	for _, s := range sources {

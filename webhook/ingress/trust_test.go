@@ -523,3 +523,32 @@ func TestCompressedWebhookBodyIsRefusedNotAcknowledged(t *testing.T) {
 		t.Fatalf("%d messages, want only the 5 identity ones", n)
 	}
 }
+
+// A74: a configured token in any segment of any path (no "/t/" marker,
+// another marker word, a prefix in front of the source, another route, a
+// parameter or dots around it) never reaches the redacted path; paths
+// without a token are kept as they are.
+func TestConfiguredTokenInAnyPathSegmentIsRedacted(t *testing.T) {
+	t.Parallel()
+	o := unitConfig() // tokens test-token, next-token
+	o.addSources(Source{Name: "zapster", Path: "/webhooks/zapster", Tokens: []string{"zap-tok-0123456789"}})
+	i, _ := newUnitIngress(t, o, &fakePublisher{})
+	shapes := []string{
+		"/webhooks/whatsapp/%s", "/webhooks/whatsapp/token/%s", "/webhooks/whatsapp/tt/%s", "/x/webhooks/whatsapp/t/%s",
+		"/gw/webhooks/whatsapp/%s/messages-upsert", "/%s", "/api/%s;x=1", "/a/.%s.", "/Webhooks/WhatsApp/%s", "/webhooks/zapster/%s",
+		"/webhooks/whatsapp/t/a/%s", "/a//%s//b", "/%s/%s", "/a/%s;v=%s", "/webhooks/whatsapp;p/%s/e",
+	}
+	for _, tok := range []string{"test-token", "next-token", "zap-tok-0123456789"} {
+		for _, shape := range shapes {
+			p := strings.ReplaceAll(shape, "%s", tok)
+			if got := i.RedactPath(p); strings.Contains(got, tok) {
+				t.Errorf("RedactPath(%q) = %q: the token is still there", p, got)
+			}
+		}
+	}
+	for _, keep := range []string{"/", "/api/v1/users", "/webhooks/whatsapp/messages-upsert", "/test-tokens", "/x/test-toke"} {
+		if got := i.RedactPath(keep); got != keep {
+			t.Errorf("RedactPath(%q) = %q, want it unchanged", keep, got)
+		}
+	}
+}
