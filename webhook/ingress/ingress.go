@@ -157,20 +157,24 @@ func mediaKind(v string) int {
 // Ingress is the webhook http.Handler. Mount it at every path of Paths
 // (and their sub-paths), before host routing, on any Host.
 type Ingress struct {
-	sources  []*source
-	bases    [][]string // each source's segs, in sources' order (RedactPath)
-	paths    []string   // each source's path, in sources' order
-	pub      MessagePublisher
-	dedup    *dedup
-	maxBody  int64
-	budget   *bodyBudget   // unauthenticated bodies in memory (bodybudget.go)
-	bodyTime time.Duration // Options.BodyTimeout
-	logger   *slog.Logger
-	metrics  *ingressMetrics
-	now      func() time.Time // received_at, signature timestamps, throttle, dedup; tests freeze it
-	throttle *authThrottle
-	clientIP func(*http.Request) string
-	known    knownTokens // every source's tokens (RedactPath)
+	sources []*source
+	bases   [][]string // each source's segs, in sources' order (RedactPath)
+	paths   []string   // each source's path, in sources' order
+	pub     MessagePublisher
+	dedup   *dedup
+	maxBody int64
+	budget  *bodyBudget // unauthenticated bodies in memory (bodybudget.go)
+	// authBudget bounds token-authenticated bodies in memory alike, with
+	// a budget of the same size of their own (attack A77: one token
+	// holder, 300 connections × 1 MiB Content-Length, RSS 49 → 359 MB).
+	authBudget *bodyBudget
+	bodyTime   time.Duration // Options.BodyTimeout
+	logger     *slog.Logger
+	metrics    *ingressMetrics
+	now        func() time.Time // received_at, signature timestamps, throttle, dedup; tests freeze it
+	throttle   *authThrottle
+	clientIP   func(*http.Request) string
+	known      knownTokens // every source's tokens (RedactPath)
 }
 
 // New builds the ingress of opts, publishing through pub. It returns an
@@ -204,19 +208,20 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		return nil, err
 	}
 	i := &Ingress{
-		sources:  sources,
-		bases:    sourceBases(sources),
-		paths:    sourcePaths(sources),
-		pub:      pub,
-		dedup:    newDedup(opts.DedupSize, opts.DedupTTL),
-		maxBody:  opts.MaxBodyBytes,
-		budget:   &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
-		bodyTime: opts.BodyTimeout,
-		logger:   logger.With("component", "webhook-ingress"),
-		metrics:  m,
-		now:      time.Now,
-		clientIP: peerIP,
-		known:    newKnownTokens(opts.Sources),
+		sources:    sources,
+		bases:      sourceBases(sources),
+		paths:      sourcePaths(sources),
+		pub:        pub,
+		dedup:      newDedup(opts.DedupSize, opts.DedupTTL),
+		maxBody:    opts.MaxBodyBytes,
+		budget:     &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
+		authBudget: &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
+		bodyTime:   opts.BodyTimeout,
+		logger:     logger.With("component", "webhook-ingress"),
+		metrics:    m,
+		now:        time.Now,
+		clientIP:   peerIP,
+		known:      newKnownTokens(opts.Sources),
 	}
 	i.throttle = newAuthThrottle(af.PerIP, af.PerSource, af.MaxClients, af.Window)
 	for _, s := range sources {
@@ -332,10 +337,22 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 	sc := getScratch()
 	var in io.Reader = http.MaxBytesReader(w, r.Body, i.maxBody)
-	if len(src.tokens) == 0 { // unauthenticated until verified: charged to the budget (bodybudget.go)
-		charged := i.budget.reader(in, i.clientIP(r))
-		defer charged.release()
-		in = charged
+	// Every body in memory is charged to a budget (bodybudget.go): an
+	// unauthenticated one (signature-only source) to budget, a token
+	// source's to authBudget, its Content-Length reserved at once since
+	// its buffer is allocated that size.
+	var charged *budgetReader
+	if len(src.tokens) == 0 {
+		charged = i.budget.reader(in, i.clientIP(r))
+	} else {
+		charged = i.authBudget.reader(in, i.clientIP(r))
+	}
+	defer charged.release()
+	in = charged
+	if !charged.reserve(hint) {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, ReasonBodyBudget)
 	}
 	body, err := readBodyInto(in, hint, sc.body)
 	var encoded []byte

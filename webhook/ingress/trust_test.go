@@ -1,9 +1,12 @@
 package ingress
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -550,5 +553,78 @@ func TestConfiguredTokenInAnyPathSegmentIsRedacted(t *testing.T) {
 		if got := i.RedactPath(keep); got != keep {
 			t.Errorf("RedactPath(%q) = %q, want it unchanged", keep, got)
 		}
+	}
+}
+
+// A77: a token holder opening many connections with a large
+// Content-Length made the ingress allocate each body up front (300 × 1 MiB:
+// RSS 49 → 359 MB). Token-authenticated bodies are charged to a budget of
+// their own, the Content-Length reserved at once: past it 503
+// BODY_BUDGET_EXHAUSTED (Retry-After, connection closed), from the same
+// client and from others; released when the holders go.
+func TestTokenHolderCannotHoldMoreBodyMemoryThanTheBudget(t *testing.T) {
+	t.Parallel()
+	for _, holders := range []int{4, 6} {
+		t.Run(fmt.Sprint(holders), func(t *testing.T) {
+			const size = 64 << 10 // each holder announces this and sends 10 bytes
+			cfg := flatOptions("test-token")
+			cfg.MaxBodyBytes = 1 << 20
+			cfg.UnauthenticatedBodyBytes = int64(holders*size + size/2)
+			i, err := New(cfg, &fakePublisher{}, discardLogger(), prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			i.SetClientIP(func(r *http.Request) string { return r.Header.Get("X-Test-Client") })
+			srv := httptest.NewServer(i)
+			defer srv.Close()
+			addr := strings.TrimPrefix(srv.URL, "http://")
+			head := func(client string) string {
+				return fmt.Sprintf("POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nX-Test-Client: %s\r\nAuthorization: Bearer test-token\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", client, size)
+			}
+			var held []net.Conn
+			for n := range holders {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				fmt.Fprint(c, head(fmt.Sprint("holder-", n))+`{"a":"aaa`)
+				held = append(held, c)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for i.authBudget.used.Load() < int64(holders*size) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := i.authBudget.used.Load(); got != int64(holders*size) {
+				t.Fatalf("budget used %d, want %d (each Content-Length reserved)", got, holders*size)
+			}
+			for _, client := range []string{"holder-0", "late"} {
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				fmt.Fprint(c, head(client))
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					t.Fatalf("%s: no answer past the budget: %v", client, err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 503 || !resp.Close || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), ReasonBodyBudget) {
+					t.Fatalf("%s past the budget: %d close=%v %s", client, resp.StatusCode, resp.Close, body)
+				}
+			}
+			for _, h := range held {
+				h.Close()
+			}
+			deadline = time.Now().Add(5 * time.Second)
+			for i.authBudget.used.Load() != 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := i.authBudget.used.Load(); got != 0 {
+				t.Fatalf("the budget was not released: %d bytes", got)
+			}
+		})
 	}
 }
