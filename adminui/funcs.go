@@ -21,6 +21,10 @@ func (p *Page) funcs() template.FuncMap {
 			return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 		},
 		"stateClass": stateClass,
+		"chart":      chartOf,
+		"pct":        percent,
+		"add":        func(a, b float64) float64 { return a + b },
+		"sub":        func(a, b float64) float64 { return a - b },
 	}
 }
 

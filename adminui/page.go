@@ -107,7 +107,11 @@ func New(src Sources, opts Options) (*Page, error) {
 	}
 	p.css = css
 	for _, name := range []string{"overview", "deadletters", "problem"} {
-		t, err := template.New("base.html").Funcs(p.funcs()).ParseFS(files, "templates/base.html", "templates/"+name+".html")
+		patterns := []string{"templates/base.html", "templates/" + name + ".html"}
+		if name == "overview" {
+			patterns = append(patterns, "templates/rollout.html") // its own section (rollout.go)
+		}
+		t, err := template.New("base.html").Funcs(p.funcs()).ParseFS(files, patterns...)
 		if err != nil {
 			return nil, err
 		}
@@ -193,6 +197,7 @@ type overviewData struct {
 	Routes   []Route
 	Limiter  LimiterState
 	Pipeline *PipelineState
+	Rollout  *RolloutState
 }
 
 func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
@@ -203,6 +208,10 @@ func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
 	if p.src.Pipeline != nil {
 		ps := p.src.Pipeline.Pipeline(ctx)
 		d.Pipeline = &ps
+	}
+	if p.src.Rollout != nil {
+		rs := p.src.Rollout.Rollout(ctx)
+		d.Rollout = &rs
 	}
 	p.render(w, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
 }

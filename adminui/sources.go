@@ -12,6 +12,8 @@ type Sources struct {
 	Limiter     LimiterSource
 	Pipeline    PipelineSource
 	DeadLetters DeadLetterSource
+	// Rollout is the rollout section (rollout.go); nil: not shown.
+	Rollout RolloutSource
 }
 
 // RouteSource gives the routes in effect, in configuration order.

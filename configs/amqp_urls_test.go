@@ -17,6 +17,9 @@ func TestValidateAMQPURLList(t *testing.T) {
 		{"amqp://u:pw1@n1:5672/,http://u:pw1@n2/", "amqp.url (address 2)"},
 		{"amqp://u:pw1@n1:99999/,amqp://u:pw1@n2/", "amqp.url (address 1)"},
 		{"amqp://u:pw1@n1:5672/,", "amqp.url (address 2)"},
+		// a comma inside one URL's password is not a separator (A28)
+		{"amqp://u:pw1,x@n1:5672/", ""},
+		{"amqp://u:pw1,x@n1:5672/,amqp://u:pw1,@n2:5672/", ""},
 	} {
 		_, err := Parse([]byte("amqp: {url: \""+tc.url+"\"}\n"), none)
 		switch {

@@ -145,7 +145,9 @@ type Redis struct {
 // list the nodes of a cluster, comma-separated
 // ("amqp://u:p@node1:5672/,amqp://u:p@node2:5672/"): every connection
 // tries them in turn from a random start, as RabbitMQ's client guides
-// recommend without a load balancer.
+// recommend without a load balancer. A comma separates two URLs only
+// before a scheme ("amqp://"), so a comma in a password or vhost stays
+// part of its URL.
 type AMQP struct {
 	URL Secret `yaml:"url"`
 }

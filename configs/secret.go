@@ -2,8 +2,6 @@ package configs
 
 import (
 	"encoding/base64"
-	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -51,10 +49,6 @@ func (s Secrets) MarshalYAML() (any, error) {
 	return out, nil
 }
 
-// redactedPart replaces a secret found in a text (ScrubSecrets), as
-// redact.URL replaces a URL password.
-const redactedPart = "xxxxx"
-
 // RedactURL returns raw with every secret a URL can hold replaced
 // (redact.URL).
 func RedactURL(raw string) string { return redact.URL(raw) }
@@ -77,69 +71,13 @@ func showURL(raw string) string {
 	return strconv.Quote(strings.TrimPrefix(RedactURL("x://"+raw), "x://"))
 }
 
-// minScrubbed is the shortest URL secret ScrubURLSecrets removes from
-// free text: shorter values ("v=2") would blank unrelated words.
-const minScrubbed = 6
-
-// URLSecrets returns the secret parts of a URL, as RedactURL finds them
-// (password, a lone user name, query values, fragment), raw and
-// percent-decoded, each at least 6 bytes long. A component that talks to
-// that URL removes them from text the other side wrote back (a legacy
-// endpoint that echoes its request line in an error body), with
-// ScrubSecrets.
-func URLSecrets(raw string) []string {
-	var out []string
-	add := func(v string) {
-		for _, s := range []string{v, unescape(v)} {
-			if len(s) >= minScrubbed && !slices.Contains(out, s) {
-				out = append(out, s)
-			}
-		}
-	}
-	i := strings.Index(raw, "://")
-	if i < 0 {
-		return nil
-	}
-	rest := raw[i+3:]
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 && !strings.ContainsAny(rest[:at], "/?#") {
-		if user, pass, ok := strings.Cut(rest[:at], ":"); ok {
-			add(pass)
-		} else {
-			add(user)
-		}
-		rest = rest[at+1:]
-	}
-	if q := strings.IndexAny(rest, "?#"); q >= 0 {
-		query, fragment, _ := strings.Cut(rest[q:], "#")
-		for _, part := range strings.Split(strings.TrimPrefix(query, "?"), "&") {
-			if _, v, ok := strings.Cut(part, "="); ok {
-				add(v)
-			} else {
-				add(part)
-			}
-		}
-		add(fragment)
-	}
-	return out
-}
-
-func unescape(s string) string {
-	if u, err := url.QueryUnescape(s); err == nil {
-		return u
-	}
-	return s
-}
+// URLSecrets returns the secret parts of a URL, raw and percent-decoded,
+// each at least 6 bytes long (redact.URLSecrets).
+func URLSecrets(raw string) []string { return redact.URLSecrets(raw) }
 
 // ScrubSecrets returns text with every occurrence of each secret replaced
-// by "xxxxx", and its URLs redacted (RedactURLs).
-func ScrubSecrets(text string, secrets []string) string {
-	for _, s := range secrets {
-		if s != "" {
-			text = strings.ReplaceAll(text, s, redactedPart)
-		}
-	}
-	return RedactURLs(text)
-}
+// by "xxxxx", and its URLs redacted (redact.Secrets).
+func ScrubSecrets(text string, secrets []string) string { return redact.Secrets(text, secrets) }
 
 // signingSecrets reads a webhook source's signing secrets: the variable
 // named by secretEnv (for github its whole trimmed value is one secret;

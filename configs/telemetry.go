@@ -7,9 +7,10 @@ import (
 
 // ReservedRouteNames cannot name a route: a telemetry counter key
 // "{prefix}m:{route}:{path}:{minute}" of such a route would read as the
-// school, block, would-block or status counter of the same name
-// (docs/telemetry.md), and "unrouted" counts requests no route matched.
-var ReservedRouteNames = []string{"escola", "blocked", "would_block", "status", "unrouted"}
+// school, block, would-block, status or rate-limit distribution counter
+// of the same name (docs/telemetry.md), and "unrouted" counts requests no
+// route matched.
+var ReservedRouteNames = []string{"escola", "blocked", "would_block", "status", "distribution", "unrouted"}
 
 // Telemetry configures per-minute counters in Redis and their aggregation
 // into PostgreSQL (docs/telemetry.md).

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/olp-edu/borda/internal/amqpaddr"
 )
 
 // ValidationError lists every problem found in a configuration, one per
@@ -78,7 +80,7 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	// amqp.url may list several nodes of a cluster, comma-separated
 	// (tried in turn from a random start: internal/amqpaddr).
 	if raw := c.AMQP.URL.Reveal(); strings.Contains(raw, ",") {
-		for i, u := range strings.Split(raw, ",") {
+		for i, u := range amqpaddr.Fields(raw) {
 			field := fmt.Sprintf("amqp.url (address %d)", i+1)
 			if strings.TrimSpace(u) == "" {
 				p.addf(field, "is empty (a stray comma)")

@@ -38,7 +38,7 @@ func TestFeedKeepsTheLastGoodListOnEveryFailure(t *testing.T) {
 	if err := f.Refresh(context.Background()); err != nil || !f.List().DeniesAddr(denied) {
 		t.Fatalf("first fetch: %v, denies %v", err, f.List().DeniesAddr(denied))
 	}
-	for _, bad := range []string{"500", "hang-up", "", "not-an-ip\n", strings.Repeat("1.2.3.4\n", MaxFeedBytes/8+1)} {
+	for _, bad := range []string{"500", "hang-up", "", "not-an-ip\n", "203.0.113.0/24\n0.0.0.0/0\n::/0\n", strings.Repeat("1.2.3.4\n", MaxFeedBytes/8+1)} {
 		answer.Store(bad)
 		err := f.Refresh(context.Background())
 		_, _, last := f.Status()

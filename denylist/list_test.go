@@ -3,6 +3,7 @@ package denylist
 import (
 	"math/rand/v2"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -52,6 +53,27 @@ func TestAddRefusesWhatIsNotAnAddress(t *testing.T) {
 	}
 }
 
+// TestAddRefusesAPrefixThatDeniesTooMuch: one line 0.0.0.0/0 (or ::/0)
+// in a feed refused every client, webhooks included, within one refresh
+// (fresh attack pass A102). Every spelling of a prefix wider than /8
+// (IPv4) or /16 (IPv6) is refused, and a feed answer holding one is a
+// failed fetch (TestFeedKeepsTheLastGoodListOnEveryFailure).
+func TestAddRefusesAPrefixThatDeniesTooMuch(t *testing.T) {
+	for _, e := range []string{"0.0.0.0/0", "::/0", "0.0.0.0/1", "128.0.0.0/7", "10.0.0.0/7", "::ffff:0:0/96",
+		"::ffff:0.0.0.0/103", "2000::/3", "2001::/15", "fc00::/7", "::/1"} {
+		var b Builder
+		if err := b.Add(Addresses, e); err == nil || !strings.Contains(err.Error(), "wider than") {
+			t.Errorf("Add(%q) = %v, want a refusal as too wide", e, err)
+		}
+	}
+	for _, e := range []string{"10.0.0.0/8", "::ffff:10.0.0.0/104", "2001::/16", "2001:db8::/32", "203.0.113.7"} {
+		var b Builder
+		if err := b.Add(Addresses, e); err != nil {
+			t.Errorf("Add(%q) = %v, want it accepted", e, err)
+		}
+	}
+}
+
 // The invariant: an address is denied exactly when a listed prefix
 // contains it (its IPv4-mapped form counting as IPv4), checked against a
 // plain scan over generated lists and addresses of both families.
@@ -73,9 +95,12 @@ func TestDeniesAddrMatchesAScan(t *testing.T) {
 		var prefixes []netip.Prefix
 		for range 1 + r.IntN(30) {
 			a := randAddr()
-			bits := r.IntN(a.BitLen() + 1)
-			if a.Is4In6() {
-				bits = 96 + r.IntN(33)
+			bits := MinIPv4Bits + r.IntN(33-MinIPv4Bits)
+			switch {
+			case a.Is4In6():
+				bits = 96 + MinIPv4Bits + r.IntN(33-MinIPv4Bits)
+			case a.Is6():
+				bits = MinIPv6Bits + r.IntN(129-MinIPv6Bits)
 			}
 			p := netip.PrefixFrom(a, bits)
 			if err := b.Add(Addresses, p.String()); err != nil {
@@ -126,4 +151,36 @@ func TestReadNamesTheBadLine(t *testing.T) {
 	if err == nil || !strings.HasPrefix(err.Error(), "deny.txt:4: ") {
 		t.Fatalf("Read error = %v, want one naming deny.txt:4", err)
 	}
+}
+
+// TestListMemoryPerEntryIsCompact: a feed of 973 989 addresses, inside
+// the 16 MiB cap, held ~200 MB as a map of netip.Prefix and peaked at
+// 375 MB during refreshes (fresh attack pass A103). A million IPv4
+// entries now hold 4 bytes each; the bound below leaves room for the
+// slice growth of the build and the heap's own slack.
+func TestListMemoryPerEntryIsCompact(t *testing.T) {
+	const n = 1_000_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var b Builder
+	var buf [4]byte
+	for i := range n {
+		buf = [4]byte{byte(10 + i>>24), byte(i >> 16), byte(i >> 8), byte(i)}
+		if err := b.Add(Addresses, netip.AddrFrom4(buf).String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l := b.List()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d entries hold %.1f MB (%.1f B each)", n, float64(held)/1e6, float64(held)/n)
+	if held > 16<<20 {
+		t.Errorf("%d entries hold %d bytes, want at most 16 MiB", n, held)
+	}
+	if !l.DeniesAddr(netip.AddrFrom4([4]byte{10, 0, 0, 7})) || l.DeniesAddr(netip.AddrFrom4([4]byte{9, 0, 0, 7})) {
+		t.Error("the compact list answers wrongly")
+	}
+	runtime.KeepAlive(l)
 }

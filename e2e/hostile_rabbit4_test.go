@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -339,13 +340,18 @@ routes:
 	}
 
 	// The fix, then one replay of everything.
+	settledBefore := forwardSettled(t, admin)
 	legacy.fixed.Store(true)
 	out := run("dlq", "replay", "--config", cfgPath, "--all-since", "1h", "--operator", "ana", "--reason", "legacy fixed (INC-42)")
 	if !strings.Contains(out, fmt.Sprintf("%d replayed, 0 failed", wantBad(total))) {
 		t.Fatalf("dlq replay:\n%s", out)
 	}
 	rabbit4Eventually(t, 30*time.Second, "every event delivered", func() bool { return len(legacy.delivered()) == total })
-	time.Sleep(time.Second)
+	// Every replayed copy settled (POSTed or dropped as a duplicate), so
+	// no POST is still to come when exactly-once is checked.
+	rabbit4Eventually(t, 30*time.Second, "every replayed event settled", func() bool {
+		return forwardSettled(t, admin)-settledBefore >= float64(wantBad(total))
+	})
 	for id, n := range legacy.delivered() {
 		if n != 1 {
 			t.Errorf("%s delivered %d times, want exactly once", id, n)
@@ -358,4 +364,28 @@ routes:
 	if _, b := readyz(); json.Unmarshal([]byte(b), &body) != nil || body.Status != "ok" {
 		t.Errorf("/readyz at the end: %s", b)
 	}
+}
+
+// forwardSettled is the number of deliveries the forwarder at admin has
+// settled as POSTed or as a duplicate (borda_forward_outcomes_total).
+func forwardSettled(t *testing.T, admin string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	n := 0.0
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !strings.HasPrefix(line, "borda_forward_outcomes_total{") ||
+			!(strings.Contains(line, `outcome="delivered"`) || strings.Contains(line, `outcome="duplicate"`)) {
+			continue
+		}
+		f := strings.Fields(line)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			n += v
+		}
+	}
+	return n
 }

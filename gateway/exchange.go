@@ -41,6 +41,9 @@ type exchange struct {
 	// identify): the limiter's identity is its Token, and rewrite hands
 	// the upstream exactly it.
 	credential cookies.Resolved
+	// queryToken is the verified token of a query-token request
+	// (identifyQueryToken); "" otherwise.
+	queryToken string
 	verdict    ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
 	// headers arrive (routetimer.go); nil once stopped.

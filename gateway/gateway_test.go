@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -427,14 +428,17 @@ routes:
 
 func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 	t.Parallel()
-	arrived := make(chan struct{})
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
+	defer releaseAll() // a failed test does not leave the upstream handler waiting
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "" {
 			wsEcho(t)(w, r)
 			return
 		}
 		close(arrived)
-		time.Sleep(200 * time.Millisecond) // the request's work, still running when Shutdown starts
+		<-release // the request's work, still running once Shutdown has started
 		io.WriteString(w, "finished")
 	})
 	cfg := parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL})
@@ -473,7 +477,13 @@ func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
-	err := srv.Shutdown(ctx, 100*time.Millisecond, hs)
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(ctx, 100*time.Millisecond, hs) }()
+	if !eventually(t, 5*time.Second, srv.draining.Load) {
+		t.Fatal("Shutdown did not start draining")
+	}
+	releaseAll()
+	err := <-shut
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Shutdown = %v, want the deadline (a WebSocket was still open)", err)
 	}

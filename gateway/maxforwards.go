@@ -6,8 +6,9 @@ import (
 )
 
 // Max-Forwards (RFC 9110 §7.6.2) limits how many intermediaries an
-// OPTIONS or TRACE request may pass; other methods ignore it (forwarded
-// as sent, as the RFC lets a recipient do).
+// OPTIONS request may pass; other methods ignore it (forwarded as sent,
+// as the RFC lets a recipient do). TRACE is never forwarded: every TRACE
+// is answered 405 here (see answerMaxForwards).
 var (
 	problemBadMaxForwards = problem{Title: "Requisição inválida", Status: http.StatusBadRequest,
 		Detail: "O cabeçalho Max-Forwards deve ser um único número inteiro não negativo."}
@@ -20,16 +21,23 @@ var (
 // echoed, see answerMaxForwards).
 const maxForwardsAllow = "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS"
 
-// answerMaxForwards applies Max-Forwards to an OPTIONS or TRACE request
-// before it is proxied (docs/edge.md, "Max-Forwards and Via"). Zero: the
-// gateway is the final recipient and answers itself, OPTIONS with 200,
-// Allow and no body, TRACE with 405 (a gateway that echoes a request
-// hands a page the cookies and Authorization it cannot read otherwise,
-// cross-site tracing; nginx refuses TRACE the same way). N > 0: forwarded
-// with N-1 (rewrite). A value that is not one decimal number (or several
-// lines): 400. It reports whether it answered.
+// answerMaxForwards answers what the gateway answers itself before
+// proxying (docs/edge.md, "Max-Forwards and Via"). TRACE, with or without
+// Max-Forwards: 405 with Allow, never forwarded (an upstream that echoes
+// TRACE, Apache httpd's default, would hand back the Authorization the
+// gateway minted from the HttpOnly olp_auth cookie: cross-site tracing;
+// nginx refuses TRACE the same way). OPTIONS with Max-Forwards: 0: the
+// gateway is the final recipient and answers 200 with Allow and no body;
+// N > 0 is forwarded with N-1 (decrementMaxForwards). A Max-Forwards that
+// is not one decimal number (or several lines): 400. It reports whether it
+// answered.
 func answerMaxForwards(w http.ResponseWriter, r *http.Request, id string) bool {
-	if r.Method != http.MethodOptions && r.Method != http.MethodTrace {
+	if r.Method == http.MethodTrace {
+		w.Header()["Allow"] = []string{maxForwardsAllow}
+		writeProblem(w, problemTraceRefused, id)
+		return true
+	}
+	if r.Method != http.MethodOptions {
 		return false
 	}
 	vals, ok := r.Header["Max-Forwards"]
@@ -43,9 +51,6 @@ func answerMaxForwards(w http.ResponseWriter, r *http.Request, id string) bool {
 		writeProblem(w, problemBadMaxForwards, id)
 	case n > 0:
 		return false
-	case r.Method == http.MethodTrace:
-		w.Header()["Allow"] = []string{maxForwardsAllow}
-		writeProblem(w, problemTraceRefused, id)
 	default:
 		h := w.Header()
 		h["Allow"] = []string{maxForwardsAllow}
@@ -73,11 +78,11 @@ func parseMaxForwards(vals []string) (int64, bool) {
 	return n, true
 }
 
-// decrementMaxForwards sets the outgoing Max-Forwards of an OPTIONS or
-// TRACE request to one less than the client's (answerMaxForwards already
+// decrementMaxForwards sets the outgoing Max-Forwards of an OPTIONS
+// request to one less than the client's (answerMaxForwards already
 // answered zero and refused bad values).
 func decrementMaxForwards(h http.Header, method string) {
-	if method != http.MethodOptions && method != http.MethodTrace {
+	if method != http.MethodOptions {
 		return
 	}
 	if n, ok := parseMaxForwards(h["Max-Forwards"]); ok && n > 0 {

@@ -162,6 +162,9 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		h[wouldBlockKey] = []string{"true"}
 	}
 	cookies.ApplyRequest(h, rt.forward, ex.credential)
+	if !rt.session {
+		dropPortalCredential(h, out.URL, ex)
+	}
 }
 
 // dropClientHeaders removes, in one pass over the outgoing headers, what

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,15 @@ rate_limits:
 		func(tok string) string { return "/api/x?access_token=&access_token=" + tok },
 		func(tok string) string { return "/api/x?access%5Ftoken=" + tok },
 		func(tok string) string { return "/api/x?%61ccess_token=" + tok },
+		// PHP's, Rack's and ASP.NET's readings of the name (A49)
+		func(tok string) string { return "/api/x?access.token=" + tok },
+		func(tok string) string { return "/api/x?access+token=" + tok },
+		func(tok string) string { return "/api/x?access%20token=" + tok },
+		func(tok string) string { return "/api/x?access[token=" + tok },
+		func(tok string) string { return "/api/x?%20access_token=" + tok },
+		func(tok string) string { return "/api/x?access_token[]=" + tok },
+		func(tok string) string { return "/api/x?access_token%5B0%5D=" + tok },
+		func(tok string) string { return "/api/x?ACCESS_TOKEN=" + tok },
 	} {
 		tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "q-user-" + string(rune('a'+i)), "exp": exp})
 		for n, want := range []int{200, 200, 429} {
@@ -61,18 +71,59 @@ rate_limits:
 	}
 }
 
-// queryValues reads the parameter as url.ParseQuery (what Go, Rack and
+// queryTokenValues decodes every pair as url.ParseQuery (what Go, Rack and
 // Express upstreams read) does, over every spelling of key and value.
 func TestQueryValuesReadsWhatParseQueryReads(t *testing.T) {
 	for _, raw := range []string{
 		"access_token=a", "x=1&access_token=a&y=2", "access%5Ftoken=a", "%61ccess_token=a%2Bb",
 		"access_token=a+b", "access+token=a", "access_token=a&access_token=b", "access_token",
 		"access_token=%zz&access_token=ok", "%zz=1&access_token=a", "access_token=&x", "",
+		"access.token=a&ACCESS_TOKEN=b", "access_token[]=a%20b",
 	} {
 		q, _ := url.ParseQuery(raw)
-		want, got := q[queryTokenParam], queryValues(raw, queryTokenParam)
-		if strings.Join(want, "\x00") != strings.Join(got, "\x00") || len(want) != len(got) {
-			t.Errorf("%q: queryValues %q, ParseQuery %q", raw, got, want)
+		var want []string
+		for k, vs := range q {
+			if isQueryTokenKey(k) {
+				want = append(want, vs...)
+			}
 		}
+		got := queryTokenValues(raw)
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(want, got) {
+			t.Errorf("%q: queryTokenValues %q, ParseQuery %q", raw, got, want)
+		}
+	}
+}
+
+// TestQueryTokenKeysEveryModelledParserReadsAsAccessToken: "access.token",
+// "access token", "access[token", " access_token" are $_GET['access_token']
+// to PHP (names mangled: leading spaces dropped, ' ' '.' and an unmatched
+// '[' become '_'), "access_token[]" and "access_token[0]" an array whose
+// first element PHP, Rack and qs hand on, and ASP.NET reads names without
+// case; each skipped the per-user limits as an anonymous request (fresh
+// attack pass A49). The expectations are the parsers' documented rules,
+// written out by hand.
+func TestQueryTokenKeysEveryModelledParserReadsAsAccessToken(t *testing.T) {
+	for key, want := range map[string]bool{
+		"access_token": true, "access.token": true, "access token": true, "access[token": true,
+		" access_token": true, "  access.token": true, "access_token[]": true, "access_token[0]": true,
+		"access_token[a][b]": true, "ACCESS_TOKEN": true, "Access_Token": true, "access.TOKEN[]": true,
+		"access_tokens": false, "xaccess_token": false, "access_toke": false, "access-token": false,
+		"access_token ": false, "accesstoken": false, "token": false, "access__token": false,
+		"access]token": false, "": false,
+	} {
+		if got := isQueryTokenKey(key); got != want {
+			t.Errorf("isQueryTokenKey(%q) = %v, want %v", key, got, want)
+		}
+	}
+	// The precheck never hides a candidate.
+	for _, raw := range []string{"access.token=x", "ACCESS_TOKEN=x", "a=1&access+TOKEN=x", "access%5Btoken=x", "ToKeN"} {
+		if !mayHoldQueryToken(raw) {
+			t.Errorf("mayHoldQueryToken(%q) = false", raw)
+		}
+	}
+	if mayHoldQueryToken("page=2&sort=name") {
+		t.Error("mayHoldQueryToken of a query without token or escape = true")
 	}
 }

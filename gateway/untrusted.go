@@ -18,6 +18,36 @@ import (
 // a WebSocket upgrade only from its own origin or its CORS
 // allowed_origins (upgradeOriginAllowed).
 
+// dropPortalCredential removes from the outbound request of a route that
+// does not forward the session every credential the client sent that the
+// gateway verified as the portal's: the Bearer header, and the query-token
+// pairs (every spelling isQueryTokenKey reads) holding that token. A
+// portal SPA that adds its Bearer to every same-origin request, or a
+// WebSocket client with ?access_token=, would otherwise hand the user's
+// session to the third party (fresh attack pass A93). A credential that
+// does not verify (the third party's own API key) passes untouched; so
+// does every credential when no verifier is configured (the gateway then
+// cannot tell the portal's tokens from others: docs/edge.md).
+func dropPortalCredential(h http.Header, u *url.URL, ex *exchange) {
+	if ex.identity.Anonymous() {
+		return
+	}
+	token := ex.credential.Token
+	if token == "" {
+		token = ex.queryToken
+	}
+	if token == "" {
+		return
+	}
+	if ex.credential.Bearer == token {
+		delete(h, "Authorization")
+	}
+	if q := withoutQueryToken(u.RawQuery, token); q != u.RawQuery {
+		u.RawQuery = q
+		u.ForceQuery = false
+	}
+}
+
 // sandboxOff, sandboxOn and sandboxAuto are the values of Route.Sandbox
 // that are not token lists.
 const (

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // untrustedConfig has a third-party route (forward: []) and the portal's
@@ -103,6 +106,56 @@ func TestUpgradeFromAForeignOriginOnASessionRouteIsRefused(t *testing.T) {
 		}
 		if tc.want == http.StatusForbidden && (!strings.Contains(body, "Origem") || res.Header.Get("Content-Language") != "pt-BR") {
 			t.Errorf("%s from %q: body %q, want the PT-BR problem", tc.path, tc.origin, body)
+		}
+	}
+}
+
+// TestUntrustedRouteNeverReceivesThePortalsVerifiedCredential: a route
+// that "hands its upstream no session" (forward: []) still received the
+// portal's session token when the client sent it itself, as a Bearer (an
+// SPA that adds it to every same-origin request) or a query token (a
+// WebSocket client), so the third party could call /api as the user
+// (fresh attack pass A93). A credential that verifies as the portal's is
+// removed in every form; one that does not (the third party's own key)
+// passes, and so do the request's other query pairs, byte for byte.
+func TestUntrustedRouteNeverReceivesThePortalsVerifiedCredential(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	cfg := parseConfig(t, `
+routes:
+  - {name: mapas, path_prefix: /mapas, upstream: "{up}", cookies: {forward: []}}
+  - {name: api, path_prefix: /api, upstream: "{up}"}
+`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
+	h := newHarness(t, cfg)
+	tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-a93", "exp": time.Now().Add(time.Hour).Unix()})
+	for _, c := range []struct {
+		target, header    string
+		wantURI, wantAuth string
+	}{
+		{"/mapas/t", "Authorization: Bearer " + tok, "/mapas/t", ""},
+		{"/mapas/t", "authorization: bearer " + tok, "/mapas/t", ""},
+		{"/mapas/t?access_token=" + tok + "&z=1", "", "/mapas/t?z=1", ""},
+		{"/mapas/t?a=%2F&access.token=" + tok, "", "/mapas/t?a=%2F", ""},
+		{"/mapas/t?ACCESS_TOKEN=" + tok + "&access_token[]=" + tok, "", "/mapas/t", ""},
+		{"/mapas/t?access_token=" + tok, "Authorization: Bearer " + tok, "/mapas/t", ""},
+		{"/mapas/t", "Authorization: Bearer third-party-key", "/mapas/t", "Bearer third-party-key"},
+		{"/mapas/t?access_token=third-party-key", "", "/mapas/t?access_token=third-party-key", ""},
+		{"/mapas/t", "Authorization: Basic dTpw", "/mapas/t", "Basic dTpw"},
+		// a route that forwards the session keeps it
+		{"/api/t?access_token=" + tok, "", "/api/t?access_token=" + tok, ""},
+		{"/api/t", "Authorization: Bearer " + tok, "/api/t", "Bearer " + tok},
+	} {
+		var headers []string
+		if c.header != "" {
+			headers = append(headers, c.header)
+		}
+		if res, body := rawGet(t, h, c.target, headers...); res.StatusCode != 200 {
+			t.Errorf("%s %q: %d %s", c.target, c.header, res.StatusCode, body)
+			continue
+		}
+		got := up.last(t)
+		if got.RequestURI != c.wantURI || got.Header.Get("Authorization") != c.wantAuth {
+			t.Errorf("%s %q: upstream got %q, Authorization %q; want %q, %q", c.target, c.header, got.RequestURI, got.Header.Get("Authorization"), c.wantURI, c.wantAuth)
 		}
 	}
 }

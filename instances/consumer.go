@@ -38,12 +38,16 @@ type Options struct {
 	Now func() time.Time
 }
 
-// MaxEventSkew is how far past the consumer's clock an event's date_time
-// may order it: a later one is taken as now + MaxEventSkew, so an event
-// dated 9999-12-31 cannot pin an instance's state for ever (the next real
-// event, a few minutes on, overwrites it). 5 minutes, the signature
-// tolerance providers use for clock skew (Stripe, Standard Webhooks).
-const MaxEventSkew = 5 * time.Minute
+// An event's date_time orders it against the instance's stored state, but
+// never past the moment the ingress received it (the envelope's
+// received_at; the consumer's clock for an envelope without one): a
+// claimed date after that is the sender's word about the future, and
+// trusting it for any skew let a token holder date a forged
+// connection.update ahead and outrank every genuine event that arrived
+// after it for that long, renewable for ever (fresh attack pass A57; a
+// date of 9999-12-31 pinned the state for good before that). An event
+// dated before its receipt keeps its own date, so genuine events that
+// arrive out of order are still ordered by when they happened.
 
 // Consumer is `borda consume-events`.
 type Consumer struct {
@@ -130,8 +134,12 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 		c.log.Warn("malformed connection.update", "event_id", env.ID, "err", err)
 		return Malformed, nil
 	}
-	if limit := c.opts.Now().Add(MaxEventSkew); u.EventTime.After(limit) {
-		c.log.Warn("connection.update dated in the future; ordered as now + max skew", "event_id", env.ID, "instance", u.Instance,
+	limit := env.ReceivedAt
+	if limit.IsZero() {
+		limit = c.opts.Now()
+	}
+	if u.EventTime.After(limit) {
+		c.log.Warn("connection.update dated after its receipt; ordered at its receipt", "event_id", env.ID, "instance", u.Instance,
 			"event_time", u.EventTime, "ordered_at", limit)
 		u.EventTime = limit
 	}

@@ -2,7 +2,10 @@ package instances
 
 import (
 	"context"
+	"log/slog"
 	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,8 +22,10 @@ import (
 // try; the events queue has no dead-letter target, so under RabbitMQ 4's
 // default delivery limit of 20 the event was dropped for good during the
 // outage. Here the pause is 50 ms (the production 2 s only makes the
-// outage that loses events 40 s instead of 1 s) and PostgreSQL is cut for
-// 3 s: afterwards the event is applied.
+// outage that loses events 40 s instead of 1 s) and PostgreSQL stays cut
+// until the consumer has tried the event more times than the delivery
+// limit, holding it (it is never back in the queue): afterwards the event
+// is applied.
 func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
 	node := servicetest.PrivateBroker(t) // the policy is node-wide state
 	amqpURL := servicetest.AMQPURL(t)
@@ -49,7 +54,9 @@ func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
 	servicetest.DeleteAtCleanup(t, conn, []string{queue}, nil)
 	servicetest.DeliveryLimitPolicy(t, node, name, 20)
 
-	c, err := New(Options{AMQPURL: amqpURL, Queue: queue, DB: pool, Reconnect: 50 * time.Millisecond, MaxHold: 50 * time.Millisecond})
+	var tape lockedTape
+	c, err := New(Options{AMQPURL: amqpURL, Queue: queue, DB: pool, Reconnect: 50 * time.Millisecond, MaxHold: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&tape, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +74,19 @@ func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
+	// More tries than the delivery limit: a nack-requeue per try would
+	// have dropped the event by now.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(tape.String(), "tries=25 "); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the consumer did not try the event 25 times within 30 s of the outage:\n%s", tape.String())
+		}
+		if !strings.Contains(tape.String(), "tries=1 ") {
+			continue // not taken yet
+		}
+		if q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil); err != nil || q.Messages != 0 {
+			t.Fatalf("queue depth %d (%v) during the outage, want 0: the consumer holds the event", q.Messages, err)
+		}
+	}
 	proxy.SetDown(false)
 	deadline := time.Now().Add(10 * time.Second)
 	for value(c, "applied") < 1 {
@@ -80,4 +99,22 @@ func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
 	if s := readState(t, pool, instance); s.state != "open" {
 		t.Errorf("stored state %q, want open", s.state)
 	}
+}
+
+// lockedTape records log lines for assertions.
+type lockedTape struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedTape) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedTape) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

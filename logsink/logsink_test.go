@@ -21,13 +21,20 @@ type recorder struct {
 	buf    bytes.Buffer
 	writes int
 	gate   chan struct{} // when non-nil, each Write waits for it to close
+	// held, when non-nil, receives (without blocking) each time a Write
+	// starts waiting at gate.
+	held chan struct{}
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
 	r.mu.Lock()
-	gate := r.gate
+	gate, held := r.gate, r.held
 	r.mu.Unlock()
 	if gate != nil {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
 		<-gate
 	}
 	r.mu.Lock()
@@ -241,11 +248,18 @@ func TestCloseGivesUpOnAStalledOutput(t *testing.T) {
 				every = time.Millisecond
 			}
 			w := New(out, Options{FlushEvery: every, CloseTimeout: 50 * time.Millisecond})
+			held := make(chan struct{}, 1)
 			out.mu.Lock()
-			out.gate = gate
+			out.gate, out.held = gate, held
 			out.mu.Unlock()
 			_, _ = w.Write([]byte("stuck\n"))
-			time.Sleep(20 * time.Millisecond) // the background write, if any, is now stuck
+			if stalled == "during a background write" {
+				select { // the background write is now stuck in the output
+				case <-held:
+				case <-time.After(10 * time.Second):
+					t.Fatal("no background write reached the output within 10 s")
+				}
+			}
 			start := time.Now()
 			if err := w.Close(); !errors.Is(err, ErrCloseTimeout) {
 				t.Errorf("Close = %v, want ErrCloseTimeout", err)

@@ -80,6 +80,9 @@ func startedReplicas(t *testing.T, n int, rule Rule, ks keyspace.Keyspace, store
 // three replicas; GCRA about 2 ×).
 func TestSync_ThreeReplicasHoldEveryWindowToTheirShare(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: a 33 s flood in real time (scripts/mutation.sh runs -short; docs/testing.md)")
+	}
 	const (
 		replicas = 3
 		limit    = 50

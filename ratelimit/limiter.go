@@ -62,6 +62,8 @@ type Limiter struct {
 	// sync decides on a local view synchronized every Options.Sync; nil:
 	// every decision is a store round trip.
 	sync *syncer
+
+	dists distributions // the distribution counters by rule (dist.go)
 }
 
 const (
@@ -168,6 +170,7 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 			l.log.Warn("rate-limit store breaker", "from", from.String(), "to", to.String())
 		},
 	})
+	l.dists.attach(rs)
 	l.rules.Store(rs)
 	return l, nil
 }
@@ -181,6 +184,7 @@ func (l *Limiter) Reload(rules []Rule) error {
 	if err != nil {
 		return fmt.Errorf("reloading rate-limit rules: %w", err)
 	}
+	l.dists.attach(rs)
 	l.rules.Store(rs)
 	l.deny.purge()
 	l.log.Info("rate-limit rules reloaded", "rules", len(rs.rules))
@@ -248,6 +252,9 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 			l.sync.hit(ctx, hits, counts)
 		} else {
 			at, err = l.hitStore(ctx, hits, counts)
+			if err == nil {
+				observeHits(hits, counts) // the sync rounds count theirs (observeSync)
+			}
 		}
 		if err != nil {
 			l.fallback(rules, ds, hits, pending)

@@ -97,8 +97,10 @@ func (l *Limiter) pollRelax(ctx context.Context) {
 		name := rs.rules[i].name
 		switch {
 		case v.Factor == 0:
-		case v.Factor < 1:
-			l.log.Warn("ignoring a relax factor below 1", "rule", name, "factor", v.Factor)
+		case math.IsNaN(v.Factor) || v.Factor < 1 || v.Factor > MaxRelaxFactor:
+			// Written by hand or by another tool: Relax refuses it, and so
+			// does every reader (a relax never turns a rule off).
+			l.log.Warn("ignoring a relax factor outside [1, 100]", "rule", name, "factor", v.Factor)
 		default:
 			next[name] = relaxEntry{factor: v.Factor, until: now.Add(v.TTL)}
 		}

@@ -38,31 +38,42 @@ func TestRelax_AppliedByRunningInstanceWithinPoll(t *testing.T) {
 	}
 }
 
-// A relax factor is only bounded below (≥ 1): `borda limits relax
-// --factor 1e20` ("lift it for now") overflowed floor(limit × factor) into
-// a negative int64 limit, and every request of the rule was blocked.
-func TestRelax_HugeFactorNeverBlocksEverything(t *testing.T) {
+// A factor in the store outside [1, MaxRelaxFactor] (written by hand,
+// another tool or an older binary) is ignored by every reader: --factor
+// 1e20 once overflowed floor(limit × factor) into a negative limit that
+// blocked everything, and `SET …cfg:relax:burst 1e9` switched the rule
+// off where the CLI refuses it (fresh attack pass A80). The rule keeps
+// its own limit; the bound itself (100) still relaxes.
+func TestRelax_FactorOutsideTheBoundInTheStoreIsIgnored(t *testing.T) {
 	t.Parallel()
-	store := NewMemoryStore(0)
 	for _, algo := range []Algorithm{FixedWindow, GCRA} {
+		for _, f := range []float64{1e20, 1e9, MaxRelaxFactor + 1, math.Inf(1), math.NaN(), 0.5} {
+			store := NewMemoryStore(0)
+			r := burstRule(2, 5*time.Second)
+			r.Algorithm = algo
+			l, _ := newTestLimiter(t, rulesConfig(r), testKS, store)
+			ctx := context.Background()
+			if err := store.WriteRelax(ctx, testKS.Relax("burst"), f, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			l.pollRelax(ctx)
+			s := Subject{Route: "portal", IP: "203.0.113.77"}
+			for i := 1; i <= 3; i++ {
+				v := l.Decide(ctx, s)
+				if v.Decisions[0].Limit != 2 || v.Blocked() != (i == 3) {
+					t.Fatalf("%s: factor %g in the store, request %d: %s limit %d; want the rule's own limit 2", algo, f, i, outcomes(v), v.Decisions[0].Limit)
+				}
+			}
+		}
+		store := NewMemoryStore(0)
 		r := burstRule(2, 5*time.Second)
 		r.Algorithm = algo
 		l, _ := newTestLimiter(t, rulesConfig(r), testKS, store)
-		ctx := context.Background()
-		// Written past Relax's own cap (by hand, or by an older binary): the
-		// limiter must still cope.
-		if err := store.WriteRelax(ctx, testKS.Relax("burst"), 1e20, time.Minute); err != nil {
-			t.Fatal(err)
+		_ = store.WriteRelax(context.Background(), testKS.Relax("burst"), MaxRelaxFactor, time.Minute)
+		l.pollRelax(context.Background())
+		if v := l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.78"}); v.Decisions[0].Limit != 2*MaxRelaxFactor {
+			t.Errorf("%s: factor %d: limit %d, want %d", algo, MaxRelaxFactor, v.Decisions[0].Limit, 2*MaxRelaxFactor)
 		}
-		l.pollRelax(ctx)
-		s := Subject{Route: "portal", IP: "203.0.113.77"}
-		for i := 1; i <= 5; i++ {
-			v := l.Decide(ctx, s)
-			if v.Blocked() || v.Decisions[0].Limit < 2 {
-				t.Fatalf("%s: relaxed (×1e20) request %d: %s limit %d", algo, i, outcomes(v), v.Decisions[0].Limit)
-			}
-		}
-		_ = store.WriteRelax(ctx, testKS.Relax("burst"), 1, time.Millisecond)
 	}
 }
 

@@ -35,7 +35,11 @@ func TestDecide_ThreeRulesOneRedisCommand(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 20, 58, 0, time.UTC)
 	pinStoreClock(store, now)
 	reg := prometheus.NewRegistry()
-	l, err := New(seedRules(), ks, store, reg, testLogger(t), WithClock(func() time.Time { return now }))
+	// The test counts commands, not latency: a deadline a loaded machine
+	// cannot miss (the 30 ms default failed it at load 25 on two cores).
+	opts := seedRules()
+	opts.Timeout = 5 * time.Second
+	l, err := New(opts, ks, store, reg, testLogger(t), WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}

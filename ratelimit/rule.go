@@ -37,6 +37,7 @@ type rule struct {
 	message  string
 	routes   []string // the routes the rule applies to (AllRoutes for all)
 	outcomes [outcomeCount]prometheus.Counter
+	dist     *distribution // fixed_window rules: the distribution counters (dist.go)
 }
 
 // ruleset is the immutable set of rules a Limiter decides with; Reload
@@ -141,7 +142,8 @@ func (r *rule) hit(ks keyspace.Keyspace, subject string, limit int64, storeNow t
 			Algorithm: FixedWindow,
 			TTL:       r.window + alignedWindowExtra,
 			Limit:     limit,
+			dist:      r.dist,
 		}, start.Add(r.window).Sub(now)
 	}
-	return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: FixedWindow, TTL: r.window, Limit: limit}, 0
+	return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: FixedWindow, TTL: r.window, Limit: limit, dist: r.dist}, 0
 }

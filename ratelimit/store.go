@@ -37,6 +37,9 @@ type Hit struct {
 	// whole milliseconds, ≥ 1ms.
 	Limit  int64
 	Period time.Duration
+
+	// dist is the rule's distribution counters (dist.go; nil: none).
+	dist *distribution
 }
 
 // Count is a Store's answer for one Hit.

@@ -302,6 +302,7 @@ func (s *syncer) exchange(ctx context.Context, only func(string) bool) (map[stri
 	if at.IsZero() {
 		atMS = float64(now.UnixMilli())
 	}
+	observeSync(ops, got)
 	merged := make(map[string]KeyState, len(ops))
 	s.mu.Lock()
 	for i, op := range ops {

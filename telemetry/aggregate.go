@@ -53,9 +53,18 @@ var expireSQL = `
 DELETE FROM gateway_metrics WHERE ctid = ANY (ARRAY(
 	SELECT ctid FROM gateway_metrics
 	WHERE environment = $1
-	  AND kind = ANY ('{endpoint,escola,blocked,would_block,status}'::text[])
+	  AND kind = ANY ('{` + kindList() + `}'::text[])
 	  AND minute < $2
 	LIMIT ` + strconv.Itoa(expireBatch) + `))`
+
+// kindList is Kinds joined by commas, for the expiry's kind array.
+func kindList() string {
+	names := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		names[i] = string(k)
+	}
+	return strings.Join(names, ",")
+}
 
 // AggregateStore is the part of a go-redis client the Aggregator uses
 // (*redis.Client, *redis.ClusterClient and redis.UniversalClient fit; on a

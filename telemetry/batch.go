@@ -27,6 +27,10 @@ type batch struct {
 	invalidEscola int
 	cap           *endpointCap
 
+	// dist holds the distribution counts taken at this flush (counter
+	// kind KindDistribution).
+	dist map[counter]int64
+
 	counts map[counter]int64 // reused by increments
 	incs   []Increment       // reused by increments
 }
@@ -36,12 +40,23 @@ func newBatch(maxPerRoute int) *batch {
 		keys:   make(map[eventKey]int64),
 		cap:    newEndpointCap(maxPerRoute),
 		counts: make(map[counter]int64),
+		dist:   make(map[counter]int64),
 	}
+}
+
+// addDistribution adds past subject-windows of rule past threshold at to
+// minute's distribution counter. A rule name that is not ValidText (the
+// configuration allows none) is left out.
+func (b *batch) addDistribution(rule string, at, past int64, minute int64) {
+	if past <= 0 || at < 0 || rule == "" || !ValidText(rule) {
+		return
+	}
+	b.dist[counter{kind: KindDistribution, a: rule, status: int(at), minute: minute}] += past
 }
 
 // len is the number of distinct event shapes folded; each flush therefore
 // covers at least len events.
-func (b *batch) len() int { return len(b.keys) }
+func (b *batch) len() int { return len(b.keys) + len(b.dist) }
 
 // add folds one event.
 func (b *batch) add(e Event, now func() time.Time) {
@@ -88,6 +103,9 @@ func (b *batch) increments(ks keyspace.Keyspace) []Increment {
 			b.counts[counter{kind: KindStatus, status: k.status, minute: k.minute}] += n
 		}
 	}
+	for c, n := range b.dist {
+		b.counts[c] += n
+	}
 	b.incs = b.incs[:0]
 	for c, n := range b.counts {
 		b.incs = append(b.incs, Increment{Key: ks.Metric(c.dimension(), time.Unix(c.minute*60, 0)), Delta: n})
@@ -105,5 +123,6 @@ func (b *batch) takeInvalid() (endpoint, escola int) {
 
 func (b *batch) reset() {
 	clear(b.keys)
+	clear(b.dist)
 	b.events = 0
 }

@@ -2,11 +2,9 @@ package telemetry
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -27,6 +25,13 @@ func TestParseDimension(t *testing.T) {
 		{"would_block:portal:/x", KindWouldBlock, "portal:/x", true},
 		{"portal:/api/alunos/{id}", KindEndpoint, "portal:/api/alunos/{id}", true},
 		{"portal:other", KindEndpoint, "portal:other", true},
+		{"distribution:user:10", KindDistribution, "user:10", true},
+		{"distribution:user:0", KindDistribution, "user:0", true},
+		{"distribution:user:-1", "", "", false},
+		{"distribution:user:01", "", "", false},
+		{"distribution:user:", "", "", false},
+		{"distribution::5", "", "", false},
+		{"distribution:user", "", "", false},
 		{"escola:", "", "", false},
 		{"portal", "", "", false},
 		{":x", "", "", false},
@@ -58,6 +63,7 @@ func TestCounterKeysParseBack(t *testing.T) {
 		{counter{kind: KindBlocked, a: "portal", b: "/a", minute: m}, "olp-dev:t1:m:blocked:portal:/a:202601020304", KindBlocked, "portal:/a"},
 		{counter{kind: KindWouldBlock, a: "portal", b: "other", minute: m}, "olp-dev:t1:m:would_block:portal:other:202601020304", KindWouldBlock, "portal:other"},
 		{counter{kind: KindStatus, status: 503, minute: m}, "olp-dev:t1:m:status:503:202601020304", KindStatus, "503"},
+		{counter{kind: KindDistribution, a: "user", status: 150, minute: m}, "olp-dev:t1:m:distribution:user:150:202601020304", KindDistribution, "user:150"},
 	}
 	for _, tt := range tests {
 		key := ks.Metric(tt.c.dimension(), time.Unix(tt.c.minute*60, 0))
@@ -75,21 +81,25 @@ func TestCounterKeysParseBack(t *testing.T) {
 	}
 }
 
-// configs must refuse every route name a counter key would misread.
+// ReservedRouteNames holds every route name whose endpoint dimension
+// ParseDimension reads as another kind, and the route of unrouted events.
 func TestReservedRouteNamesCoverEveryKindPrefix(t *testing.T) {
 	t.Parallel()
-	for _, k := range []Kind{KindEscola, KindBlocked, KindWouldBlock, KindStatus} {
-		if !slices.Contains(configs.ReservedRouteNames, string(k)) {
-			t.Errorf("configs.ReservedRouteNames lacks %q", k)
+	reserved := ReservedRouteNames()
+	for _, k := range Kinds {
+		dim := counter{kind: KindEndpoint, a: string(k), b: "/x"}.dimension()
+		kind, _, _ := ParseDimension(dim)
+		if misread := kind != KindEndpoint; misread != slices.Contains(reserved, string(k)) {
+			t.Errorf("route %q: its endpoint dimension %q reads as %q; reserved = %v", k, dim, kind, slices.Contains(reserved, string(k)))
 		}
 	}
-	if !slices.Contains(configs.ReservedRouteNames, unroutedRoute) {
-		t.Errorf("configs.ReservedRouteNames lacks %q", unroutedRoute)
+	if !slices.Contains(reserved, unroutedRoute) {
+		t.Errorf("ReservedRouteNames lacks %q", unroutedRoute)
 	}
 }
 
 func FuzzParseDimension(f *testing.F) {
-	for _, s := range []string{"escola:1", "status:200", "blocked:r:/x", "r:/x", "::", "status:"} {
+	for _, s := range []string{"escola:1", "status:200", "blocked:r:/x", "r:/x", "::", "status:", "distribution:user:10", "distribution::1", "distribution:u:01"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, dim string) {
@@ -107,15 +117,4 @@ func FuzzParseDimension(f *testing.F) {
 			t.Fatalf("ParseDimension(%q) = %q, %q does not rebuild the dimension", dim, kind, value)
 		}
 	})
-}
-
-func TestConfigRefusesARouteNamedLikeAKind(t *testing.T) {
-	t.Parallel()
-	for _, name := range configs.ReservedRouteNames {
-		yaml := "routes:\n  - name: " + name + "\n    upstream: http://127.0.0.1:3000\n"
-		_, err := configs.Parse([]byte(yaml), func(string) (string, bool) { return "", false })
-		if err == nil || !strings.Contains(err.Error(), "routes[0].name") {
-			t.Errorf("route named %q: err = %v, want a problem naming routes[0].name", name, err)
-		}
-	}
 }

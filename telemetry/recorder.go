@@ -47,6 +47,8 @@ type Recorder struct {
 	metrics     *recorderMetrics
 	now         func() time.Time
 
+	dist DistributionSource // nil: no distribution counters
+
 	started atomic.Bool
 	stopped atomic.Bool
 	bg      startstop.Runner // the flusher
@@ -92,6 +94,23 @@ func NewRecorder(o Options, ks keyspace.Keyspace, sink Sink, reg prometheus.Regi
 		metrics:     m,
 		now:         time.Now,
 	}, nil
+}
+
+// DistributionSource gives the rate limiter's distribution counts since
+// it was last asked (*ratelimit.Limiter fits, through an adapter in
+// cmd/borda): fn is called once per rule and threshold with the number
+// of subject-windows that went past it.
+type DistributionSource interface {
+	TakeDistribution(fn func(rule string, at, past int64))
+}
+
+// SetDistribution makes each flush take src's counts and write them,
+// under the flush's minute, as KindDistribution counters in the same
+// batch (docs/rollout.md). Call it before Start.
+func (r *Recorder) SetDistribution(src DistributionSource) {
+	if r != nil {
+		r.dist = src
+	}
 }
 
 // Record queues e for the next batch. It never blocks and never does I/O:
@@ -190,6 +209,10 @@ func (r *Recorder) drain(ctx context.Context, b *batch) {
 // flush writes b in one try bounded by flushTimeout and resets it; on
 // failure the batch's events are counted as dropped.
 func (r *Recorder) flush(ctx context.Context, b *batch) {
+	if r.dist != nil {
+		minute := r.now().Unix() / 60
+		r.dist.TakeDistribution(func(rule string, at, past int64) { b.addDistribution(rule, at, past, minute) })
+	}
 	if b.len() == 0 {
 		return
 	}

@@ -33,6 +33,9 @@ type BordaSpec struct {
 	// NoTelemetry turns the Redis counters off (telemetry.enabled: false),
 	// the baseline of the telemetry-cost target.
 	NoTelemetry bool
+	// Sync is rate_limits.sync ("" or "0s": a store round trip per
+	// request), e.g. "50ms".
+	Sync string
 }
 
 // WebhookPath is where the bench's webhook ingress listens.
@@ -87,7 +90,11 @@ func (s BordaSpec) WriteConfig(dir, name string) (string, error) {
 	}
 	var names []string
 	if s.Rules > 0 {
-		b.WriteString("rate_limits:\n  timeout: 30ms\n  on_store_error: allow\n  rules:\n")
+		b.WriteString("rate_limits:\n  timeout: 30ms\n  on_store_error: allow\n")
+		if s.Sync != "" {
+			fmt.Fprintf(&b, "  sync: %s\n", s.Sync)
+		}
+		b.WriteString("  rules:\n")
 		for i, r := range rules[:min(s.Rules, len(rules))] {
 			limit := r.limit
 			if i == 0 && s.EnforceLimit > 0 {

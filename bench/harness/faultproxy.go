@@ -113,3 +113,16 @@ func (p *FaultProxy) pipe(dst, src net.Conn) {
 	delete(p.conns, src)
 	p.mu.Unlock()
 }
+
+// NewFaultProxyOn is NewFaultProxy listening on listen (127.0.0.1:port),
+// for runs that keep every port they bind inside a given range.
+func NewFaultProxyOn(listen, upstream string) (*FaultProxy, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	p := &FaultProxy{ln: ln, upstream: upstream, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}

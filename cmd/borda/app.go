@@ -71,6 +71,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 		if err != nil {
 			return nil, fmt.Errorf("building telemetry recorder: %w", err)
 		}
+		a.recorder.SetDistribution(limiterDistribution{a.limiter})
 		deps.Recorder = a.recorder
 	}
 

@@ -158,6 +158,16 @@ var helps = map[string]commandHelp{
 		},
 		env: []string{"BORDA_CONFIG", "AUTH_JWT_SECRET"},
 	},
+	"limits suggest": {
+		usage: "borda limits suggest [--config FILE] [--rule NAME] [--since 28d] [--max-blocked-share 0.001] [--format table|json]",
+		about: []string{
+			"Calibration: from the distribution counters in gateway_metrics, per rule, the subject-windows",
+			"observed, the share each threshold would have blocked, the share the current limit blocks and",
+			"the smallest threshold blocking at most --max-blocked-share; prints the YAML change and warns",
+			"when the data covers under four weeks (docs/rollout.md).",
+		},
+		env: []string{"BORDA_CONFIG", "ENVIRONMENT", "DATABASE_URL"},
+	},
 	"config check": {
 		usage: "borda config check [--config FILE]",
 		about: []string{
@@ -186,7 +196,7 @@ var helps = map[string]commandHelp{
 var groups = map[string][]string{
 	"config": {"check"},
 	"dlq":    {"list", "show", "replay"},
-	"limits": {"relax", "show", "probe"},
+	"limits": {"relax", "show", "probe", "suggest"},
 }
 
 // writeHelp writes the help of the command named name (a key of helps),

@@ -49,8 +49,10 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return runLimitsShow(ctx, args[1:], stdout, stderr)
 	case "probe":
 		return runLimitsProbe(ctx, args[1:], stdout, stderr)
+	case "suggest":
+		return runLimitsSuggest(ctx, args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "borda limits: unknown subcommand %q (want relax, show or probe)\n", args[0])
+		fmt.Fprintf(stderr, "borda limits: unknown subcommand %q (want relax, show, probe or suggest)\n", args[0])
 		return 2
 	}
 }

@@ -32,6 +32,7 @@ var opsWindowFamilies = []string{
 	"borda_ratelimit_decisions_total", "borda_ratelimit_store_errors_total",
 	"webhook_ingress_latency_seconds", "borda_webhook_broker_connected", "borda_webhook_broker_blocked",
 	"borda_webhook_publish_unconfirmed", "borda_webhook_publish_failures_total",
+	"borda_denied_total",
 }
 
 // opsSpan is the "last minutes" the page's counts cover.
@@ -71,6 +72,7 @@ func (a *app) newOpsPage(ctx context.Context, cfg configs.Config) (*opsPage, err
 	src := adminui.Sources{
 		Routes:  opsRoutes{cfg: &o.cfg},
 		Limiter: &opsLimiter{cfg: &o.cfg, limiter: a.limiter, store: store, redis: a.redis, ks: ks, window: o.window},
+		Rollout: &opsRollout{cfg: &o.cfg, db: o.db, window: o.window},
 	}
 	if cfg.Webhook.Path != "" || len(cfg.Webhook.Sources) > 0 {
 		top := topologyOf(cfg)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/webhook/forward"
 	"github.com/olp-edu/borda/webhook/publish"
 )
@@ -19,12 +20,12 @@ import (
 func forwardOptions(cfg configs.Config) forward.Options {
 	f := cfg.Forward
 	secret := f.HMACSecret.Reveal()
-	scrub := append(configs.URLSecrets(f.URL), secret)
+	scrub := append(redact.URLSecrets(f.URL), secret)
 	return forward.Options{
 		URL:               f.URL,
 		HMACSecret:        []byte(secret),
 		SignatureVersions: f.SignatureVersions,
-		Scrub:             func(text string) string { return configs.ScrubSecrets(text, scrub) },
+		Scrub:             func(text string) string { return redact.Secrets(text, scrub) },
 		Prefetch:          f.Prefetch,
 		Timeout:           f.Timeout.D(),
 		LeaseTTL:          f.LeaseTTL.D(),

@@ -18,15 +18,59 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Split returns the non-empty, trimmed URLs of a comma-separated list.
+// Split returns the non-empty, trimmed URLs of a comma-separated list
+// (Fields without its empty entries).
 func Split(list string) []string {
 	var out []string
-	for _, u := range strings.Split(list, ",") {
-		if u = strings.TrimSpace(u); u != "" {
+	for _, u := range Fields(list) {
+		if u != "" {
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// Fields returns every entry of a comma-separated list of URLs, trimmed,
+// empty entries (a stray comma) kept so that a validator can name them by
+// position. A comma separates two entries only where the text after it
+// (spaces skipped) is another comma, the end, or starts with a URL scheme
+// ("amqp://", "amqps://", "http://": letters, digits, + - . then "://"):
+// RFC 3986 lets a comma stand unencoded in userinfo, a path and a query,
+// so "amqp://u:pa,ss@h/" is one URL, as it was before lists were read.
+func Fields(list string) []string {
+	if strings.TrimSpace(list) == "" {
+		return nil
+	}
+	var out []string
+	start := 0
+	for i := 0; i < len(list); i++ {
+		if list[i] == ',' && startsEntry(list[i+1:]) {
+			out = append(out, strings.TrimSpace(list[start:i]))
+			start = i + 1
+		}
+	}
+	return append(out, strings.TrimSpace(list[start:]))
+}
+
+// startsEntry reports whether s, leading spaces skipped, is empty, starts
+// with a comma, or starts with scheme "://".
+func startsEntry(s string) bool {
+	s = strings.TrimLeft(s, " \t")
+	if s == "" || s[0] == ',' {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		case i > 0 && c == ':':
+			return strings.HasPrefix(s[i:], "://")
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // DialConfig dials the addresses of list (Split) in turn, from a random

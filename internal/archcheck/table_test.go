@@ -99,10 +99,7 @@ func rowOf[V any](rows map[string]V, pkg string) (V, bool) {
 // mapping (issue 25 §2). The list only shrinks: a package that stops
 // importing configs in its tests must leave it.
 var testConfigsPending = map[string]string{
-	module + "/gateway":            "config_fixture_test.go and limiter_options_test.go copy options_gateway.go / options_ratelimit.go",
-	module + "/webhook/forward":    "harness_test.go copies options_forward.go",
-	module + "/webhook/deadletter": "deadletter_test.go builds its forwarder from configs.Default()",
-	module + "/telemetry":          "dimension_test.go checks configs.ReservedRouteNames against the telemetry's reserved names",
+	module + "/gateway": "config_fixture_test.go and limiter_options_test.go copy options_gateway.go / options_ratelimit.go",
 }
 
 // TestTestsDoNotImportConfigs: a domain package's tests build its typed

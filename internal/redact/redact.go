@@ -6,7 +6,9 @@
 package redact
 
 import (
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -177,4 +179,69 @@ func Params(text string) string {
 	}
 	sb.WriteString(text[last:])
 	return sb.String()
+}
+
+// minScrubbed is the shortest URL secret Secrets removes from
+// free text: shorter values ("v=2") would blank unrelated words.
+const minScrubbed = 6
+
+// URLSecrets returns the secret parts of a URL, as URL finds them
+// (password, a lone user name, query values, fragment), raw and
+// percent-decoded, each at least 6 bytes long. A component that talks to
+// that URL removes them from text the other side wrote back (a legacy
+// endpoint that echoes its request line in an error body), with
+// Secrets.
+func URLSecrets(raw string) []string {
+	var out []string
+	add := func(v string) {
+		for _, s := range []string{v, unescape(v)} {
+			if len(s) >= minScrubbed && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return nil
+	}
+	rest := raw[i+3:]
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 && !strings.ContainsAny(rest[:at], "/?#") {
+		if user, pass, ok := strings.Cut(rest[:at], ":"); ok {
+			add(pass)
+		} else {
+			add(user)
+		}
+		rest = rest[at+1:]
+	}
+	if q := strings.IndexAny(rest, "?#"); q >= 0 {
+		query, fragment, _ := strings.Cut(rest[q:], "#")
+		for _, part := range strings.Split(strings.TrimPrefix(query, "?"), "&") {
+			if _, v, ok := strings.Cut(part, "="); ok {
+				add(v)
+			} else {
+				add(part)
+			}
+		}
+		add(fragment)
+	}
+	return out
+}
+
+func unescape(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// Secrets returns text with every occurrence of each secret replaced by
+// "xxxxx", and its URLs redacted (URLs): for text the other side of a
+// connection wrote back (a reply excerpt), which may echo the request.
+func Secrets(text string, secrets []string) string {
+	for _, s := range secrets {
+		if s != "" {
+			text = strings.ReplaceAll(text, s, redactedPart)
+		}
+	}
+	return URLs(text)
 }

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
@@ -84,21 +84,14 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	t.Cleanup(end.Close)
 	count := func() int { mu.Lock(); defer mu.Unlock(); return posts[eventID] }
 
-	cfg := configs.Default()
-	cfg.Webhook.Exchange, cfg.Webhook.RoutingKey = name+"-ex", name+".fwd"
-	cfg.Forward.Queue, cfg.Forward.DLQ, cfg.Forward.EventsQueue = name+"-fwd", name+"-dlq", name+"-events"
-	cfg.Forward.RetryDelays = []configs.Delay{{Name: "200ms", D: 200 * time.Millisecond}}
-	cfg.Forward.Timeout = configs.Duration(time.Second)
-	cfg.Forward.URL, cfg.Forward.HMACSecret = end.URL, "k"
-	cfg.Redis.URL, cfg.Redis.KeyPrefix = configs.Secret(redisURL), servicetest.KeyPrefix(t)
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	// The forwarder's typed options, built directly (the mapping from a
+	// configuration file is tested in cmd/borda): one 200 ms retry delay,
+	// a 1 s POST timeout, one source that keeps the bare id as its key.
 	top := topology.Topology{
-		Exchange: cfg.Webhook.Exchange, RoutingKey: cfg.Webhook.RoutingKey,
-		ForwardQueue: cfg.Forward.Queue, EventsQueue: cfg.Forward.EventsQueue, EventsBinding: configs.EventsBindingFor(cfg.Webhook.RoutingKey),
-		DLQ: cfg.Forward.DLQ, Retry: []topology.Delay{{Name: "200ms", TTL: 200 * time.Millisecond}},
-		QueueType: topology.QueueType(cfg.Webhook.QueueType), RetryExchange: name + "-retry", DLXExchange: name + "-dlx",
+		Exchange: name + "-ex", RoutingKey: name + ".fwd",
+		ForwardQueue: name + "-fwd", EventsQueue: name + "-events", EventsBinding: name + ".#",
+		DLQ: name + "-dlq", Retry: []topology.Delay{{Name: "200ms", TTL: 200 * time.Millisecond}},
+		QueueType: topology.QueueType("quorum"), RetryExchange: name + "-retry", DLXExchange: name + "-dlx",
 	}
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
@@ -118,21 +111,26 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 		}
 		conn.Close()
 	})
-	rdb, _ := redisconn.New(redisconn.Options{URL: cfg.Redis.URL.Reveal(), Cluster: cfg.Redis.Cluster})
-	keys := keyspace.MustNew(cfg.KeyPrefix())
+	rdb, err := redisconn.New(redisconn.Options{URL: redisURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := keyspace.MustNew(servicetest.KeyPrefix(t))
 	t.Cleanup(func() { rdb.Del(context.Background(), keys.ForwardEvent("evolution", eventID)); rdb.Close() })
 
-	fw := cfg.Forward
+	reg := prometheus.NewRegistry()
 	f, err := forward.New(forward.Options{
-		URL: fw.URL, HMACSecret: []byte(fw.HMACSecret.Reveal()),
-		Scrub:    func(text string) string { return configs.ScrubSecrets(text, configs.URLSecrets(fw.URL)) },
-		Prefetch: fw.Prefetch, Timeout: fw.Timeout.D(), LeaseTTL: fw.LeaseTTL.D(), RetentionTTL: fw.RetentionTTL.D(),
-		Breaker:  forward.BreakerOptions{Failures: fw.Breaker.Failures, OpenFor: fw.Breaker.OpenFor.D()},
+		URL: end.URL, HMACSecret: []byte("k"),
+		Scrub:    func(text string) string { return text }, // no secret in this test's replies
+		Prefetch: 20, Timeout: time.Second, LeaseTTL: 3 * time.Second, RetentionTTL: time.Hour,
+		Breaker:  forward.BreakerOptions{Failures: 10, OpenFor: 30 * time.Second},
 		Topology: top, AMQPURL: amqpURL, Redis: rdb, Keys: keys, BareKeySource: "evolution",
+		Registerer: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	duplicates := func() float64 { return outcomeCount(t, reg, "duplicate") }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.Run(ctx) }()
@@ -183,8 +181,9 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 		Select: Selection{Since: since}, Operator: "ana", Reason: "again"}); err != nil || len(out) != 1 {
 		t.Fatalf("second Replay = %+v, %v", out, err)
 	}
-	waitDepth(t, ch, top.ForwardQueue, 0)
-	time.Sleep(300 * time.Millisecond)
+	// The forwarder settled the copy as a duplicate (it did consume it),
+	// and did not POST it.
+	eventually(t, "the forwarder to settle the copy as a duplicate", func() bool { return duplicates() == 1 })
 	if n := count(); n != 1 {
 		t.Fatalf("POSTs after a second replay without --force = %d, want 1", n)
 	}
@@ -215,6 +214,29 @@ func TestReplay_AfterAFixReachesTheEndpointOnceAndIsAudited(t *testing.T) {
 	if strings.Join(audit, "\n") != strings.Join(want, "\n") {
 		t.Errorf("audit rows:\n%s\nwant:\n%s", strings.Join(audit, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// outcomeCount sums borda_forward_outcomes_total{outcome} over its classes.
+func outcomeCount(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "borda_forward_outcomes_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }
 
 func waitDepth(t *testing.T, ch *amqp.Channel, queue string, want int) {

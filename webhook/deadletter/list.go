@@ -29,7 +29,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/webhook/forward"
+	"github.com/olp-edu/borda/webhook/dlqheader"
 	"github.com/olp-edu/borda/webhook/publish"
 )
 
@@ -74,14 +74,14 @@ func (l Letter) Age(now time.Time) time.Duration {
 func FromDelivery(d amqp.Delivery) Letter {
 	l := Letter{
 		ID:             d.MessageId,
-		Source:         forward.StringHeader(d.Headers, forward.HeaderSource),
-		FirstReason:    forward.StringHeader(d.Headers, forward.HeaderFirstReason),
-		Reason:         forward.StringHeader(d.Headers, forward.HeaderDLQReason),
-		Status:         int(forward.IntHeader(d.Headers, forward.HeaderDLQStatus)),
-		Excerpt:        forward.StringHeader(d.Headers, forward.HeaderDLQExcerpt),
-		Attempts:       int(forward.IntHeader(d.Headers, forward.HeaderAttempt)),
-		FirstFailure:   forward.TimeHeader(d.Headers, forward.HeaderFirstFailure),
-		DeadLetteredAt: forward.TimeHeader(d.Headers, forward.HeaderDeadLetteredAt),
+		Source:         dlqheader.String(d.Headers, dlqheader.Source),
+		FirstReason:    dlqheader.String(d.Headers, dlqheader.FirstReason),
+		Reason:         dlqheader.String(d.Headers, dlqheader.DLQReason),
+		Status:         int(dlqheader.Int(d.Headers, dlqheader.DLQStatus)),
+		Excerpt:        dlqheader.String(d.Headers, dlqheader.DLQExcerpt),
+		Attempts:       int(dlqheader.Int(d.Headers, dlqheader.Attempt)),
+		FirstFailure:   dlqheader.Time(d.Headers, dlqheader.FirstFailure),
+		DeadLetteredAt: dlqheader.Time(d.Headers, dlqheader.DeadLetteredAt),
 	}
 	var head struct {
 		ID         string    `json:"id"`
@@ -137,12 +137,12 @@ type Republisher interface {
 var _ Republisher = (*publish.Publisher)(nil)
 
 // putBack keeps d in queue without spending a delivery: it publishes a
-// copy (forward.Republishing) to queue through the default exchange with
+// copy (dlqheader.Republishing) to queue through the default exchange with
 // a confirm, then acks d. When the copy is not confirmed, d is left
 // unacked (the broker returns it when the channel closes, one delivery)
 // and the error says so.
 func putBack(ctx context.Context, pub Republisher, queue string, d amqp.Delivery) error {
-	if err := pub.PublishTo(context.WithoutCancel(ctx), "", queue, forward.Republishing(d)); err != nil {
+	if err := pub.PublishTo(context.WithoutCancel(ctx), "", queue, dlqheader.Republishing(d)); err != nil {
 		return fmt.Errorf("putting %q back into %s: %w", d.MessageId, queue, err)
 	}
 	if err := d.Ack(false); err != nil {

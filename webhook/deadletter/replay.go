@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/webhook/forward"
+	"github.com/olp-edu/borda/webhook/dlqheader"
 )
 
 // db is the part of *pgxpool.Pool replay uses.
@@ -129,15 +129,15 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, Printed(l.ID), Printed(l.Sour
 		o.Outcome, o.Err = OutcomeFailed, fmt.Errorf("recording the replay: %w", err)
 		return o // nothing published without its audit row
 	}
-	msg := forward.Republishing(d)
-	for _, h := range []string{forward.HeaderAttempt, forward.HeaderFirstFailure, forward.HeaderFirstReason, forward.HeaderDLQReason,
-		forward.HeaderDLQStatus, forward.HeaderDLQExcerpt, forward.HeaderDeadLetteredAt, forward.HeaderReplayForce, "x-death",
+	msg := dlqheader.Republishing(d)
+	for _, h := range []string{dlqheader.Attempt, dlqheader.FirstFailure, dlqheader.FirstReason, dlqheader.DLQReason,
+		dlqheader.DLQStatus, dlqheader.DLQExcerpt, dlqheader.DeadLetteredAt, dlqheader.ReplayForce, "x-death",
 		"x-first-death-exchange", "x-first-death-queue", "x-first-death-reason", "x-last-death-exchange", "x-last-death-queue", "x-last-death-reason"} {
 		delete(msg.Headers, h)
 	}
-	msg.Headers[forward.HeaderReplay] = strconv.FormatInt(o.AuditID, 10)
+	msg.Headers[dlqheader.Replay] = strconv.FormatInt(o.AuditID, 10)
 	if opts.Force {
-		msg.Headers[forward.HeaderReplayForce] = true
+		msg.Headers[dlqheader.ReplayForce] = true
 	}
 	if msg.MessageId == "" {
 		msg.MessageId = l.ID

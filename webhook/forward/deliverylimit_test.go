@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/brokernode"
 	"github.com/olp-edu/borda/internal/servicetest"
 )
@@ -25,14 +24,14 @@ func limitTopology(t *testing.T, node *brokernode.Node, h *harness) {
 }
 
 // redisBehindProxy points the harness's Redis at an OutageProxy.
-func redisBehindProxy(t *testing.T) (*servicetest.OutageProxy, func(*configs.Config)) {
+func redisBehindProxy(t *testing.T) (*servicetest.OutageProxy, func(*harnessConfig)) {
 	u, err := url.Parse(servicetest.RedisURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := servicetest.NewOutageProxy(t, u.Host)
 	u.Host = p.Addr()
-	return p, func(c *configs.Config) { c.Redis.URL = configs.Secret(u.String()) }
+	return p, func(c *harnessConfig) { c.RedisURL = u.String() }
 }
 
 // TestForward_TwoMinuteRedisOutageUnderADeliveryLimitLosesNothing: with

@@ -15,8 +15,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/sony/gobreaker/v2"
 
-	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/webhook/envelope"
+	"github.com/olp-edu/borda/webhook/topology"
 )
 
 func readPayload(t *testing.T, name string) []byte {
@@ -145,8 +145,8 @@ func TestForward_TimeoutDropAnd429AreRetriedThenDelivered(t *testing.T) {
 		}
 		return action{status: 204}
 	})
-	h := newHarness(t, end, func(c *configs.Config) {
-		c.Forward.RetryDelays = []configs.Delay{{Name: "100ms", D: 100 * time.Millisecond}, {Name: "150ms", D: 150 * time.Millisecond}, {Name: "200ms", D: 200 * time.Millisecond}}
+	h := newHarness(t, end, func(c *harnessConfig) {
+		c.Topology.Retry = []topology.Delay{{Name: "100ms", TTL: 100 * time.Millisecond}, {Name: "150ms", TTL: 150 * time.Millisecond}, {Name: "200ms", TTL: 200 * time.Millisecond}}
 	})
 	f := h.start(nil)
 	h.publish(jsonEnvelope("flaky-1", `{"x":1}`))
@@ -243,12 +243,12 @@ func TestForward_EndpointDownThenBackDeliversEveryEventExactlyOnce(t *testing.T)
 		}
 		return action{status: 200}
 	})
-	h := newHarness(t, end, func(c *configs.Config) {
-		c.Forward.RetryDelays = []configs.Delay{
-			{Name: "200ms", D: 200 * time.Millisecond}, {Name: "400ms", D: 400 * time.Millisecond},
-			{Name: "800ms", D: 800 * time.Millisecond}, {Name: "1s", D: time.Second}, {Name: "2s", D: 2 * time.Second},
+	h := newHarness(t, end, func(c *harnessConfig) {
+		c.Topology.Retry = []topology.Delay{
+			{Name: "200ms", TTL: 200 * time.Millisecond}, {Name: "400ms", TTL: 400 * time.Millisecond},
+			{Name: "800ms", TTL: 800 * time.Millisecond}, {Name: "1s", TTL: time.Second}, {Name: "2s", TTL: 2 * time.Second},
 		}
-		c.Forward.Breaker = configs.Breaker{Failures: 5, OpenFor: configs.Duration(500 * time.Millisecond)}
+		c.Options.Breaker = BreakerOptions{Failures: 5, OpenFor: 500 * time.Millisecond}
 	})
 	f := h.start(nil)
 	const n = 30
@@ -297,10 +297,10 @@ func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
 		}
 		return action{status: 500}
 	})
-	h := newHarness(t, end, func(c *configs.Config) {
-		c.Forward.Breaker = configs.Breaker{Failures: 3, OpenFor: configs.Duration(1500 * time.Millisecond)}
-		c.Forward.Prefetch = 1
-		c.Forward.RetryDelays = []configs.Delay{{Name: "5s", D: 5 * time.Second}}
+	h := newHarness(t, end, func(c *harnessConfig) {
+		c.Options.Breaker = BreakerOptions{Failures: 3, OpenFor: 1500 * time.Millisecond}
+		c.Options.Prefetch = 1
+		c.Topology.Retry = []topology.Delay{{Name: "5s", TTL: 5 * time.Second}}
 	})
 	f := h.start(func(f *Forwarder) { fw.Store(f) })
 	for i := range 8 {
@@ -364,8 +364,8 @@ func TestForward_RetryAfterLongerThanTheRungPicksALaterRung(t *testing.T) {
 		}
 		return action{status: 200}
 	})
-	h := newHarness(t, end, func(c *configs.Config) {
-		c.Forward.RetryDelays = []configs.Delay{{Name: "100ms", D: 100 * time.Millisecond}, {Name: "1s", D: time.Second}}
+	h := newHarness(t, end, func(c *harnessConfig) {
+		c.Topology.Retry = []topology.Delay{{Name: "100ms", TTL: 100 * time.Millisecond}, {Name: "1s", TTL: time.Second}}
 	})
 	f := h.start(nil)
 	h.publish(jsonEnvelope("ra-1", `{}`))
@@ -378,7 +378,7 @@ func TestForward_RetryAfterLongerThanTheRungPicksALaterRung(t *testing.T) {
 func TestForward_GracefulStopFinishesInFlightAndLosesNothing(t *testing.T) {
 	var started atomic.Int32
 	end := newLegacy(t, func(int, string) action { started.Add(1); return action{status: 200} })
-	h := newHarness(t, end, func(c *configs.Config) { c.Forward.Prefetch = 2 })
+	h := newHarness(t, end, func(c *harnessConfig) { c.Options.Prefetch = 2 })
 	f, err := New(h.options())
 	if err != nil {
 		t.Fatal(err)

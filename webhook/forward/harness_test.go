@@ -18,7 +18,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
@@ -151,7 +151,7 @@ func always(a action) func(int, string) action { return func(int, string) action
 // harness is one test's broker topology, Redis keyspace and endpoint.
 type harness struct {
 	t    *testing.T
-	cfg  configs.Config
+	cfg  harnessConfig
 	top  topology.Topology
 	conn *amqp.Connection
 	ch   *amqp.Channel
@@ -161,36 +161,45 @@ type harness struct {
 	reg  *prometheus.Registry
 }
 
-func newHarness(t *testing.T, end *legacy, mutate func(*configs.Config)) *harness {
+// harnessConfig is what a test may change before the harness declares
+// its topology: the forwarder's typed options and the broker objects,
+// built directly (the mapping of a configuration file into them is
+// cmd/borda's, tested there: options_mapping_test.go).
+type harnessConfig struct {
+	// Options holds the forwarder's own settings (URL, HMACSecret,
+	// Prefetch, Timeout, LeaseTTL, RetentionTTL, Breaker); options() adds
+	// the harness's broker, Redis and registry.
+	Options  Options
+	Topology topology.Topology
+	RedisURL string
+}
+
+func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness {
 	t.Helper()
 	amqpURL := servicetest.AMQPURL(t)
 	redisURL := servicetest.RedisURL(t)
 	name := servicetest.Name(t)
-	cfg := configs.Default()
-	cfg.Webhook.Exchange = name + "-ex"
-	cfg.Webhook.RoutingKey = name + ".fwd"
-	cfg.Forward.Queue = name + "-fwd"
-	cfg.Forward.DLQ = name + "-dlq"
-	cfg.Forward.EventsQueue = name + "-events"
-	cfg.Forward.RetryDelays = []configs.Delay{{Name: "200ms", D: 200 * time.Millisecond}, {Name: "400ms", D: 400 * time.Millisecond}}
-	cfg.Forward.Timeout = configs.Duration(time.Second)
-	cfg.Forward.LeaseTTL = configs.Duration(3 * time.Second)
-	cfg.Forward.Breaker = configs.Breaker{Failures: 1000, OpenFor: configs.Duration(time.Second)}
-	cfg.Forward.URL = end.srv.URL + "/legacy/webhook"
-	cfg.Forward.HMACSecret = testSecret
-	cfg.AMQP.URL = configs.Secret(amqpURL)
-	cfg.Redis.URL = configs.Secret(redisURL)
-	cfg.Redis.KeyPrefix = servicetest.KeyPrefix(t)
-	cfg.Redis.ReadTimeout = configs.Duration(time.Second)
+	cfg := harnessConfig{
+		Options: Options{
+			URL: end.srv.URL + "/legacy/webhook", HMACSecret: []byte(testSecret),
+			SignatureVersions: []string{SignatureV1, SignatureV2},
+			Prefetch:          20, Timeout: time.Second, LeaseTTL: 3 * time.Second, RetentionTTL: 7 * 24 * time.Hour,
+			Breaker: BreakerOptions{Failures: 1000, OpenFor: time.Second},
+			AMQPURL: amqpURL,
+		},
+		Topology: topology.Topology{
+			Exchange: name + "-ex", RoutingKey: name + ".fwd",
+			ForwardQueue: name + "-fwd", EventsQueue: name + "-events", EventsBinding: name + ".#",
+			DLQ:       name + "-dlq",
+			Retry:     []topology.Delay{{Name: "200ms", TTL: 200 * time.Millisecond}, {Name: "400ms", TTL: 400 * time.Millisecond}},
+			QueueType: topology.QueueType("quorum"), RetryExchange: name + "-retry", DLXExchange: name + "-dlx",
+		},
+		RedisURL: redisURL,
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("test config: %v", err)
-	}
-	top := topologyOf(cfg)
-	top.RetryExchange = name + "-retry"
-	top.DLXExchange = name + "-dlx"
+	top := cfg.Topology
 
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
@@ -219,11 +228,11 @@ func newHarness(t *testing.T, end *legacy, mutate func(*configs.Config)) *harnes
 		}
 		conn.Close()
 	})
-	rdb, err := redisconn.New(redisconn.Options{URL: cfg.Redis.URL.Reveal(), Cluster: cfg.Redis.Cluster})
+	rdb, err := redisconn.New(redisconn.Options{URL: cfg.RedisURL, ReadTimeout: time.Second})
 	if err != nil {
 		t.Fatalf("redis client: %v", err)
 	}
-	keys := keyspace.MustNew(cfg.KeyPrefix())
+	keys := keyspace.MustNew(servicetest.KeyPrefix(t))
 	t.Cleanup(func() {
 		ctx := context.Background()
 		iter := rdb.Scan(ctx, 0, keys.Prefix()+"*", 100).Iterator()
@@ -235,42 +244,17 @@ func newHarness(t *testing.T, end *legacy, mutate func(*configs.Config)) *harnes
 	return &harness{t: t, cfg: cfg, top: top, conn: conn, ch: ch, rdb: rdb, keys: keys, end: end, reg: prometheus.NewRegistry()}
 }
 
-// topologyOf names the broker objects of the test's config as `borda
-// forward` does (cmd/borda topologyOf).
-func topologyOf(cfg configs.Config) topology.Topology {
-	retry := make([]topology.Delay, len(cfg.Forward.RetryDelays))
-	for i, d := range cfg.Forward.RetryDelays {
-		retry[i] = topology.Delay{Name: d.Name, TTL: d.D}
-	}
-	binding := cfg.Forward.EventsBinding
-	if binding == "" {
-		binding = configs.EventsBindingFor(cfg.Webhook.RoutingKey)
-	}
-	return topology.Topology{
-		Exchange: cfg.Webhook.Exchange, RoutingKey: cfg.Webhook.RoutingKey,
-		ForwardQueue: cfg.Forward.Queue, EventsQueue: cfg.Forward.EventsQueue, EventsBinding: binding,
-		DLQ: cfg.Forward.DLQ, Retry: retry, QueueType: topology.QueueType(cfg.Webhook.QueueType),
-		RetryExchange: topology.RetryExchange, DLXExchange: topology.DLXExchange,
-	}
-}
-
-// options are the forwarder's options of the test's config, as `borda
-// forward` maps them (cmd/borda forwardOptions).
+// options are the forwarder's options of the test, with the harness's
+// topology, Redis, keyspace and registry.
 func (h *harness) options() Options {
-	f := h.cfg.Forward
-	secret := f.HMACSecret.Reveal()
-	scrub := append(configs.URLSecrets(f.URL), secret)
-	return Options{
-		URL: f.URL, HMACSecret: []byte(secret), SignatureVersions: f.SignatureVersions,
-		Scrub:    func(text string) string { return configs.ScrubSecrets(text, scrub) },
-		Prefetch: f.Prefetch, Timeout: f.Timeout.D(), LeaseTTL: f.LeaseTTL.D(), RetentionTTL: f.RetentionTTL.D(),
-		Breaker:  BreakerOptions{Failures: f.Breaker.Failures, OpenFor: f.Breaker.OpenFor.D()},
-		Topology: h.top, AMQPURL: h.cfg.AMQP.URL.Reveal(),
-		Redis: h.rdb, Keys: h.keys, Registerer: h.reg,
-		// The harness's events are of one source, as a flat-section
-		// deployment's: their Idempotency-Key is the bare id.
-		BareKeySource: "evolution",
-	}
+	o := h.cfg.Options
+	scrub := append(redact.URLSecrets(o.URL), string(o.HMACSecret))
+	o.Scrub = func(text string) string { return redact.Secrets(text, scrub) }
+	o.Topology, o.Redis, o.Keys, o.Registerer = h.top, h.rdb, h.keys, h.reg
+	// The harness's events are of one source, as a flat-section
+	// deployment's: their Idempotency-Key is the bare id.
+	o.BareKeySource = "evolution"
+	return o
 }
 
 // start runs a forwarder until the test ends.

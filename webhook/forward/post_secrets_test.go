@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -17,7 +17,7 @@ import (
 func newSecretPoster(legacyURL, hmac string) *poster {
 	return &poster{client: &http.Client{}, url: legacyURL, secret: []byte(hmac), timeout: 5 * time.Second,
 		scrub: func(text string) string {
-			return configs.ScrubSecrets(text, append(configs.URLSecrets(legacyURL), hmac))
+			return redact.Secrets(text, append(redact.URLSecrets(legacyURL), hmac))
 		}}
 }
 

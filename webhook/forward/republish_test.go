@@ -2,13 +2,15 @@ package forward
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/webhook/topology"
 )
 
 // TestForward_PublishChannelClosedByTheBrokerRecovers: a channel error
@@ -39,22 +41,39 @@ func TestForward_PublishChannelClosedByTheBrokerRecovers(t *testing.T) {
 
 // TestForward_RetryPublishFailureDoesNotHammerTheEndpoint: when the
 // republish to the retry exchange fails (here it is returned: the rung's
-// queue is gone), the delivery is requeued; it must not be POSTed again
-// at once in a tight loop (no attempt is spent, so nothing else slows it).
+// queue is no longer bound to it), the delivery is held and the publish
+// tried again; it must not be POSTed again meanwhile (no attempt is
+// spent, so nothing else slows it). The binding is removed once the
+// forwarder has declared its topology: the forwarder declares (and binds)
+// the rung when it connects, so a queue deleted before it started was
+// simply declared again and the test tested nothing. Unbinding, not
+// deleting: deleting a quorum queue the forwarder has just declared
+// crashed RabbitMQ 3.x's dead-letter worker until the node refused every
+// quorum queue (INTERNAL_ERROR).
 func TestForward_RetryPublishFailureDoesNotHammerTheEndpoint(t *testing.T) {
 	end := newLegacy(t, always(action{status: 503}))
-	h := newHarness(t, end, func(c *configs.Config) {
-		c.Forward.RetryDelays = []configs.Delay{{Name: "5s", D: 5 * time.Second}}
+	h := newHarness(t, end, func(c *harnessConfig) {
+		c.Topology.Retry = []topology.Delay{{Name: "5s", TTL: 5 * time.Second}}
 	})
-	if _, err := h.ch.QueueDelete(h.top.RetryQueue(0), false, false, false); err != nil {
+	var tape lockedBuf
+	f := h.start(func(f *Forwarder) { f.log = slog.New(slog.NewTextHandler(&tape, nil)) })
+	eventually(t, 10*time.Second, "the forwarder to be ready", func() bool { return len(f.Readiness()) == 0 })
+	if err := h.ch.QueueUnbind(h.top.RetryQueue(0), h.top.RetryRoutingKey(0), h.top.RetryExchange, nil); err != nil {
 		t.Fatal(err)
 	}
-	h.start(nil)
 	h.publish(jsonEnvelope("rh-1", `{}`))
 	eventually(t, 5*time.Second, "a first POST", func() bool { return len(end.all()) >= 1 })
-	time.Sleep(1500 * time.Millisecond)
-	if n := len(end.all()); n > 4 {
-		t.Errorf("POSTs in 1.5s while the retry publish fails = %d, want a paced requeue (≤ 4)", n)
+	// The republish failed three times (the third try comes after 1 s and
+	// then 2 s of holding): a tight loop would have POSTed hundreds of times
+	// meanwhile.
+	eventually(t, 15*time.Second, "three failed retry publishes", func() bool {
+		return strings.Contains(tape.String(), "tries=3")
+	})
+	if f.publishHeld.Load() < 1 {
+		t.Errorf("no delivery held while its retry publish fails")
+	}
+	if n := len(end.all()); n != 1 {
+		t.Errorf("POSTs while the retry publish failed 3 times = %d, want 1 (the delivery is held, not re-POSTed)", n)
 	}
 	if d := h.depth(h.top.DLQ); d != 0 {
 		t.Errorf("DLQ depth %d, want 0 (the event waits in the forward queue)", d)

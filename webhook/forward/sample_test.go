@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/webhook/topology"
 )
 
 // TestForward_SamplingKeepsTheHeadOfTheQueue: the sampler reported the
@@ -16,7 +16,7 @@ import (
 // place and still report the lag while messages wait.
 func TestForward_SamplingKeepsTheHeadOfTheQueue(t *testing.T) {
 	end := newLegacy(t, always(action{status: 200}))
-	h := newHarness(t, end, func(c *configs.Config) { c.Webhook.QueueType = "quorum" })
+	h := newHarness(t, end, func(c *harnessConfig) { c.Topology.QueueType = topology.QueueType("quorum") })
 	old := time.Now().Add(-time.Hour)
 	for i := range 3 {
 		env := jsonEnvelope(fmt.Sprintf("head-%d", i), `{}`)

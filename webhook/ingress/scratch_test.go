@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -93,22 +92,42 @@ func (s *stack) postMaybeChunked(t testing.TB, body []byte, chunked bool) (int, 
 	return resp.StatusCode, a, nil
 }
 
-// holdingPublisher keeps each message's body for a while and reports a
-// body that changed under it: the ingress gave its buffer back before
-// Publish returned.
+// holdingPublisher keeps each message's body until the next Publish has
+// started (another request has read its body and built its envelope
+// meanwhile, taking buffers from the pool), or until the total-th, and
+// reports a body that changed under it: the ingress gave its buffer back
+// before Publish returned.
 type holdingPublisher struct {
-	mu      sync.Mutex
-	changed int
+	total    int
+	mu       sync.Mutex
+	cond     *sync.Cond
+	arrivals int
+	overlaps int // publishes held until a later one started
+	changed  int
+}
+
+func newHoldingPublisher(total int) *holdingPublisher {
+	p := &holdingPublisher{total: total}
+	p.cond = sync.NewCond(&p.mu)
+	return p
 }
 
 func (p *holdingPublisher) Publish(_ context.Context, m publish.Message) error {
 	before := bytes.Clone(m.Body)
-	time.Sleep(2 * time.Millisecond) // other requests run meanwhile
-	if !bytes.Equal(before, m.Body) {
-		p.mu.Lock()
-		p.changed++
-		p.mu.Unlock()
+	p.mu.Lock()
+	p.arrivals++
+	me := p.arrivals
+	p.cond.Broadcast()
+	for p.arrivals == me && p.arrivals < p.total {
+		p.cond.Wait()
 	}
+	if p.arrivals > me {
+		p.overlaps++
+	}
+	if !bytes.Equal(before, m.Body) {
+		p.changed++
+	}
+	p.mu.Unlock()
 	return nil
 }
 
@@ -118,7 +137,8 @@ func (p *holdingPublisher) Publish(_ context.Context, m publish.Message) error {
 // overwritten by the next event).
 func TestScratchIsNotReusedWhilePublishing(t *testing.T) {
 	t.Parallel()
-	pub := &holdingPublisher{}
+	const clients, each = 32, 20
+	pub := newHoldingPublisher(clients * each)
 	ing, err := New(flatOptions("test-token"), pub, discardLogger(), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -128,11 +148,11 @@ func TestScratchIsNotReusedWhilePublishing(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	t.Cleanup(client.CloseIdleConnections)
 	var wg sync.WaitGroup
-	for g := range 32 {
+	for g := range clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := range 20 {
+			for k := range each {
 				body := fmt.Appendf(nil, `{"event":"e","instance":"i","data":{"key":{"id":"%d-%d"}},"pad":%q}`, g, k, strings.Repeat("p", 700+g*13))
 				r, _ := http.NewRequest(http.MethodPost, srv.URL+"/webhooks/whatsapp", bytes.NewReader(body))
 				r.Header.Set("Content-Type", "application/json")
@@ -148,6 +168,9 @@ func TestScratchIsNotReusedWhilePublishing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if pub.arrivals != clients*each || pub.overlaps != clients*each-1 {
+		t.Fatalf("%d publishes, %d held while a later one started; want %d and %d", pub.arrivals, pub.overlaps, clients*each, clients*each-1)
+	}
 	if pub.changed > 0 {
 		t.Fatalf("%d envelopes changed while Publish held them: a scratch buffer was reused too early", pub.changed)
 	}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +54,8 @@ func TestStopEndsTheConnectLoop(t *testing.T) {
 		`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":300}}`)); err != nil {
 		t.Fatal(err)
 	}
+	var brokerSpoke <-chan struct{}
+	cfg.URL, brokerSpoke = firstFrameRelay(t, cfg.URL)
 	name := servicetest.Name(t)
 	tape := &logTape{}
 	logger := slog.New(slog.NewTextHandler(tape, nil))
@@ -63,7 +68,16 @@ func TestStopEndsTheConnectLoop(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond) // mid-handshake
+	// Mid-handshake: the broker's first frame (connection.start) reached
+	// the publisher, and the session is not set up yet.
+	select {
+	case <-brokerSpoke:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no broker frame reached the publisher within 10 s")
+	}
+	if strings.Contains(tape.String(), "webhook broker connected") {
+		t.Fatalf("the session was set up before Stop was called: the test stops nothing mid-handshake:\n%s", tape.String())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	start := time.Now()
@@ -85,6 +99,57 @@ func TestStopEndsTheConnectLoop(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// firstFrameRelay relays TCP to the broker at amqpURL and returns the URL
+// that goes through it, with a channel closed when the first byte from
+// the broker reaches the client: the handshake is then under way.
+func firstFrameRelay(t *testing.T, amqpURL string) (string, <-chan struct{}) {
+	t.Helper()
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	spoke := make(chan struct{})
+	var once sync.Once
+	target := u.Host
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer b.Close()
+				go func() { _, _ = io.Copy(b, c); b.Close() }()
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := b.Read(buf)
+					if n > 0 {
+						once.Do(func() { close(spoke) })
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	u.Host = ln.Addr().String()
+	return u.String(), spoke
 }
 
 // A publish whose socket write cannot complete (the broker stopped reading:

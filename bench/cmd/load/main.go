@@ -50,6 +50,7 @@ type options struct {
 	profile              string
 	gen, upstream        string
 	strict, keep         bool
+	sync                 string
 	targets              string
 }
 
@@ -71,6 +72,7 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "save a CPU profile of each Go proxy's (bare-go, borda…) first saturation run to DIR/<target>.pprof")
 	flag.StringVar(&o.gen, "gen", "auto", "saturation generator: wrk, go, or auto (wrk when installed: it leaves more of a small machine to the proxy)")
 	flag.StringVar(&o.upstream, "upstream", "auto", "upstream server: nginx (static 200), go (bench/cmd/upstream), or auto (nginx when installed)")
+	flag.StringVar(&o.sync, "sync", "", "rate_limits.sync of the borda targets' rules (e.g. 50ms; empty: a store round trip per request)")
 	flag.BoolVar(&o.strict, "strict", false, "exit 1 when a target ratio is missed")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (configs, logs)")
 	install := flag.Bool("install", true, "run scripts/bench-deps.sh when wrk or nginx is missing (installs them from the distribution's packages)")
@@ -261,7 +263,7 @@ func startTarget(ctx context.Context, dir string, bins map[string]string, o opti
 		p, err = harness.StartNginx(dir, o.proxyCPU, addr, upAddr)
 	case "borda", "borda-3rules", "borda-notelemetry":
 		admin, _ := harness.FreeAddr()
-		spec := harness.BordaSpec{Listen: addr, Admin: admin, Upstream: "http://" + upAddr, RedisURL: o.redisURL, KeyPrefix: prefix}
+		spec := harness.BordaSpec{Listen: addr, Admin: admin, Upstream: "http://" + upAddr, RedisURL: o.redisURL, KeyPrefix: prefix, Sync: o.sync}
 		if t.name == "borda-3rules" {
 			spec.Rules = 3
 		}
