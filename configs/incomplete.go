@@ -51,11 +51,17 @@ func (c Config) Incomplete() []Finding {
 			}
 			names = append(names, sig.SecretEnvs...)
 			add(f+".signature.secret_env", "source %q answers 503: %s is unset or empty; set it", s.Name, strings.Join(names, ", "))
+		} else if sig != nil {
+			// Some secrets read, some variables unset: a rotation half
+			// done, or a typo that silently drops a secret (attack B47).
+			for _, name := range sig.Unset {
+				add(f+".signature.secret_envs", "source %q: %s is unset or empty, so its secret is not accepted (the source verifies with its other secrets only); set it or remove it from the list", s.Name, name)
+			}
 		}
 		if sig := s.Signature; sig != nil {
 			for _, sec := range sig.Secrets {
 				if !usableSigningSecret(sig.Scheme, sec.Reveal()) {
-					add(f+".signature.secret_env", "every webhook source answers 503: a signing secret of source %q is unusable (empty, or for standard not whsec_ and the base64 of a non-empty key); fix the variable", s.Name)
+					add(f+".signature.secret_env", "source %q answers 503 (the other sources are served): one of its signing secrets is unusable (empty, or for standard not whsec_ and the base64 of a non-empty key); fix the variable", s.Name)
 					break
 				}
 			}

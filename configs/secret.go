@@ -109,6 +109,21 @@ func signingSecrets(scheme, secretEnv string, secretEnvs []string, lookup func(s
 	return out
 }
 
+// unsetVariables returns the names among names (empty names skipped)
+// whose variable is unset or blank.
+func unsetVariables(names []string, lookup func(string) (string, bool)) []string {
+	var out []string
+	for _, name := range names {
+		if name == "" {
+			continue
+		}
+		if v, ok := lookup(name); !ok || strings.TrimSpace(v) == "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // usableSigningSecret reports whether the ingress can verify with secret:
 // not blank, and for the standard scheme "whsec_" (optional) and the
 // base64 of a non-empty key (webhook/ingress StandardKey decides the

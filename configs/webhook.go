@@ -133,6 +133,10 @@ type WebhookSignature struct {
 
 	// Secrets are read from SecretEnv.
 	Secrets Secrets `yaml:"-"`
+	// Unset names the variables of SecretEnv and SecretEnvs that are
+	// unset or empty (names only, never a value): `config check` reports
+	// each and the gateway warns about each at start (attack B47).
+	Unset []string `yaml:"-"`
 }
 
 func defaultWebhook() Webhook {
@@ -258,6 +262,7 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 			}
 			if lookup != nil {
 				sig.Secrets = signingSecrets(sig.Scheme, sig.SecretEnv, sig.SecretEnvs, lookup)
+				sig.Unset = unsetVariables(append([]string{sig.SecretEnv}, sig.SecretEnvs...), lookup)
 			}
 		}
 	}

@@ -157,3 +157,40 @@ webhook:
 		}
 	}
 }
+
+// TestCheckNamesAnUnsetSecretEnvsVariable (attack B47): a variable of
+// secret_env/secret_envs that is unset or blank while others are set is a
+// `config check` warning naming it (never a value), for every position in
+// the list; with every one unset the source answers 503, as before.
+func TestCheckNamesAnUnsetSecretEnvsVariable(t *testing.T) {
+	env := map[string]string{"GH_A": "CANARYa", "GH_B": "CANARYb", "BLANK": "  "}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct {
+		secretEnv string
+		envs      []string
+		unset     []string
+	}{
+		{"GH_A", []string{"GH_TYPO"}, []string{"GH_TYPO"}},
+		{"GH_A", []string{"GH_B", "BLANK"}, []string{"BLANK"}},
+		{"GH_MISSING", []string{"GH_B"}, []string{"GH_MISSING"}},
+		{"", []string{"GH_X", "GH_A", "GH_Y"}, []string{"GH_X", "GH_Y"}},
+	} {
+		doc := "webhook:\n  sources:\n    - name: gh\n      path: /hooks/github\n      signature: {scheme: github, secret_env: \"" + tc.secretEnv +
+			"\", secret_envs: [" + strings.Join(tc.envs, ", ") + "]}\n"
+		r := Check([]byte(doc), lookup)
+		for _, name := range tc.unset {
+			found := false
+			for _, w := range r.Warnings {
+				if strings.Contains(w.Message, name) && strings.Contains(w.Message, "unset") {
+					found = true
+				}
+				if strings.Contains(w.Message, "CANARY") {
+					t.Errorf("a warning prints a secret: %s", w.Message)
+				}
+			}
+			if !found {
+				t.Errorf("%q %v: warnings %+v name no %s", tc.secretEnv, tc.envs, r.Warnings, name)
+			}
+		}
+	}
+}

@@ -225,8 +225,6 @@ func TestHostileIngressHostileEventIDsAreForwarded(t *testing.T) {
 		`"esc-%d\u001b[2J\u001b]0;pwned\u0007"`,
 		`"c1-%d\u009b31m"`,
 		`"del-%d\u007f"`,
-		"\"badutf8-%d\xff\"",
-		"\"badutf8-%d\xfe\"", // differs from the previous one only in the invalid byte
 		`"surrogate-%d\ud800"`,
 		`"surrogate-%d\ud801"`,
 		`"long-%d-` + strings.Repeat("k", 220) + `"`,
@@ -238,6 +236,14 @@ func TestHostileIngressHostileEventIDsAreForwarded(t *testing.T) {
 			if code != 200 || !strings.Contains(reply, want) {
 				t.Errorf("id %q, delivery %d: %d %s, want 200 %s", id, try+1, code, reply, want)
 			}
+		}
+	}
+	// Raw invalid UTF-8 in a JSON body is refused 400 INVALID_UTF8 (attack
+	// B18): the provider is told, nothing is acknowledged and lost.
+	for _, id := range []string{"\"badutf8-%d\xff\"", "\"badutf8-%d\xfe\""} {
+		body := `{"id":` + fmt.Sprintf(id, stamp) + `}`
+		if code, _, reply := ingressRaw(t, p.public, "/webhooks/whatsapp", body, "Authorization: Bearer "+ingressToken); code != 400 || !strings.Contains(reply, "INVALID_UTF8") {
+			t.Errorf("id %q: %d %s, want 400 INVALID_UTF8", id, code, reply)
 		}
 	}
 	// A delivery-id header with bytes >= 0x80 (net/http accepts obs-text).
@@ -256,12 +262,13 @@ func TestHostileIngressHostileEventIDsAreForwarded(t *testing.T) {
 	if len(seen) != want {
 		t.Fatalf("legacy endpoint got %d POSTs within 30 s, want %d", len(seen), want)
 	}
-	derived := regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// The derived id, bound to the body (a token source, docs/webhooks.md §4).
+	derived := regexp.MustCompile(`^sha256:[0-9a-f]{64}~[0-9a-f]{16}$`)
 	keys := map[string]bool{}
 	for _, r := range seen {
 		k := r.Header.Get("Idempotency-Key")
 		if !derived.MatchString(k) {
-			t.Errorf("Idempotency-Key %q, want sha256:<64 hex>", k)
+			t.Errorf("Idempotency-Key %q, want sha256:<64 hex>~<16 hex>", k)
 		}
 		keys[k] = true
 	}
@@ -337,5 +344,36 @@ func TestHostileIngressTokenPathSpellingsNeverReachTheLog(t *testing.T) {
 		if strings.Contains(logs, secret) {
 			t.Errorf("the log holds %q:\n%s", secret, logs)
 		}
+	}
+}
+
+// TestHostileConfiguredTokenInAnyPathSegmentNeverReachesTheLog (attack
+// A74): the real binary, the live token in segments no "/t/" marker
+// introduces, behind a prefix and on the portal's route: no access-log
+// line holds it.
+func TestHostileConfiguredTokenInAnyPathSegmentNeverReachesTheLog(t *testing.T) {
+	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
+	p := startIngressServe(t, newNames(t), amqpURL, redisURL)
+	paths := []string{
+		"/webhooks/whatsapp/" + ingressToken,
+		"/webhooks/whatsapp/token/" + ingressToken,
+		"/webhooks/whatsapp/tt/" + ingressToken,
+		"/x/webhooks/whatsapp/t/" + ingressToken,
+		"/gw/webhooks/whatsapp/" + ingressToken + "/messages-upsert",
+		"/" + ingressToken + ";x",
+	}
+	for k, path := range paths {
+		code, _, reply := ingressRaw(t, p.public, path, fmt.Sprintf(`{"id":"segment-%d"}`, k))
+		t.Logf("POST %s → %d %s", path, code, reply)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(p.logs.String(), `"path":"/`) < len(paths) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d access-log lines within 10 s:\n%s", len(paths), p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if logs := p.logs.String(); strings.Contains(logs, ingressToken) {
+		t.Errorf("the log holds the token:\n%s", logs)
 	}
 }

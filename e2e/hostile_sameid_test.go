@@ -130,8 +130,13 @@ forward:
 			mu.Lock()
 			wk, zk := keys[`{"from":"whatsapp"}`], keys[`{"from":"zapster"}`]
 			mu.Unlock()
-			if wk != id || zk != "zapster:"+id {
-				t.Errorf("Idempotency-Keys %q (whatsapp) and %q (zapster), want %q and %q", wk, zk, id, "zapster:"+id)
+			// A token source's client-named id is bound to the body
+			// (docs/webhooks.md §4): id "~" the first 16 hex digits of
+			// printf '%s' '{"from":"whatsapp"}' | sha256sum   (3034f611416df683)
+			// printf '%s' '{"from":"zapster"}' | sha256sum    (aef9d092ce160906)
+			wantW, wantZ := id+"~3034f611416df683", "zapster:"+id+"~aef9d092ce160906"
+			if wk != wantW || zk != wantZ {
+				t.Errorf("Idempotency-Keys %q (whatsapp) and %q (zapster), want %q and %q", wk, zk, wantW, wantZ)
 			}
 			return
 		}

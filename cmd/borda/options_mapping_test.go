@@ -198,14 +198,15 @@ func TestIngressOptionsMapEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMapped(t, opts, nil)
+	checkMapped(t, opts, map[string]string{"Sources[0].NotConfigured": "nil while the configuration can serve the source (set on a mistake)"})
 	w = filledConfig(t).Webhook
 	w.Sources = nil
 	if opts, err = ingressOptions(w); err != nil {
 		t.Fatal(err)
 	}
 	checkMapped(t, opts, map[string]string{
-		"Sources[0].Signature":    "the flat source authenticates by token only",
-		"Sources[0].RedactFields": "the flat source has no redact_fields key",
+		"Sources[0].Signature":     "the flat source authenticates by token only",
+		"Sources[0].RedactFields":  "the flat source has no redact_fields key",
+		"Sources[0].NotConfigured": "nil while the configuration can serve the source (set on a mistake)",
 	})
 }

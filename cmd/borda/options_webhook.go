@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -95,11 +96,14 @@ func ingressOptions(w configs.Webhook) (ingress.Options, error) {
 			MaxClients: w.AuthFailures.MaxClients, Window: w.AuthFailures.Window.D(),
 		},
 	}
-	var errs []error
+	// A source's configuration mistake is that source's: it goes in its
+	// NotConfigured (it answers 503 NOT_CONFIGURED, the others are
+	// served; attack B32). Messages name fields and variables, never a
+	// value.
 	if w.Path != "" {
 		s := ingress.Source{Name: flatSourceName, Path: w.Path, RoutingKey: w.RoutingKey, Tokens: revealAll(w.Tokens), IDFields: w.IDFields}
 		if len(nonEmpty(s.Tokens)) == 0 {
-			errs = append(errs, errors.New("webhook.path: no token configured (set WEBHOOK_TOKENS); refusing to accept unauthenticated webhooks"))
+			s.NotConfigured = errors.New("webhook.path: no token configured (set WEBHOOK_TOKENS); refusing to accept unauthenticated webhooks")
 		}
 		opts.Sources = append(opts.Sources, s)
 	}
@@ -112,6 +116,7 @@ func ingressOptions(w configs.Webhook) (ingress.Options, error) {
 		if c.IDFields != nil {
 			s.IDFields = c.IDFields
 		}
+		var errs []error
 		switch {
 		case c.TokensEnv != "":
 			s.Tokens = revealAll(c.Tokens)
@@ -127,15 +132,22 @@ func ingressOptions(w configs.Webhook) (ingress.Options, error) {
 		if c.Signature != nil {
 			s.Signature = &ingress.Signature{Scheme: c.Signature.Scheme, Secrets: revealAll(c.Signature.Secrets), Tolerance: c.Signature.Tolerance.D()}
 			if len(s.Signature.Secrets) == 0 {
-				errs = append(errs, fmt.Errorf("%s.signature (%s): no secret configured", field, c.Signature.SecretEnv))
+				errs = append(errs, fmt.Errorf("%s.signature (%s): no secret configured", field, strings.Join(secretVariables(c.Signature), ", ")))
 			}
 		}
+		s.NotConfigured = errors.Join(errs...)
 		opts.Sources = append(opts.Sources, s)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return ingress.Options{}, fmt.Errorf("compiling webhook sources: %w", err)
-	}
 	return opts, nil
+}
+
+// secretVariables names the variables a signature reads its secrets from.
+func secretVariables(sig *configs.WebhookSignature) []string {
+	var names []string
+	if sig.SecretEnv != "" {
+		names = append(names, sig.SecretEnv)
+	}
+	return append(names, sig.SecretEnvs...)
 }
 
 // newIngress builds the ingress of w on pub.
@@ -143,6 +155,15 @@ func newIngress(w configs.Webhook, pub ingress.MessagePublisher, logger *slog.Lo
 	opts, err := ingressOptions(w)
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range w.Sources {
+		if c.Signature == nil || len(c.Signature.Secrets) == 0 {
+			continue // no secret at all: the source is NOT_CONFIGURED, logged by the ingress
+		}
+		for _, name := range c.Signature.Unset {
+			logger.Warn("webhook signing secret variable unset or empty; the source verifies with its other secrets only",
+				"source", c.Name, "variable", name)
+		}
 	}
 	return ingress.New(opts, pub, logger, reg)
 }

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/webhook/publish"
 	"github.com/olp-edu/borda/webhook/topology"
 )
 
@@ -111,18 +118,61 @@ func TestIngressOptionsMapSourcesAndRefuseOnesWithoutCredential(t *testing.T) {
 		t.Errorf("paths = %v", got)
 	}
 
+	// A source's mistake is that source's (attack B32): it is mapped with
+	// NotConfigured naming the field, the others as they are.
 	cfg.Webhook.Tokens = nil
-	_, err = ingressOptions(cfg.Webhook)
-	for _, want := range []string{"webhook.path: no token configured (set WEBHOOK_TOKENS)", "webhook.sources[0]: no tokens_env, no signature and WEBHOOK_TOKENS unset"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("without WEBHOOK_TOKENS: %v, want %q", err, want)
+	opts, err = ingressOptions(cfg.Webhook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range []string{"webhook.path: no token configured (set WEBHOOK_TOKENS)", "webhook.sources[0]: no tokens_env, no signature and WEBHOOK_TOKENS unset"} {
+		if e := opts.Sources[n].NotConfigured; e == nil || !strings.Contains(e.Error(), want) {
+			t.Errorf("without WEBHOOK_TOKENS: source %d: %v, want %q", n, e, want)
 		}
 	}
+	if e := opts.Sources[2].NotConfigured; e != nil {
+		t.Errorf("signed source: %v, want it served", e)
+	}
 	cfg.Webhook.Sources[1].TokensEnv = "GH_TOKENS"
-	if _, err := ingressOptions(cfg.Webhook); err == nil || !strings.Contains(err.Error(), "webhook.sources[1].tokens_env: GH_TOKENS is empty or unset") {
-		t.Errorf("empty tokens_env: %v", err)
+	opts, _ = ingressOptions(cfg.Webhook)
+	if e := opts.Sources[2].NotConfigured; e == nil || !strings.Contains(e.Error(), "webhook.sources[1].tokens_env: GH_TOKENS is empty or unset") {
+		t.Errorf("empty tokens_env: %v", e)
 	}
 }
+
+// TestOneSourceWithAnUnsetSecretLeavesTheOthersServed (attack B32): the
+// real mapping and the real ingress: a signed source whose secret
+// variable is unset answers 503 NOT_CONFIGURED, the token source 200.
+func TestOneSourceWithAnUnsetSecretLeavesTheOthersServed(t *testing.T) {
+	cfg := configs.Default()
+	cfg.Webhook.Path = "/webhooks/whatsapp"
+	cfg.Webhook.Tokens = configs.Secrets{"tok"}
+	cfg.Webhook.Sources = []configs.WebhookSource{
+		{Name: "gh", Path: "/hooks/github", Signature: &configs.WebhookSignature{Scheme: "github", SecretEnv: "GH_UNSET", Unset: []string{"GH_UNSET"}}},
+		{Name: "std", Path: "/hooks/std", Signature: &configs.WebhookSignature{Scheme: "standard", SecretEnv: "STD", Secrets: configs.Secrets{"whsec_%%%"}}},
+	}
+	in, err := newIngress(cfg.Webhook, okPublisher{}, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		path string
+		code int
+	}{{"/hooks/github", 503}, {"/hooks/std", 503}, {"/webhooks/whatsapp", 200}} {
+		r := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(`{"a":1}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		in.ServeHTTP(w, r)
+		if w.Code != c.code || (c.code == 503 && !strings.Contains(w.Body.String(), "NOT_CONFIGURED")) {
+			t.Errorf("%s: %d %s, want %d", c.path, w.Code, w.Body.String(), c.code)
+		}
+	}
+}
+
+type okPublisher struct{}
+
+func (okPublisher) Publish(context.Context, publish.Message) error { return nil }
 
 // TestSoleSourceHonoursLegacyKeysOnlyWithOneSource: the forwarder honours
 // the source-less idempotency keys of earlier versions only when one

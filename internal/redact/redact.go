@@ -146,6 +146,41 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.msg }
 func (e *redactedError) Unwrap() error { return e.err }
 
+// credentialParam finds a credential-named parameter in free text: a name
+// holding token, password/passwd/pwd, secret, api key, authorization,
+// credential, session id or signature (any letter case, any prefix or
+// suffix: access_token, client_secret, X-Api-Key, db.password), then "="
+// or ":" with optional quotes (plain, JSON's, or escaped as %q writes
+// them) and spaces, an optional auth scheme (Bearer, Basic, Token), and
+// the value, up to a space, quote, delimiter or backslash.
+var credentialParam = regexp.MustCompile(`(?i)([a-z0-9_.\-]*(?:token|passw(?:or)?d|pwd|secret|api[_\-]?key|authorization|credential|session[_\-]?id|signature)[a-z0-9_.\-]*)(\\?"?\s*[:=]\s*\\?"?)((?:bearer|basic|token)\s+)?([^\s"'&,;<>{}\[\]\\]+)`)
+
+// Params returns text with the value of every credential-named parameter
+// replaced by "xxxxx" ("token=abc" → "token=xxxxx", `"password": "p"` →
+// `"password": "xxxxx"`, "Authorization: Bearer t" → "Authorization:
+// Bearer xxxxx"), for text a remote party wrote (a legacy endpoint's
+// reply excerpt) that reaches logs and dead letters. Names are kept, so
+// an operator still sees what was there.
+func Params(text string) string {
+	idx := credentialParam.FindAllStringSubmatchIndex(text, -1)
+	if idx == nil {
+		return text
+	}
+	var sb strings.Builder
+	last := 0
+	for _, m := range idx {
+		vStart, vEnd := m[8], m[9] // the value group
+		if text[vStart:vEnd] == redactedPart {
+			continue
+		}
+		sb.WriteString(text[last:vStart])
+		sb.WriteString(redactedPart)
+		last = vEnd
+	}
+	sb.WriteString(text[last:])
+	return sb.String()
+}
+
 // minScrubbed is the shortest URL secret Secrets removes from
 // free text: shorter values ("v=2") would blank unrelated words.
 const minScrubbed = 6

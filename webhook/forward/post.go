@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -265,7 +266,13 @@ func classify(status int, retryAfter string, body []byte, now time.Time) Result 
 // safeExcerpt keeps at most excerptBytes of b as printable UTF-8 on one
 // line: invalid bytes and control characters become '?' and whitespace
 // runs one space, so it is safe in AMQP headers, logs and terminals.
+//
+// Every credential-named parameter's value (token=, password=, "secret":,
+// api_key=, Authorization: Bearer …, any case and quoting) is redacted
+// first (redact.Params): an endpoint that echoes its request or its
+// configuration must not put a secret in the log or the dead letter.
 func safeExcerpt(b []byte) string {
+	b = []byte(redact.Params(string(b)))
 	if len(b) > excerptBytes {
 		b = b[:excerptBytes]
 	}

@@ -78,3 +78,27 @@ func TestPostReplyEchoingTheTokenIsScrubbed(t *testing.T) {
 		t.Errorf("excerpt %q: want the reply with the secrets scrubbed", r.Excerpt)
 	}
 }
+
+// TestLegacyReplyExcerptRedactsCredentialParameters (attack B07): a legacy
+// endpoint that echoes credentials in its reply (token=, password=,
+// "secret":, api_key=, Authorization: Bearer) gets an excerpt, for the
+// log and the dead letter, without their values, through the real poster.
+func TestLegacyReplyExcerptRedactsCredentialParameters(t *testing.T) {
+	t.Parallel()
+	replies := []string{
+		"token=CANARY1 password=CANARY2", `{"secret":"CANARY3","api_key": "CANARY4"}`, "Authorization: Bearer CANARY5",
+		"PASSWORD=CANARY6&Api-Key=CANARY7", `erro: \"client_secret\":\"CANARY8\"`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = w.Write([]byte(replies[len(r.URL.Path)%len(replies)]))
+	}))
+	defer srv.Close()
+	for n := range replies {
+		path := "/" + strings.Repeat("p", n)
+		r := newSecretPoster(srv.URL+path, "HMACSECRET").post(context.Background(), envelope.Envelope{ID: "e1", Body: []byte("{}")}, time.Now())
+		if r.Status != 422 || r.Excerpt == "" || strings.Contains(r.Excerpt, "CANARY") {
+			t.Errorf("reply %q: excerpt %q (status %d), want it without the values", replies[n], r.Excerpt, r.Status)
+		}
+	}
+}

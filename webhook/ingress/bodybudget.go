@@ -56,18 +56,36 @@ type budgetReader struct {
 	r      io.Reader
 	b      *bodyBudget
 	client string
-	held   int64
+	held   int64 // charged
+	read   int64 // yielded
 }
 
 func (br *budgetReader) Read(p []byte) (int, error) {
 	n, err := br.r.Read(p)
 	if n > 0 {
-		if !br.b.charge(br.client, int64(n)) {
-			return 0, errBodyBudget
+		br.read += int64(n)
+		if over := br.read - br.held; over > 0 {
+			if !br.b.charge(br.client, over) {
+				return 0, errBodyBudget
+			}
+			br.held += over
 		}
-		br.held += int64(n)
 	}
 	return n, err
+}
+
+// reserve charges n bytes at once, before any is read: what a buffer
+// allocated from the Content-Length holds (a token source's body is read
+// into one of that size). false: nothing charged, the budget is spent.
+func (br *budgetReader) reserve(n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	if !br.b.charge(br.client, n) {
+		return false
+	}
+	br.held += n
+	return true
 }
 
 // charge takes n bytes for client, false (nothing taken) past the

@@ -71,7 +71,7 @@ func startLoad(t *testing.T, s *stack, workers int) *load {
 				l.mu.Lock()
 				l.statuses[fmt.Sprintf("%d %s %s", code, a.Status, a.Reason)]++
 				if a.Status == StatusPublishedConfirmed {
-					l.confirmed = append(l.confirmed, "i:messages.upsert:"+id)
+					l.confirmed = append(l.confirmed, bindBody("i:messages.upsert:"+id, []byte(body))) // a token source: the id is bound to the body
 				}
 				l.slowest = max(l.slowest, took)
 				l.mu.Unlock()

@@ -53,37 +53,88 @@ var signedFallbackFields = map[string][][]string{
 	"stripe": {{"id"}},
 }
 
-// idOf is the event id of a request to src: from signed material only
-// (the signed id header, then the body) when src verifies a signature,
-// else eventID's order.
+// idOf is the event id of a request to src. isJSON is whether the body is
+// read as JSON (bodyIsJSON: the bytes decide, never an unsigned header
+// alone).
+//
+// A signed source takes it from signed material only (the signed id
+// header, then the body): a replayer of a captured delivery controls
+// every other header (issue 22 item 6, attack B03).
+//
+// A token-only source takes eventID's order, but an id the client names
+// (a delivery-id header or id_fields) is a claim, not a proof: every
+// holder of the source's token can send any id, so it is bound to the
+// body (bindBody). The same id with the same bytes (a provider's retry)
+// is one event; the same id with other bytes is another event, never a
+// duplicate silently dropped (attack B13).
 func (src *source) idOf(h http.Header, body []byte, isJSON bool) string {
-	if src.sig == nil {
-		return eventID(h, body, isJSON, src.idFields)
+	if src.sig != nil {
+		return eventIDOf(src.idHeaders, src.idFallback, h, body, isJSON, src.idFields)
 	}
-	return eventIDOf(src.idHeaders, src.idFallback, h, body, isJSON, src.idFields)
+	id, claimed := eventIDClaim(deliveryIDHeaders, nil, h, body, isJSON, src.idFields)
+	if !claimed {
+		return id
+	}
+	return bindBody(id, body)
+}
+
+// bodyBindLen is how many hex digits of the body's SHA-256 bindBody
+// appends: 64 bits, so pre-empting an id means finding a second body
+// whose digest shares them (a 2^64 second-preimage search).
+const bodyBindLen = 16
+
+// bindBody is a token source's claimed id bound to the body it came
+// with: id + "~" + the first bodyBindLen hex digits of the body's
+// SHA-256 ("k-9~ab12…"). The claimed part stays readable for operators
+// and receivers; a result longer than maxIDLen is derived (bounded), so
+// it is always safeID.
+func bindBody(id string, body []byte) string {
+	return bounded(id + "~" + digestHex(body)[:bodyBindLen])
+}
+
+// bodyIsJSON reports whether the ingress reads body as JSON: a JSON media
+// type (its body is then checked valid), or any other accepted media type
+// whose body is a valid JSON object anyway. The event id and the
+// redaction so depend on the bytes, not on a Content-Type a replayer can
+// change on a captured signed delivery (attack B03: the same delivery
+// sent as application/x-www-form-urlencoded got the body-digest id, a new
+// event).
+func bodyIsJSON(kind int, body []byte) bool {
+	if kind == mediaJSON {
+		return true
+	}
+	i := skipSpace(body, 0)
+	return i < len(body) && body[i] == '{' && jsonValid(body)
 }
 
 // eventIDOf is eventID with its delivery-id headers, and the body paths
 // tried when fields do not resolve (one path each), given.
 func eventIDOf(headers []string, fallback [][]string, h http.Header, body []byte, isJSON bool, fields [][]string) string {
+	id, _ := eventIDClaim(headers, fallback, h, body, isJSON, fields)
+	return id
+}
+
+// eventIDClaim is eventIDOf, and whether the id was named by the request
+// (a header or a body member) rather than being the body's digest.
+func eventIDClaim(headers []string, fallback [][]string, h http.Header, body []byte, isJSON bool, fields [][]string) (string, bool) {
 	for _, name := range headers {
 		if v := strings.TrimSpace(h.Get(name)); v != "" {
-			return bounded(v)
+			return bounded(v), true
 		}
 	}
 	if isJSON {
 		if len(fields) > 0 {
 			if v, ok := fieldsID(body, fields); ok {
-				return bounded(v)
+				return bounded(v), true
 			}
 		}
 		for _, path := range fallback {
 			if v, ok := lookupScalar(body, path); ok {
-				return bounded(v)
+				return bounded(v), true
 			}
 		}
 	}
-	return digestHex(body)
+	return digestHex(body), false
 }
 
 // safeID reports whether a provider's id can be the event id as it is:

@@ -157,19 +157,24 @@ func mediaKind(v string) int {
 // Ingress is the webhook http.Handler. Mount it at every path of Paths
 // (and their sub-paths), before host routing, on any Host.
 type Ingress struct {
-	sources  []*source
-	bases    [][]string // each source's segs, in sources' order (RedactPath)
-	paths    []string   // each source's path, in sources' order
-	pub      MessagePublisher
-	dedup    *dedup
-	maxBody  int64
-	budget   *bodyBudget   // unauthenticated bodies in memory (bodybudget.go)
-	bodyTime time.Duration // Options.BodyTimeout
-	logger   *slog.Logger
-	metrics  *ingressMetrics
-	now      func() time.Time // received_at, signature timestamps, throttle, dedup; tests freeze it
-	throttle *authThrottle
-	clientIP func(*http.Request) string
+	sources []*source
+	bases   [][]string // each source's segs, in sources' order (RedactPath)
+	paths   []string   // each source's path, in sources' order
+	pub     MessagePublisher
+	dedup   *dedup
+	maxBody int64
+	budget  *bodyBudget // unauthenticated bodies in memory (bodybudget.go)
+	// authBudget bounds token-authenticated bodies in memory alike, with
+	// a budget of the same size of their own (attack A77: one token
+	// holder, 300 connections × 1 MiB Content-Length, RSS 49 → 359 MB).
+	authBudget *bodyBudget
+	bodyTime   time.Duration // Options.BodyTimeout
+	logger     *slog.Logger
+	metrics    *ingressMetrics
+	now        func() time.Time // received_at, signature timestamps, throttle, dedup; tests freeze it
+	throttle   *authThrottle
+	clientIP   func(*http.Request) string
+	known      knownTokens // every source's tokens (RedactPath)
 }
 
 // New builds the ingress of opts, publishing through pub. It returns an
@@ -182,7 +187,15 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		return nil, errors.New("building webhook ingress: no source configured")
 	}
 	sources, err := compileSources(opts.Sources)
-	if err != nil {
+	broken := 0
+	for _, s := range sources {
+		if s.broken != nil {
+			broken++
+		}
+	}
+	if broken == len(sources) {
+		// Nothing to serve: the caller stands Unconfigured in (readiness
+		// fails, every path answers 503).
 		return nil, err
 	}
 	af := opts.AuthFailures
@@ -195,20 +208,31 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		return nil, err
 	}
 	i := &Ingress{
-		sources:  sources,
-		bases:    sourceBases(sources),
-		paths:    sourcePaths(sources),
-		pub:      pub,
-		dedup:    newDedup(opts.DedupSize, opts.DedupTTL),
-		maxBody:  opts.MaxBodyBytes,
-		budget:   &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
-		bodyTime: opts.BodyTimeout,
-		logger:   logger.With("component", "webhook-ingress"),
-		metrics:  m,
-		now:      time.Now,
-		clientIP: peerIP,
+		sources:    sources,
+		bases:      sourceBases(sources),
+		paths:      sourcePaths(sources),
+		pub:        pub,
+		dedup:      newDedup(opts.DedupSize, opts.DedupTTL),
+		maxBody:    opts.MaxBodyBytes,
+		budget:     &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
+		authBudget: &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
+		bodyTime:   opts.BodyTimeout,
+		logger:     logger.With("component", "webhook-ingress"),
+		metrics:    m,
+		now:        time.Now,
+		clientIP:   peerIP,
+		known:      newKnownTokens(opts.Sources),
 	}
 	i.throttle = newAuthThrottle(af.PerIP, af.PerSource, af.MaxClients, af.Window)
+	for _, s := range sources {
+		if s.broken != nil {
+			// One line per broken source at start; its requests are
+			// counted (borda_webhook_requests_total), not logged each.
+			i.logger.Error("webhook source not configured; its path answers 503 NOT_CONFIGURED until fixed, the other sources are served",
+				"source", s.name, "path", s.path, "err", s.broken)
+			i.metrics.notConfigured.WithLabelValues(s.name).Set(1)
+		}
+	}
 	return i, nil
 }
 
@@ -262,6 +286,11 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 		w.Header().Set("Allow", http.MethodPost)
 		return respond(w, http.StatusMethodNotAllowed, StatusMethodNotAllowed, "")
 	}
+	if src.broken != nil {
+		// This source only: providers retry a 503 (they drop on 401).
+		w.Header().Set("Retry-After", "60")
+		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, ReasonNotConfigured)
+	}
 	target := parseTarget(rest, r.URL.RawQuery)
 	if !safeID(target.event) {
 		// "/%1b[2J" or "/%0d%0a…" would carry a terminal escape or a line
@@ -270,6 +299,17 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 	if reason := i.authenticated(src, r, target); reason != "" {
 		return i.refuse(w, r, src, reason)
+	}
+	if !identityCoding(r.Header["Content-Encoding"]) {
+		// Attack A04: a gzip body was acknowledged and delivered without
+		// its Content-Encoding, undecodable downstream. The ingress
+		// decodes no coding, so it refuses them all (RFC 9110 §15.5.16:
+		// 415, with Accept-Encoding naming what is accepted).
+		w.Header().Set("Accept-Encoding", "identity")
+		return respond(w, http.StatusUnsupportedMediaType, StatusUnsupportedMediaType, ReasonContentEncoding)
+	}
+	if len(r.Header["Content-Type"]) > 1 {
+		return respondInvalid(w, ReasonContentTypeRepeated)
 	}
 	contentType := headerValue(r.Header, "Content-Type")
 	kind := mediaKind(contentType)
@@ -297,10 +337,22 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	}
 	sc := getScratch()
 	var in io.Reader = http.MaxBytesReader(w, r.Body, i.maxBody)
-	if len(src.tokens) == 0 { // unauthenticated until verified: charged to the budget (bodybudget.go)
-		charged := i.budget.reader(in, i.clientIP(r))
-		defer charged.release()
-		in = charged
+	// Every body in memory is charged to a budget (bodybudget.go): an
+	// unauthenticated one (signature-only source) to budget, a token
+	// source's to authBudget, its Content-Length reserved at once since
+	// its buffer is allocated that size.
+	var charged *budgetReader
+	if len(src.tokens) == 0 {
+		charged = i.budget.reader(in, i.clientIP(r))
+	} else {
+		charged = i.authBudget.reader(in, i.clientIP(r))
+	}
+	defer charged.release()
+	in = charged
+	if !charged.reserve(hint) {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, ReasonBodyBudget)
 	}
 	body, err := readBodyInto(in, hint, sc.body)
 	var encoded []byte
@@ -332,6 +384,13 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 	if len(body) == 0 || (isJSON && !jsonValid(body)) {
 		return respond(w, http.StatusBadRequest, StatusInvalidPayload, "")
 	}
+	// Every body read as JSON (a JSON media type, or a JSON object sent
+	// as another type: bodyIsJSON) is read one way by every parser.
+	if isJSON = bodyIsJSON(kind, body); isJSON {
+		if reason := jsonRefused(body); reason != "" {
+			return respondInvalid(w, reason)
+		}
+	}
 
 	id := src.idOf(r.Header, body, isJSON)
 	state, ticket := i.dedup.begin(src.name, id, receivedAt)
@@ -356,7 +415,7 @@ func (i *Ingress) serve(w http.ResponseWriter, r *http.Request) string {
 			i.dedup.forget(ticket)
 		}
 	}()
-	msg, err := i.message(src, r, target, id, body, receivedAt, sc)
+	msg, err := i.message(src, r, target, id, body, isJSON, receivedAt, sc)
 	encoded = msg.Body
 	if err == nil {
 		// The provider hanging up must not cut the wait short: the answer
@@ -407,8 +466,13 @@ func (i *Ingress) authenticated(src *source, r *http.Request, target requestTarg
 			return authMismatch
 		}
 	}
-	if src.sig != nil && !src.sig.present(r.Header) {
-		return authSignatureMissing
+	if src.sig != nil {
+		if repeatedField(r.Header, src.sig.fields()) {
+			return authSignatureRepeated
+		}
+		if !src.sig.present(r.Header) {
+			return authSignatureMissing
+		}
 	}
 	return ""
 }
@@ -438,7 +502,7 @@ func (i *Ingress) refuse(w http.ResponseWriter, r *http.Request, src *source, re
 // message builds the envelope, redacting the source's fields if asked,
 // its headers in sc's map and encoded into sc's buffer when it has room
 // (scratch.go).
-func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, at time.Time, sc *scratch) (publish.Message, error) {
+func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id string, body []byte, isJSON bool, at time.Time, sc *scratch) (publish.Message, error) {
 	headers := sc.headers
 	clear(headers)
 	for n, name := range envelopeHeaders {
@@ -448,7 +512,7 @@ func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id
 	}
 	original := body
 	var removed []string
-	if len(src.redact) > 0 && mediaKind(headers["content-type"]) == mediaJSON {
+	if len(src.redact) > 0 && isJSON { // the bytes decide (bodyIsJSON), not the header alone
 		var err error
 		if body, removed, err = redactFields(body, src.redact); err != nil {
 			return publish.Message{}, fmt.Errorf("%w: redacting: %w", publish.ErrBrokerUnavailable, err)

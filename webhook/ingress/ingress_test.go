@@ -296,7 +296,7 @@ func TestIngressEnvelope(t *testing.T) {
 	}}.do(i)
 	expect(t, w, 200, StatusPublishedConfirmed)
 	m := pub.messages()[0]
-	if m.ID != "inst:messages.upsert:ABC" || m.RoutingKey != "yzex.events.connect.whatsapp.legacy_forward" {
+	if m.ID != bindBody("inst:messages.upsert:ABC", []byte(body)) || m.RoutingKey != "yzex.events.connect.whatsapp.legacy_forward" {
 		t.Fatalf("message id %q key %q", m.ID, m.RoutingKey)
 	}
 	env, err := envelope.Decode(m.Body)

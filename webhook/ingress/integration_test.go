@@ -164,7 +164,7 @@ func TestEveryPayloadPublishedByteForByte(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 200", name, code, a)
 			continue
 		}
-		id := s.sourceFor(target).idOf(h, body, ct == "application/json")
+		id := s.sourceFor(target).idOf(h, body, bodyIsJSON(mediaKind(ct), body))
 		if a.Status == StatusPublishedConfirmed {
 			sent[id] = body
 		} else if a.Status != StatusAlreadyProcessed || !strings.Contains(name, "messages-upsert") {
@@ -173,10 +173,12 @@ func TestEveryPayloadPublishedByteForByte(t *testing.T) {
 		wantID[name] = id
 	}
 	for name, id := range map[string]string{
-		"evolution-v2-messages-upsert.json":           "test-instance-01:messages.upsert:AC0FFEE0TEST00000000000000000001",
-		"evolution-v2-messages-upsert.duplicate.json": "test-instance-01:messages.upsert:AC0FFEE0TEST00000000000000000001",
-		"evolution-v2-send-message.json":              "test-instance-01:send.message:3EB0TEST00000000000001",
-		"zapster-message-received.json":               "ntftest0000000000001",
+		// Token sources: the id the body names, "~" and the first 16 hex
+		// digits of the body's SHA-256 (sha256sum webhook/testdata/payloads/<file> | cut -c1-16).
+		"evolution-v2-messages-upsert.json":           "test-instance-01:messages.upsert:AC0FFEE0TEST00000000000000000001~61e6a3c85f305a91",
+		"evolution-v2-messages-upsert.duplicate.json": "test-instance-01:messages.upsert:AC0FFEE0TEST00000000000000000001~61e6a3c85f305a91",
+		"evolution-v2-send-message.json":              "test-instance-01:send.message:3EB0TEST00000000000001~f845df5d972ab46a",
+		"zapster-message-received.json":               "ntftest0000000000001~64b92980766d50f3",
 		// X-GitHub-Delivery is not signed: the body's digest,
 		// sha256sum webhook/testdata/payloads/github-ping.json
 		"github-ping.json":               "567766f75017825a2cce6f5ed4a4d34c0964b066f8dec26a2eb83a4d53718565",

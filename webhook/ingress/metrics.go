@@ -24,6 +24,9 @@ type ingressMetrics struct {
 	// signature_missing, signature_invalid); authThrottled: scope (ip,
 	// source).
 	authFailures, authThrottled *prometheus.CounterVec
+	// notConfigured: 1 per source compiled broken (source), answering
+	// 503 NOT_CONFIGURED while the others are served.
+	notConfigured *prometheus.GaugeVec
 
 	// The series every event touches, looked up once on first use (not
 	// created before, so /metrics shows only series that happened): a
@@ -82,14 +85,18 @@ func newIngressMetrics(reg prometheus.Registerer) (*ingressMetrics, error) {
 		}, []string{"reason"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "borda_webhook_auth_failures_total",
-			Help: "Webhook requests refused authentication, by reason (missing, conflict, repeated, mismatch, signature_missing, signature_invalid); throttled ones included.",
+			Help: "Webhook requests refused authentication, by reason (missing, conflict, repeated, mismatch, signature_missing, signature_invalid, signature_repeated); throttled ones included.",
 		}, []string{"reason"}),
 		authThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "borda_webhook_auth_throttled_total",
 			Help: "Webhook authentication failures answered 429 AUTH_THROTTLED, by the limit passed (ip, source).",
 		}, []string{"scope"}),
+		notConfigured: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "borda_webhook_source_not_configured",
+			Help: "1 for each webhook source whose configuration cannot serve it (it answers 503 NOT_CONFIGURED; the other sources are served), by source.",
+		}, []string{"source"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.dedupHits, m.unroutable, m.inflight, m.failures, m.authFailures, m.authThrottled} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.dedupHits, m.unroutable, m.inflight, m.failures, m.authFailures, m.authThrottled, m.notConfigured} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering webhook ingress metrics: %w", err)
 		}

@@ -55,7 +55,7 @@ func TestPooledBuffersNeverMixTwoEvents(t *testing.T) {
 		t.Fatalf("queue holds %d events, want %d", len(got), n)
 	}
 	for k, body := range bodies {
-		id := fmt.Sprintf("pool:messages.upsert:pool-%d", k) // webhook.id_fields: instance, event, data.key.id
+		id := bindBody(fmt.Sprintf("pool:messages.upsert:pool-%d", k), body) // webhook.id_fields: instance, event, data.key.id, bound to the body (a token source)
 		env, ok := got[id]
 		if !ok {
 			t.Errorf("event %s not in the queue", id)

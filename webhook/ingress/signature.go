@@ -21,7 +21,41 @@ type verifier interface {
 	present(h http.Header) bool
 	// verify checks the signature of body at time now.
 	verify(h http.Header, body []byte, now time.Time) error
+	// fields are the canonical names of every header the scheme reads
+	// (the signature, and what it signs besides the body).
+	fields() []string
 }
+
+// repeatedField reports whether one of names came on more than one line
+// with values that differ (Header.Values sees them all; Get only the
+// first). RFC 9110 §5.3 allows a repeated field only for list-based
+// fields, and a verifier that reads the first line while a proxy or the
+// id reads another would disagree on what was signed (attack B04).
+// Identical repeats (a proxy that duplicated a line) read one way and
+// pass.
+func repeatedField(h http.Header, names []string) bool {
+	for _, name := range names {
+		if vs := h[name]; len(vs) > 1 {
+			for _, v := range vs[1:] {
+				if v != vs[0] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// The header fields of each scheme, canonical (signatureFields).
+var (
+	githubFields   = []string{"X-Hub-Signature-256"}
+	stripeFields   = []string{"Stripe-Signature"}
+	standardFields = []string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"}
+)
+
+func (githubVerifier) fields() []string   { return githubFields }
+func (stripeVerifier) fields() []string   { return stripeFields }
+func (standardVerifier) fields() []string { return standardFields }
 
 var errBadSignature = errors.New("signature does not match")
 

@@ -79,7 +79,9 @@ func TestSignedSourceEventIDFromSignedMaterialOnly(t *testing.T) {
 }
 
 // TestUnsignedSourceKeepsDeliveryIDHeaders: a token source (no signature)
-// keeps believing the delivery-id headers (docs/webhooks.md §4).
+// keeps reading the delivery-id headers (docs/webhooks.md §4), bound to
+// the body: "k-9~" and the first 16 hex digits of
+// printf '%s' '{"a":1}' | sha256sum   (015abd7f5cc57a2d…).
 func TestUnsignedSourceKeepsDeliveryIDHeaders(t *testing.T) {
 	t.Parallel()
 	pub := &fakePublisher{}
@@ -87,8 +89,8 @@ func TestUnsignedSourceKeepsDeliveryIDHeaders(t *testing.T) {
 	h := bearer("test-token")
 	h["Idempotency-Key"] = "k-9"
 	expect(t, req{target: "/webhooks/whatsapp", body: `{"a":1}`, headers: h}.do(i), http.StatusOK, StatusPublishedConfirmed)
-	if msgs := pub.messages(); len(msgs) != 1 || msgs[0].ID != "k-9" {
-		t.Fatalf("id %q, want k-9", firstID(msgs))
+	if msgs := pub.messages(); len(msgs) != 1 || msgs[0].ID != "k-9~015abd7f5cc57a2d" {
+		t.Fatalf("id %q, want k-9~015abd7f5cc57a2d", firstID(msgs))
 	}
 }
 

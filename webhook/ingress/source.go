@@ -30,6 +30,11 @@ type Source struct {
 	IDFields []string
 	// RedactFields are top-level JSON members removed before publishing.
 	RedactFields []string
+	// NotConfigured, when set, is why the configuration cannot serve this
+	// source (an unset tokens_env, a signing secret missing or
+	// undecodable): the source answers 503 NOT_CONFIGURED and every other
+	// source keeps working (attack B32). It names variables, never values.
+	NotConfigured error
 }
 
 // Signature is a provider's signature scheme over the raw body.
@@ -57,15 +62,26 @@ type source struct {
 	idHeaders  []string
 	idFallback [][]string
 	redact     []string
+	// broken, when set, is why the source cannot serve: it answers 503
+	// NOT_CONFIGURED, alone (compileSources).
+	broken error
 }
 
 // compileSources compiles srcs, longest path first. A source must be
-// authenticated: by tokens, by a signature, or both; one with neither is
-// an error, so an ingress never accepts everything.
+// authenticated: by tokens, by a signature, or both; one with neither, or
+// whose signature secret cannot be decoded, or whose NotConfigured is set,
+// is compiled broken: it answers 503 NOT_CONFIGURED and nothing else
+// changes (a source's mistake stays that source's, attack B32), so an
+// ingress never accepts everything. The error joins the broken sources'
+// reasons; the sources are returned whatever it is.
 func compileSources(srcs []Source) ([]*source, error) {
 	var out []*source
 	var errs []error
 	for _, c := range srcs {
+		var mine []error
+		if c.NotConfigured != nil {
+			mine = append(mine, c.NotConfigured)
+		}
 		s := &source{
 			name:       c.Name,
 			path:       c.Path,
@@ -78,21 +94,25 @@ func compileSources(srcs []Source) ([]*source, error) {
 		if c.Signature != nil {
 			v, err := newVerifier(c.Signature.Scheme, c.Signature.Secrets, c.Signature.Tolerance)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("source %q: signature (%s): %w", c.Name, c.Signature.Scheme, err))
+				mine = append(mine, fmt.Errorf("signature (%s): %w", c.Signature.Scheme, err))
 			}
 			s.sig = v
 			s.idHeaders = signedIDHeaders[c.Signature.Scheme]
 			s.idFallback = signedFallbackFields[c.Signature.Scheme]
 		}
-		if len(s.tokens) == 0 && c.Signature == nil {
-			errs = append(errs, fmt.Errorf("source %q: no token and no signature; refusing to accept unauthenticated webhooks", c.Name))
+		if len(s.tokens) == 0 && c.Signature == nil && c.NotConfigured == nil {
+			mine = append(mine, errors.New("no token and no signature; refusing to accept unauthenticated webhooks"))
+		}
+		if err := errors.Join(mine...); err != nil {
+			s.broken = fmt.Errorf("source %q: %w", c.Name, err)
+			errs = append(errs, s.broken)
 		}
 		out = append(out, s)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("compiling webhook sources: %w", err)
-	}
 	sort.SliceStable(out, func(i, j int) bool { return len(out[i].path) > len(out[j].path) })
+	if err := errors.Join(errs...); err != nil {
+		return out, fmt.Errorf("compiling webhook sources: %w", err)
+	}
 	return out, nil
 }
 

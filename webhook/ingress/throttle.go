@@ -33,6 +33,10 @@ const (
 	authMismatch         = "mismatch"          // not a configured token
 	authSignatureMissing = "signature_missing" // a signed source's headers absent
 	authSignatureInvalid = "signature_invalid" // signature does not verify
+	// authSignatureRepeated: a field the signature scheme reads came on
+	// two lines with different values (signatureFields): which one a
+	// verifier, or the id, believes would be a guess.
+	authSignatureRepeated = "signature_repeated"
 )
 
 // gcra is one counter: the theoretical arrival time of the next failure,
