@@ -383,14 +383,16 @@ func TestProductionRefusesWeakSettingsAtStart(t *testing.T) {
 // TestHostilePprofByARebindingHostName: a page on evil.example rebound to
 // 127.0.0.1 reaches /debug/pprof/ from the operator's own browser, a
 // loopback peer, as the operator page's rebinding attack did; the
-// loopback gate refuses a Host that is a DNS name (every spelling), and
-// still serves the listener's own address and localhost.
+// loopback gate refuses a Host that is a DNS name (every spelling): the
+// admin plane's rebinding check answers 421 before pprof is reached (B10:
+// every admin path), and the listener's own address and localhost are
+// still served.
 func TestHostilePprofByARebindingHostName(t *testing.T) {
 	p := startServe(t, minimalServe("http://127.0.0.1:1", "", ""))
 	for _, host := range []string{"evil.example", "evil.example:9091", "127.0.0.1.nip.io", "localhost.evil.example", "EVIL.example."} {
 		for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/", "/debug/pprof/heap"} {
-			if got := get(t, p.admin+path, host); got.StatusCode != http.StatusNotFound {
-				t.Errorf("%s with Host %q = %d, want 404", path, host, got.StatusCode)
+			if got := get(t, p.admin+path, host); got.StatusCode != http.StatusMisdirectedRequest {
+				t.Errorf("%s with Host %q = %d, want 421", path, host, got.StatusCode)
 			}
 		}
 	}
