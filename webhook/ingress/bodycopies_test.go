@@ -66,7 +66,7 @@ func bodyAllocs(t *testing.T, i *Ingress, body []byte, chunked bool) uint64 {
 // bound.
 func TestTenMegabyteBodyIsReadOnceAndEncodedOnce(t *testing.T) {
 	cfg := unitConfig()
-	pub := &fakePublisher{}
+	pub := &fakePublisher{idsOnly: true}
 	i, _ := newUnitIngress(t, cfg, pub)
 	n := int(cfg.MaxBodyBytes) - 1024 // just under the 10 MB cap
 	warm, body := bigBody(t, n, "WARMUP"), bigBody(t, n, "MEASURED")
@@ -94,7 +94,7 @@ func TestTenMegabyteBodyIsReadOnceAndEncodedOnce(t *testing.T) {
 // all (7.7 × under -race), keeping a 16 MiB buffer for a 10 MB body.
 func TestTenMegabyteChunkedBodyAllocationsStayBounded(t *testing.T) {
 	cfg := unitConfig()
-	i, _ := newUnitIngress(t, cfg, &fakePublisher{})
+	i, _ := newUnitIngress(t, cfg, &fakePublisher{idsOnly: true})
 	n := int(cfg.MaxBodyBytes) - 1024
 	bodyAllocs(t, i, bigBody(t, n, "WARMUP"), true)
 	got := bodyAllocs(t, i, bigBody(t, n, "MEASURED"), true)

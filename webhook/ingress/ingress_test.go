@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,14 +20,24 @@ import (
 	"github.com/olp-edu/borda/webhook/publish"
 )
 
-// fakePublisher records messages and answers with fn (nil: success).
+// fakePublisher records messages and answers with fn (nil: success). It
+// keeps a copy of each body: the ingress reuses the buffer once Publish
+// returned (publish.Message.Body; scratch.go), and reading the original
+// later raced with another request's envelope.
 type fakePublisher struct {
-	mu   sync.Mutex
-	msgs []publish.Message
-	fn   func(publish.Message) error
+	// idsOnly keeps no body at all (the allocation tests count every copy).
+	idsOnly bool
+	mu      sync.Mutex
+	msgs    []publish.Message
+	fn      func(publish.Message) error
 }
 
 func (f *fakePublisher) Publish(_ context.Context, m publish.Message) error {
+	if f.idsOnly {
+		m.Body = nil
+	} else {
+		m.Body = bytes.Clone(m.Body)
+	}
 	f.mu.Lock()
 	f.msgs = append(f.msgs, m)
 	fn := f.fn

@@ -32,7 +32,9 @@ type Message struct {
 	ID string
 	// RoutingKey on the exchange; empty: Options.RoutingKey.
 	RoutingKey string
-	// Body is the encoded envelope (envelope.ContentType).
+	// Body is the encoded envelope (envelope.ContentType). It is valid only
+	// until Publish returns: the ingress reuses the buffer for its next
+	// request, so a publisher that keeps it must copy it.
 	Body []byte
 	// Timestamp is the AMQP timestamp (the time the request was read).
 	Timestamp time.Time
