@@ -288,7 +288,7 @@ func TestForward_ARedisBlipAfterTheOutcomeDoesNotLoseTheMark(t *testing.T) {
 			opts := h.options()
 			opts.SampleEvery, opts.Reconnect = 100*time.Millisecond, 100*time.Millisecond
 			opts.Logger = slog.New(hook{Handler: slog.DiscardHandler, prefix: "marking the idempotency key failed", fn: restore})
-			f := h.startWith(opts)
+			f := h.run(opts, nil)
 
 			env := jsonEnvelope("blip-1", `{}`)
 			h.publish(env)
@@ -309,25 +309,4 @@ func TestForward_ARedisBlipAfterTheOutcomeDoesNotLoseTheMark(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startWith runs a forwarder built from opts until the test ends.
-func (h *harness) startWith(opts Options) *Forwarder {
-	h.t.Helper()
-	f, err := New(opts)
-	if err != nil {
-		h.t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.Run(ctx) }()
-	h.t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			h.t.Error("forwarder did not stop within 10s")
-		}
-	})
-	return f
 }

@@ -263,6 +263,13 @@ func (h *harness) start(tweak func(*Forwarder)) *Forwarder {
 	opts := h.options()
 	opts.SampleEvery = 100 * time.Millisecond
 	opts.Reconnect = 100 * time.Millisecond
+	return h.run(opts, tweak)
+}
+
+// run builds a forwarder from opts, applies tweak (nil: none) and runs it
+// until the test ends; the cleanup waits up to 10 s for it to stop.
+func (h *harness) run(opts Options, tweak func(*Forwarder)) *Forwarder {
+	h.t.Helper()
 	f, err := New(opts)
 	if err != nil {
 		h.t.Fatalf("New: %v", err)
