@@ -13,6 +13,10 @@ func TestValidateGatewayProblems(t *testing.T) {
 	}{
 		{"pattern origin with credentials", `
 cors: {policies: {p: {allowed_origins: ["https://*.example.com"], allow_credentials: true}}}`, "cors.policies.p.allowed_origins[0]"},
+		{"partial wildcard origin with credentials", `
+cors: {policies: {p: {allowed_origins: ["h*"], allow_credentials: true}}}`, "cors.policies.p.allowed_origins[0]"},
+		{"any origin with credentials", `
+cors: {policies: {p: {allowed_origins: ["*"], allow_credentials: true}}}`, "cors.policies.p.allowed_origins[0]"},
 		{"null origin with credentials", `
 cors: {policies: {p: {allowed_origins: ["null"], allow_credentials: true}}}`, "cors.policies.p.allowed_origins[0]"},
 		{"origin with a path", `

@@ -40,7 +40,6 @@ func BenchmarkChainRateLimit(b *testing.B) {
 // benchChainWithRules is benchChain with the real Limiter deciding three
 // rules on the shared Redis.
 func benchChainWithRules(b *testing.B, interval time.Duration) http.Handler {
-	cfg := parseConfig(b, benchConfig, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": "http://upstream.internal"})
 	prefix := servicetest.KeyPrefix(b)
 	rdb := servicetest.RedisClient(b, servicetest.RedisURL(b), false)
 	open := int64(1) << 40
@@ -65,7 +64,8 @@ func benchChainWithRules(b *testing.B, interval time.Duration) http.Handler {
 			rdb.Del(context.Background(), iter.Val())
 		}
 	})
-	srv := newServer(b, cfg, Deps{
+	srv := newServer(b, benchOptions(b, "http://upstream.internal"), Deps{
+		Verifier:  newVerifier(b),
 		Limiter:   l,
 		Recorder:  nopRecorder{},
 		Registry:  prometheus.NewRegistry(),

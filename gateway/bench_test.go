@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -18,24 +19,19 @@ import (
 //
 //	go test -run '^$' -bench . -benchmem ./gateway/
 
-const benchConfig = `
-cors:
-  policies:
-    portal: {allowed_origins: ["https://portal.example.org"], allow_credentials: true}
-routes:
-  - name: portal
-    hosts: [portal.example.org]
-    upstream: "{up}"
-    cors: portal
-    rate_limits: [burst]
-rate_limits:
-  rules:
-    - {name: burst, scope: ip, limit: 1000000000, window: 1m}
-`
+// benchOptions is the portal route on portal.example.org to upstream, with
+// a credentialed CORS policy for the portal's origin.
+func benchOptions(b *testing.B, upstream string) Options {
+	rt := testRoute(b, "portal", upstream)
+	rt.Hosts = []string{"portal.example.org"}
+	rt.Upstream.Timeout = 30 * time.Second
+	rt.CORS = &CORSPolicy{AllowedOrigins: []string{"https://portal.example.org"}, AllowCredentials: true}
+	return routes(rt)
+}
 
 func benchChain(b *testing.B, upstream string, transport http.RoundTripper) http.Handler {
-	cfg := parseConfig(b, benchConfig, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": upstream})
-	srv := newServer(b, cfg, Deps{
+	srv := newServer(b, benchOptions(b, upstream), Deps{
+		Verifier:  newVerifier(b),
 		Limiter:   allowLimiter{},
 		Recorder:  nopRecorder{},
 		Registry:  prometheus.NewRegistry(),
@@ -112,14 +108,8 @@ func BenchmarkBareReverseProxyLoopback(b *testing.B) {
 	runBench(b, benchBare(up.URL, newTransport()))
 }
 
-// peersConfig is the route of `proxy-peers.sh`'s Borda with no rule: one
-// catch-all route, the default cookie policy, no CORS policy, no verifier.
-const peersConfig = `
-routes:
-  - name: bench
-    path_prefix: "/"
-    upstream: "{up}"
-`
+// The route of `proxy-peers.sh`'s Borda has no rule: one catch-all
+// route, the portal's cookie policy, no CORS policy, no verifier.
 
 // runPlainBench sends what wrk sends: GET / with a Host and nothing else,
 // from one peer, each goroutine on its own keep-alive connection (the
@@ -146,8 +136,9 @@ func runPlainBench(b *testing.B, h http.Handler) {
 // upstream; BenchmarkBarePlainGetInProcess is the bare ReverseProxy on
 // the same request.
 func BenchmarkChainPlainGetInProcess(b *testing.B) {
-	cfg := parseConfig(b, peersConfig, nil, map[string]string{"up": "http://upstream.internal"})
-	srv := newServer(b, cfg, Deps{
+	rt := testRoute(b, "bench", "http://upstream.internal")
+	rt.Upstream.Timeout = 30 * time.Second
+	srv := newServer(b, routes(rt), Deps{
 		Limiter:   allowLimiter{},
 		Recorder:  nopRecorder{},
 		Registry:  prometheus.NewRegistry(),

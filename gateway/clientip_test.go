@@ -103,12 +103,11 @@ func FuzzClientIP(f *testing.F) {
 func TestClientIPClaimHeadersFromUntrustedPeerAreRemoved(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, `
-trusted_proxies: ["10.0.0.0/8"]
-headers_with_underscores: allow
-routes:
-  - {name: app, upstream: "{up}"}
-`, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, Options{
+		TrustedProxies:        []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		KeepUnderscoreHeaders: true,
+		Routes:                []Route{testRoute(t, "app", up.URL)},
+	})
 	names := []string{"CF-Connecting-IP", "True-Client-IP", "X-Client-IP", "Fastly-Client-IP",
 		"X-Cluster-Client-IP", "X-Original-Forwarded-For", "Client-IP", "X-Forwarded", "Forwarded-For",
 		"X-Originating-IP", "X-Remote-IP", "X-Remote-Addr", "X_Client_IP", "true_client_ip",
@@ -166,13 +165,15 @@ func TestClientIPOverServedConnectionsIsThePeer(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	for _, tc := range []struct {
-		name, trusted, xff, want string
+		name      string
+		trusted   []netip.Prefix
+		xff, want string
 	}{
-		{"untrusted", "", "198.51.100.7", "127.0.0.1"},
-		{"trusted", `trusted_proxies: ["127.0.0.1"]`, "198.51.100.7", "198.51.100.7"},
+		{"untrusted", nil, "198.51.100.7", "127.0.0.1"},
+		{"trusted", []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}, "198.51.100.7", "198.51.100.7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, parseConfig(t, tc.trusted+basicConfig, nil, map[string]string{"up": up.URL}))
+			h := newHarness(t, Options{TrustedProxies: tc.trusted, Routes: []Route{testRoute(t, "api", up.URL)}})
 			hs := h.srv.HTTPServer("127.0.0.1:0", h.srv.Handler())
 			front := httptest.NewUnstartedServer(hs.Handler)
 			front.Config = hs

@@ -15,19 +15,9 @@ func TestDotSegmentsCannotEscapeRouteNorUpstreamBase(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	login := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - name: api
-    hosts: ["portal.example.net"]
-    path_prefix: /api
-    strip_prefix: true
-    upstream: "{up}/v2/"
-  - name: login
-    hosts: ["portal.example.net"]
-    path_prefix: /login
-    upstream: "{login}"
-`, nil, map[string]string{"up": up.URL, "login": login.URL})
-	h := newHarness(t, cfg)
+	api := onHosts(under(testRoute(t, "api", up.URL+"/v2/"), "/api"), "portal.example.net")
+	api.StripPrefix = true
+	h := newHarness(t, routes(api, onHosts(under(testRoute(t, "login", login.URL), "/login"), "portal.example.net")))
 	tests := []struct{ path, want string }{
 		{"/api/x/../y", "/v2/y"},
 		{"/api/./y/.", "/v2/y/"},
@@ -66,11 +56,7 @@ routes:
 func TestDoubleSlashCannotEscapeRouteLimits(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: api, path_prefix: /api, upstream: "{up}"}
-  - {name: rest, path_prefix: /, upstream: "{up}"}
-`, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(under(testRoute(t, "api", up.URL), "/api"), under(testRoute(t, "rest", up.URL), "/")))
 	res := h.do(t, h.newRequest(t, http.MethodGet, "", "//api//login"))
 	res.Body.Close()
 	if got := up.last(t).RequestURI; got != "/api/login" {
@@ -117,7 +103,7 @@ func TestRemoveDotSegments(t *testing.T) {
 func TestDotSegmentWebhookPathTokenNeverReachesLogs(t *testing.T) {
 	t.Parallel()
 	wh := &fakeWebhook{}
-	h := newHarness(t, parseConfig(t, "", nil, nil), func(d *Deps) { d.Webhook = wh })
+	h := newHarness(t, Options{}, func(d *Deps) { d.Webhook = wh })
 	p := "/x/../webhooks/whatsapp/t/SECRET-PATH-TOKEN"
 	req := h.newRequest(t, http.MethodPost, "", p)
 	req.URL.Opaque = p

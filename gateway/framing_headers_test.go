@@ -3,6 +3,7 @@ package gateway
 import (
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -78,14 +79,11 @@ func spellings(name string) []string {
 func TestUntrustedForwardedIdentityFamilyNeverReachesTheUpstream(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-headers_with_underscores: allow
-trusted_proxies: ["10.0.0.0/8"]
-routes:
-  - name: api
-    upstream: "{up}"
-`, nil, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	h := newHarness(t, Options{
+		KeepUnderscoreHeaders: true,
+		TrustedProxies:        []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		Routes:                []Route{testRoute(t, "api", up.URL)},
+	})
 	for _, name := range familyMembers() {
 		for _, k := range spellings(name) {
 			req := h.newRequest(t, http.MethodGet, "", "/")
@@ -127,7 +125,7 @@ routes:
 func TestHeaderNamedInConnectionIsHopByHop(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"{up}\"\n", nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	for _, conn := range [][]string{{"X-Secret"}, {"x-secret"}, {"keep-alive, X-SECRET"}, {"close", "X-Secret"},
 		{"X-Secret, X-Forwarded-For, X-Real-Ip, Via, X-Request-Id"}} {
 		req := h.newRequest(t, http.MethodGet, "", "/")
@@ -155,7 +153,7 @@ func TestHeaderNamedInConnectionIsHopByHop(t *testing.T) {
 func TestMaxForwardsIsAnsweredAtZeroAndDecremented(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"{up}\"\n", nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	cases := []struct {
 		method string
 		vals   []string
@@ -213,7 +211,7 @@ func TestEveryProxiedResponseCarriesVia(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "ok")
 	})
-	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"{up}\"\n", nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	res := h.do(t, h.newRequest(t, http.MethodGet, "", "/"))
 	if got := res.Header.Values("Via"); len(got) != 1 || got[0] != h.srv.viaEntry11 {
 		t.Errorf("Via = %q, want [%q]", got, h.srv.viaEntry11)
@@ -233,7 +231,7 @@ func TestEveryProxiedResponseCarriesVia(t *testing.T) {
 func TestChunkedRequestClosesTheConnection(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"{up}\"\n", nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	addr := strings.TrimPrefix(h.front.URL, "http://")
 	const smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
 	for _, te := range []string{"chunked", "Chunked", "CHUNKED", " chunked", "chunked ", "gzip, chunked", "chunked, gzip", "identity", "chunked\r\nTransfer-Encoding: chunked"} {
@@ -337,7 +335,7 @@ func TestForwardedIdentityFamilyIsDocumented(t *testing.T) {
 func TestProxyHeaderNeverReachesTheUpstream(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, "trusted_proxies: [\"10.0.0.0/8\"]\nroutes:\n  - name: api\n    upstream: \"{up}\"\n", nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Routes: []Route{testRoute(t, "api", up.URL)}})
 	for _, peer := range []string{"203.0.113.9:5555", "10.0.0.1:80"} {
 		for _, k := range []string{"Proxy", "proxy", "PROXY"} {
 			req := h.newRequest(t, http.MethodGet, "", "/")

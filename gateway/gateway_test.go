@@ -12,15 +12,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/cookies"
 )
 
 func TestNoRouteIs404ProblemInPortuguese(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: portal, hosts: [portal.example.org], upstream: "{up}"}
-`, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(onHosts(testRoute(t, "portal", up.URL), "portal.example.org")))
 	res := h.do(t, h.newRequest(t, http.MethodGet, "other.example.org", "/x"))
 	var p problem
 	if err := json.NewDecoder(res.Body).Decode(&p); err != nil {
@@ -55,11 +54,9 @@ func TestUpstreamRefusedIs502AndTimeoutIs504(t *testing.T) {
 		case <-time.After(2 * time.Second):
 		}
 	})
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: down, hosts: [down.example.org], upstream: "http://127.0.0.1:1"}
-  - {name: slow, hosts: [slow.example.org], upstream: "{up}", timeout: 100ms}
-`, nil, map[string]string{"up": slow.URL}))
+	slowRoute := onHosts(testRoute(t, "slow", slow.URL), "slow.example.org")
+	slowRoute.Upstream.Timeout = 100 * time.Millisecond
+	h := newHarness(t, routes(onHosts(testRoute(t, "down", "http://127.0.0.1:1"), "down.example.org"), slowRoute))
 	res := h.do(t, h.newRequest(t, http.MethodGet, "down.example.org", "/"))
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != 502 || !strings.Contains(string(body), "Não foi possível contatar") {
@@ -108,11 +105,10 @@ func TestWebhookPathsBeforeHostRouting(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	wh := &fakeWebhook{}
-	h := newHarness(t, parseConfig(t, `
-escaped_slashes: keep # %2F reaches routing, where it is no segment boundary
-routes:
-  - {name: portal, hosts: [portal.example.org], upstream: "{up}"}
-`, nil, map[string]string{"up": up.URL}), func(d *Deps) { d.Webhook = wh })
+	h := newHarness(t, Options{
+		EscapedSlashes: SlashesKeep, // %2F reaches routing, where it is no segment boundary
+		Routes:         []Route{onHosts(testRoute(t, "portal", up.URL), "portal.example.org")},
+	}, func(d *Deps) { d.Webhook = wh })
 	for _, tc := range []struct {
 		host, path string
 		webhook    bool
@@ -138,7 +134,7 @@ routes:
 
 func TestPanicIs500AndLogged(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, parseConfig(t, "", nil, nil), func(d *Deps) { d.Webhook = &fakeWebhook{panic: true} })
+	h := newHarness(t, Options{}, func(d *Deps) { d.Webhook = &fakeWebhook{panic: true} })
 	res := h.do(t, h.newRequest(t, http.MethodPost, "", "/webhooks/whatsapp"))
 	if res.StatusCode != 500 {
 		t.Errorf("status %d", res.StatusCode)
@@ -152,7 +148,7 @@ func TestHealthReadinessAndDraining(t *testing.T) {
 	t.Parallel()
 	var brokerDown atomic.Bool
 	brokerDown.Store(true)
-	h := newHarness(t, parseConfig(t, "", nil, nil), func(d *Deps) {
+	h := newHarness(t, Options{}, func(d *Deps) {
 		d.Checks = map[string]func(context.Context) error{
 			"webhook": func(context.Context) error {
 				if brokerDown.Load() {
@@ -218,10 +214,7 @@ func TestHealthReadinessAndDraining(t *testing.T) {
 func TestMetricsOnlyOnAdmin(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: portal, hosts: [portal.example.org], upstream: "{up}"}
-`, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(onHosts(testRoute(t, "portal", up.URL), "portal.example.org")))
 	h.do(t, h.newRequest(t, http.MethodGet, "portal.example.org", "/"))
 	res := h.do(t, h.newRequest(t, http.MethodGet, "", "/metrics"))
 	body, _ := io.ReadAll(res.Body)
@@ -265,7 +258,7 @@ func (b *bodyProbe) Read(p []byte) (int, error) {
 func TestBlockedRequestNeverReachesUpstreamNorReadsBody(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	h.limiter.decide = func(ratelimitSubject) ratelimitVerdict { return blockVerdict() }
 	probe := &bodyProbe{}
 	req := h.newRequest(t, http.MethodPost, "", "/upload")
@@ -297,7 +290,7 @@ func TestBlockedRequestNeverReachesUpstreamNorReadsBody(t *testing.T) {
 func TestWouldBlockMarksResponseAndUpstreamAndStripsClientCopy(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	req := h.newRequest(t, http.MethodGet, "", "/")
 	req.Header.Set("X-RateLimit-Would-Block", "true")
 	res := h.do(t, req)
@@ -325,7 +318,7 @@ func TestRequestIDAndTraceparentPassThrough(t *testing.T) {
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", "upstream-own")
 	})
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req := h.newRequest(t, http.MethodGet, "", "/")
 	req.Header.Set("X-Request-Id", "abc-123")
@@ -352,7 +345,7 @@ func TestRequestIDAndTraceparentPassThrough(t *testing.T) {
 func TestAccessLogFieldsWithoutSecrets(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	req := h.newRequest(t, http.MethodGet, "", "/p?token=SECRET-QUERY")
 	req.Header.Set("Authorization", "Bearer SECRET-BEARER")
 	req.AddCookie(&http.Cookie{Name: "olp_auth", Value: "SECRET-COOKIE"})
@@ -373,7 +366,7 @@ func TestAccessLogFieldsWithoutSecrets(t *testing.T) {
 // webhook's redacted path, never the token.
 func TestWebhookPathTokenNeverReachesLogsOrTelemetry(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, parseConfig(t, "", nil, nil), func(d *Deps) { d.Webhook = &fakeWebhook{} })
+	h := newHarness(t, Options{}, func(d *Deps) { d.Webhook = &fakeWebhook{} })
 	h.do(t, h.newRequest(t, http.MethodPost, "", "/webhooks/whatsapp/t/SECRET-PATH-TOKEN"))
 	if logs := h.logs.String(); strings.Contains(logs, "SECRET") || !strings.Contains(logs, "[redacted]") {
 		t.Errorf("access log:\n%s", logs)
@@ -390,17 +383,9 @@ func TestWebhookPathTokenNeverReachesLogsOrTelemetry(t *testing.T) {
 func TestCookiePolicyPerRoute(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - name: portal
-    hosts: [portal.example.org]
-    upstream: "{up}"
-  - name: thirdparty
-    hosts: [portal.example.org]
-    path_prefix: /maps
-    upstream: "{up}"
-    cookies: {forward: []}
-`, nil, map[string]string{"up": up.URL}))
+	thirdparty := onHosts(under(testRoute(t, "thirdparty", up.URL), "/maps"), "portal.example.org")
+	thirdparty.Cookies.Forward = []cookies.Forward{}
+	h := newHarness(t, routes(onHosts(testRoute(t, "portal", up.URL), "portal.example.org"), thirdparty))
 	send := func(path, auth string) captured {
 		req := h.newRequest(t, http.MethodGet, "portal.example.org", path)
 		req.Header.Set("Cookie", "olp_auth=tok.en.jwt; olp_mural=m; olp_other=x; theme=dark; broken")
@@ -441,7 +426,7 @@ func TestShutdownDrainsAndCancelsUpgradedConnections(t *testing.T) {
 		<-release // the request's work, still running once Shutdown has started
 		io.WriteString(w, "finished")
 	})
-	cfg := parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL})
+	cfg := routes(testRoute(t, "api", up.URL))
 	srv := newServer(t, cfg, Deps{})
 	hs := srv.HTTPServer("127.0.0.1:0", srv.Handler())
 	front := httptest.NewUnstartedServer(hs.Handler)

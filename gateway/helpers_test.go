@@ -16,28 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/olp-edu/borda/configs"
-	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/telemetry"
 )
-
-// parseConfig parses a YAML config with env as the environment, replacing
-// each {name} placeholder of vars first.
-func parseConfig(t testing.TB, yaml string, env map[string]string, vars map[string]string) configs.Config {
-	t.Helper()
-	for k, v := range vars {
-		yaml = strings.ReplaceAll(yaml, "{"+k+"}", v)
-	}
-	cfg, err := configs.Parse([]byte(yaml), func(k string) (string, bool) {
-		v, ok := env[k]
-		return v, ok
-	})
-	if err != nil {
-		t.Fatalf("parsing config: %v", err)
-	}
-	return cfg
-}
 
 // harness is a gateway under test with its collaborators.
 type harness struct {
@@ -51,7 +32,7 @@ type harness struct {
 
 type harnessOpt func(*Deps)
 
-func newHarness(t testing.TB, cfg configs.Config, opts ...harnessOpt) *harness {
+func newHarness(t testing.TB, gw Options, opts ...harnessOpt) *harness {
 	t.Helper()
 	h := &harness{reg: prometheus.NewRegistry(), rec: &fakeRecorder{}, limiter: &fakeLimiter{}, logs: &syncBuffer{}}
 	deps := Deps{
@@ -63,7 +44,7 @@ func newHarness(t testing.TB, cfg configs.Config, opts ...harnessOpt) *harness {
 	for _, o := range opts {
 		o(&deps)
 	}
-	srv := newServer(t, cfg, deps)
+	srv := newServer(t, gw, deps)
 	h.srv = srv
 	h.front = httptest.NewServer(srv.Handler())
 	t.Cleanup(h.front.Close)
@@ -71,17 +52,6 @@ func newHarness(t testing.TB, cfg configs.Config, opts ...harnessOpt) *harness {
 }
 
 func withLimiter(l Limiter) harnessOpt { return func(d *Deps) { d.Limiter = l } }
-
-// realLimiter builds the ratelimit.Limiter of cfg on an in-memory store.
-func realLimiter(t testing.TB, cfg configs.Config) *ratelimit.Limiter {
-	t.Helper()
-	l, err := ratelimit.New(testLimiterOptions(cfg), keyspace.MustNew(cfg.KeyPrefix()),
-		ratelimit.NewMemoryStore(0), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatalf("ratelimit.New: %v", err)
-	}
-	return l
-}
 
 // get sends a request through the harness's public listener.
 func (h *harness) do(t testing.TB, req *http.Request) *http.Response {
@@ -277,13 +247,6 @@ func eventually(t testing.TB, d time.Duration, cond func() bool) bool {
 	}
 	return cond()
 }
-
-// basicConfig is one route on any host to {up}, with no CORS.
-const basicConfig = `
-routes:
-  - name: api
-    upstream: "{up}"
-`
 
 func counterValue(c prometheus.Counter) float64 {
 	var m dto.Metric

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/ratelimit"
 )
 
 // A Bearer token over cookies.MaxTokenBytes is answered 431 with the PT-BR
@@ -16,14 +18,9 @@ import (
 // configured: the limiter could not have read it.
 func TestBearerOverTheTokenBoundIsRefusedBeforeTheUpstream(t *testing.T) {
 	t.Parallel()
-	for name, env := range map[string]map[string]string{"with auth": {"AUTH_JWT_SECRET": testSecret}, "without auth": {}} {
+	for name, opts := range map[string][]harnessOpt{"with auth": {withVerifier(t)}, "without auth": nil} {
 		up := newRecordingUpstream(t, nil)
-		cfg := parseConfig(t, `
-routes:
-  - name: api
-    upstream: "{up}"
-`, env, map[string]string{"up": up.URL})
-		h := newHarness(t, cfg)
+		h := newHarness(t, routes(testRoute(t, "api", up.URL)), opts...)
 		req := h.newRequest(t, http.MethodGet, "", "/")
 		req.Header.Set("Authorization", "Bearer "+strings.Repeat("a", cookies.MaxTokenBytes+1))
 		rr := h.serve(req, "198.51.100.1:1")
@@ -50,16 +47,8 @@ routes:
 func TestConnectionNominatedAuthorizationCannotEvadeUserLimit(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - name: api
-    upstream: "{up}"
-    rate_limits: [api]
-rate_limits:
-  rules:
-    - {name: api, scope: user, limit: 2, window: 1m}
-`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)), withVerifier(t),
+		withLimiter(realLimiter(t, ratelimit.Rule{Name: "api", Scope: ratelimit.ScopeUser, Limit: 2, Window: time.Minute, Routes: []string{"api"}})))
 	good := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-evader", "exp": time.Now().Add(time.Hour).Unix()})
 	for i, want := range []int{200, 200, 429} {
 		req := h.newRequest(t, http.MethodGet, "", "/")
@@ -85,16 +74,8 @@ rate_limits:
 func TestDuplicateAuthCookieCannotEvadeUserLimit(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - name: api
-    upstream: "{up}"
-    rate_limits: [api]
-rate_limits:
-  rules:
-    - {name: api, scope: user, limit: 2, window: 1m}
-`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)), withVerifier(t),
+		withLimiter(realLimiter(t, ratelimit.Rule{Name: "api", Scope: ratelimit.ScopeUser, Limit: 2, Window: time.Minute, Routes: []string{"api"}})))
 	good := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-dup", "exp": time.Now().Add(time.Hour).Unix()})
 	for _, first := range []string{"", "a,b", `"x y"`} {
 		up := up
@@ -119,7 +100,7 @@ rate_limits:
 func TestDuplicateAuthorizationIsRefused(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	res, body := rawGet(t, h, "/x", "Authorization: Bearer a.b.c", "Authorization: Bearer d.e.f")
 	if res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Authorization") {
 		t.Fatalf("got %d %q, want 400", res.StatusCode, body)
@@ -144,15 +125,10 @@ func TestDuplicateAuthorizationIsRefused(t *testing.T) {
 func TestDecoyAuthCookieCannotSplitTheLimiterFromTheUpstream(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - {name: api, path_prefix: /api, upstream: "{up}", rate_limits: [peruser]}
-  - {name: legacy, path_prefix: /legacy, upstream: "{up}", rate_limits: [peruser], cookies: {forward: [{cookie: olp_auth}]}}
-rate_limits:
-  rules:
-    - {name: peruser, scope: user, limit: 2, window: 1m}
-`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	legacy := under(testRoute(t, "legacy", up.URL), "/legacy")
+	legacy.Cookies.Forward = []cookies.Forward{{Cookie: "olp_auth"}}
+	h := newHarness(t, routes(under(testRoute(t, "api", up.URL), "/api"), legacy), withVerifier(t),
+		withLimiter(realLimiter(t, ratelimit.Rule{Name: "peruser", Scope: ratelimit.ScopeUser, Limit: 2, Window: time.Minute, Routes: []string{"api", "legacy"}})))
 	exp := time.Now().Add(time.Hour).Unix()
 	for _, tc := range []struct{ path, decoy, user string }{
 		{"/api/x", "eyJhbGciOiJIUzI1NiJ9=.e30.x", "u-bearer"},

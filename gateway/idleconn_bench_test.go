@@ -21,7 +21,7 @@ import (
 func BenchmarkIdleConnectionMemory(b *testing.B) {
 	for _, n := range []int{1000, 4000} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			h := newHarness(b, parseConfig(b, "routes:\n  - name: api\n    upstream: \"http://127.0.0.1:1\"\n", nil, nil))
+			h := newHarness(b, routes(testRoute(b, "api", "http://127.0.0.1:1")))
 			s := h.srv
 			s.maxConns, s.maxConnsPerIP = n+16, 0
 			ln, err := net.Listen("tcp", "127.0.0.1:0")

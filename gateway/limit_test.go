@@ -3,32 +3,34 @@ package gateway
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/olp-edu/borda/ratelimit"
 )
 
 // Client IP and identity as rate-limit subjects (docs/edge.md, "Client
 // IP"; docs/rate-limiting.md), with the real ratelimit.Limiter on its
 // in-memory store, through the full public handler.
 
-const ipLimitConfig = `
-trusted_proxies: ["10.0.0.0/8"]
-routes:
-  - name: api
-    upstream: "{up}"
-    rate_limits: [burst]
-rate_limits:
-  rules:
-    - {name: burst, scope: ip, limit: {limit}, window: 1m}
-`
+// ipLimitHarness is route api to up behind trusted proxies 10.0.0.0/8,
+// IPv6 clients grouped by /64, with the real Limiter deciding rule burst
+// (limit requests per minute per client IP).
+func ipLimitHarness(t *testing.T, up string, limit int64) *harness {
+	return newHarness(t, Options{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		IPv6PrefixLen:  64,
+		Routes:         []Route{testRoute(t, "api", up)},
+	}, withLimiter(realLimiter(t, ratelimit.Rule{Name: "burst", Scope: ratelimit.ScopeIP, Limit: limit, Window: time.Minute, Routes: []string{"api"}})))
+}
 
 func TestSpoofedXFFDoesNotEvadeLimit(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, ipLimitConfig, nil, map[string]string{"up": up.URL, "limit": "100"})
-	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	h := ipLimitHarness(t, up.URL, 100)
 	for i := 1; i <= 200; i++ {
 		req := h.newRequest(t, http.MethodGet, "", "/")
 		req.Header.Set("X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i%250))
@@ -57,8 +59,7 @@ func TestSpoofedXFFDoesNotEvadeLimit(t *testing.T) {
 func TestIPv6GroupedBy64AndMappedIPv4(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, ipLimitConfig, nil, map[string]string{"up": up.URL, "limit": "3"})
-	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	h := ipLimitHarness(t, up.URL, 3)
 	for i, peer := range []string{"[2001:db8:1:2::1]:1", "[2001:db8:1:2::2]:1", "[2001:db8:1:2:ffff::3]:1", "[2001:db8:1:2::4]:1"} {
 		rr := h.serve(h.newRequest(t, http.MethodGet, "", "/"), peer)
 		want := http.StatusOK
@@ -87,7 +88,7 @@ func TestIPv6GroupedBy64AndMappedIPv4(t *testing.T) {
 func TestSubjectIPGroupsIPv6(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	for peer, want := range map[string]string{
 		"[2001:db8:1:2:3:4:5:6]:9": "2001:db8:1:2::/64",
 		"[::ffff:203.0.113.9]:9":   "203.0.113.9",
@@ -117,17 +118,9 @@ func signHS256(t testing.TB, secret string, claims jwt.MapClaims) string {
 func TestJWTLimitsPerUserAndForgedTokenFallsBackToIP(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - name: api
-    upstream: "{up}"
-    rate_limits: [api, burst]
-rate_limits:
-  rules:
-    - {name: api, scope: user, limit: 2, window: 1m}
-    - {name: burst, scope: ip, limit: 4, window: 1m}
-`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)), withVerifier(t), withLimiter(realLimiter(t,
+		ratelimit.Rule{Name: "api", Scope: ratelimit.ScopeUser, Limit: 2, Window: time.Minute, Routes: []string{"api"}},
+		ratelimit.Rule{Name: "burst", Scope: ratelimit.ScopeIP, Limit: 4, Window: time.Minute, Routes: []string{"api"}})))
 	exp := time.Now().Add(time.Hour).Unix()
 	good := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-1", "exp": exp, "app_metadata": map[string]any{"escola_id": 42}})
 	forged := signHS256(t, "not-the-secret", jwt.MapClaims{"sub": "u-1", "exp": exp})

@@ -15,7 +15,7 @@ import (
 // quarter of a large peak the listener releases memory once, not again
 // within releaseEvery, and again for a burst after it.
 func TestBurstOfConnectionsReturnsMemoryOnce(t *testing.T) {
-	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"http://127.0.0.1:1\"\n", nil, nil))
+	h := newHarness(t, routes(testRoute(t, "api", "http://127.0.0.1:1")))
 	s := h.srv
 	s.maxConnsPerIP = 0
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -18,7 +18,7 @@ import (
 // Listener with the given caps.
 func capServer(t *testing.T, maxConns, perIP int) (*Server, string) {
 	t.Helper()
-	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"http://127.0.0.1:1\"\n", nil, nil))
+	h := newHarness(t, routes(testRoute(t, "api", "http://127.0.0.1:1")))
 	s := h.srv
 	s.maxConns, s.maxConnsPerIP = maxConns, perIP
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -10,32 +9,20 @@ import (
 	"testing"
 )
 
-// pathPolicyConfig: /api strips onto {up}/v2 (its upstream base), /login
-// and a catch-all go to {other}; escaped_slashes is top.
-const pathPolicyConfig = `
-escaped_slashes: %s
-routes:
-  - name: api
-    path_prefix: /api
-    strip_prefix: true
-    upstream: "{up}/v2"
-%s
-  - name: apifull
-    path_prefix: /full
-    upstream: "{up}/v2"
-  - name: login
-    path_prefix: /login
-    upstream: "{other}"
-  - name: rest
-    upstream: "{other}"
-`
-
-func pathPolicyHarness(t *testing.T, top, apiExtra string) (*harness, *recordingUpstream, *recordingUpstream) {
+// pathPolicyHarness: /api strips onto up/v2 (its upstream base) with
+// the escaped-slash policy apiSlashes, /full goes to up/v2 whole, /login
+// and a catch-all go to other; the top-level policy is top.
+func pathPolicyHarness(t *testing.T, top, apiSlashes SlashPolicy) (*harness, *recordingUpstream, *recordingUpstream) {
 	t.Helper()
 	up, other := newRecordingUpstream(t, nil), newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, fmt.Sprintf(pathPolicyConfig, top, apiExtra), nil,
-		map[string]string{"up": up.URL, "other": other.URL})
-	return newHarness(t, cfg), up, other
+	api := under(testRoute(t, "api", up.URL+"/v2"), "/api")
+	api.StripPrefix, api.EscapedSlashes = true, apiSlashes
+	return newHarness(t, Options{EscapedSlashes: top, Routes: []Route{
+		api,
+		under(testRoute(t, "apifull", up.URL+"/v2"), "/full"),
+		under(testRoute(t, "login", other.URL), "/login"),
+		testRoute(t, "rest", other.URL),
+	}}), up, other
 }
 
 // rawGet sends "GET target" exactly as given on one connection.
@@ -68,7 +55,7 @@ var walkOutPaths = []string{
 // upstream (it reached {up} as /v2/..%2fadmin, nginx's /admin).
 func TestEscapedSlashWalkOutIsRefusedByDefault(t *testing.T) {
 	t.Parallel()
-	h, up, other := pathPolicyHarness(t, "reject", "")
+	h, up, other := pathPolicyHarness(t, SlashesReject, SlashesDefault)
 	for _, p := range walkOutPaths {
 		res, body := rawGet(t, h, p)
 		if res.StatusCode != http.StatusBadRequest {
@@ -107,7 +94,7 @@ func TestEscapedSlashWalkOutIsRefusedByDefault(t *testing.T) {
 // the api upstream's /v2/../login.
 func TestEscapedSlashUnescapeRoutesTheDecodedPath(t *testing.T) {
 	t.Parallel()
-	h, up, other := pathPolicyHarness(t, "unescape", "")
+	h, up, other := pathPolicyHarness(t, SlashesUnescape, SlashesDefault)
 	for _, p := range []string{"/api/..%2flogin", `/api/..\login`, "/api%2F..%5Clogin", "/x/..%2F..%2flogin"} {
 		before := h.limiter.calls()
 		if res, _ := rawGet(t, h, p); res.StatusCode != 200 {
@@ -139,7 +126,7 @@ func TestEscapedSlashUnescapeRoutesTheDecodedPath(t *testing.T) {
 // routes keep the top-level reject.
 func TestEscapedSlashKeepRefusesHiddenDotSegments(t *testing.T) {
 	t.Parallel()
-	h, up, other := pathPolicyHarness(t, "reject", "    escaped_slashes: keep")
+	h, up, other := pathPolicyHarness(t, SlashesReject, SlashesKeep)
 	for p, want := range map[string]string{
 		"/api/projects/group%2Fname": "/v2/projects/group%2Fname",
 		`/api/a\b`:                   "/v2/a%5Cb",

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ import (
 func TestEmptyFirstConnectionLineStillStripsNamedHeaders(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	res, _, _ := rawRequest(t, h.front.Listener.Addr().String(), "GET / HTTP/1.1\r\n"+
 		"Host: api.example.com\r\n"+
 		"Connection: \r\n"+
@@ -49,7 +50,7 @@ func TestEmptyFirstConnectionLineStillStripsNamedHeaders(t *testing.T) {
 func TestConnectionCannotRemoveGatewaySetHeaders(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	req := h.newRequest(t, http.MethodGet, "gw.example.com", "/")
 	req.Header.Set("Connection", "close, X-Real-IP, X-Forwarded-For, X-Forwarded-Host, X-Forwarded-Proto, Forwarded, X-Request-Id, Authorization, X-RateLimit-Would-Block")
 	req.Header.Set("X-Real-IP", "198.51.100.7")
@@ -79,13 +80,7 @@ func TestConnectionCannotRemoveGatewaySetHeaders(t *testing.T) {
 func TestSpoofedForwardedHeadersAreReplaced(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-trusted_proxies: ["10.0.0.0/8"]
-routes:
-  - name: api
-    upstream: "{up}"
-`, nil, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	h := newHarness(t, Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Routes: []Route{testRoute(t, "api", up.URL)}})
 	tests := []struct {
 		name, peer, xff, realIP, want string
 	}{
@@ -124,22 +119,13 @@ routes:
 func TestEscapedPathJoinKeepsEscapesAndNoDoubleSlash(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-escaped_slashes: keep
-routes:
-  - name: legacy
-    hosts: ["legacy.example.net"]
-    upstream: "{up}/a"
-  - name: slash
-    hosts: ["slash.example.net"]
-    upstream: "{up}/a/"
-  - name: strip
-    hosts: ["strip.example.net"]
-    path_prefix: /api
-    strip_prefix: true
-    upstream: "{up}/v2/"
-`, nil, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	strip := onHosts(under(testRoute(t, "strip", up.URL+"/v2/"), "/api"), "strip.example.net")
+	strip.StripPrefix = true
+	h := newHarness(t, Options{EscapedSlashes: SlashesKeep, Routes: []Route{
+		onHosts(testRoute(t, "legacy", up.URL+"/a"), "legacy.example.net"),
+		onHosts(testRoute(t, "slash", up.URL+"/a/"), "slash.example.net"),
+		strip,
+	}})
 	tests := []struct{ host, path, want string }{
 		{"legacy.example.net", "/b%2fc", "/a/b%2fc"},
 		{"legacy.example.net", "/b%2Fc/d?q=%2F", "/a/b%2Fc/d?q=%2F"},
@@ -169,7 +155,7 @@ func TestClientGoneIs499NotA5xx(t *testing.T) {
 		case <-time.After(2 * time.Second):
 		}
 	})
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	req := h.newRequest(t, http.MethodGet, "", "/slow").WithContext(ctx)
@@ -215,17 +201,9 @@ func TestStreamsFlushAtOnce(t *testing.T) {
 				}
 			})
 			t.Cleanup(func() { close(release) })
-			cfg := parseConfig(t, `
-cors:
-  policies:
-    p: {allowed_origins: ["https://portal.example.org"]}
-routes:
-  - name: api
-    upstream: "{up}"
-    cors: p
-    expose_headers: true
-`, fullChainEnv, map[string]string{"up": up.URL})
-			h := newHarness(t, cfg)
+			api := testRoute(t, "api", up.URL)
+			api.CORS, api.ExposeHeaders = &CORSPolicy{AllowedOrigins: []string{"https://portal.example.org"}}, true
+			h := newHarness(t, routes(api), withVerifier(t))
 			h.limiter.decide = func(ratelimitSubject) ratelimitVerdict { return wouldBlockVerdict() }
 			start := time.Now()
 			res := h.do(t, h.newRequest(t, http.MethodGet, "", "/stream"))
@@ -267,17 +245,9 @@ func readLineWithin(r io.Reader, d time.Duration) (string, error) {
 func TestWebSocketUpgradeThroughFullChain(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, wsEcho(t))
-	cfg := parseConfig(t, `
-cors:
-  policies:
-    p: {allowed_origins: ["https://portal.example.org"], allow_credentials: true}
-routes:
-  - name: ws
-    upstream: "{up}"
-    cors: p
-    expose_headers: true
-`, fullChainEnv, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	ws := testRoute(t, "ws", up.URL)
+	ws.CORS, ws.ExposeHeaders = &CORSPolicy{AllowedOrigins: []string{"https://portal.example.org"}, AllowCredentials: true}, true
+	h := newHarness(t, routes(ws), withVerifier(t))
 	res, conn, br := rawRequest(t, h.front.Listener.Addr().String(), "GET /ws HTTP/1.1\r\n"+
 		"Host: portal.example.org\r\n"+
 		"Origin: https://portal.example.org\r\n"+
@@ -402,14 +372,9 @@ func TestSetCookieLinesStaySeparateOnlyDomainRewritten(t *testing.T) {
 		w.Header().Add("Set-Cookie", "logout=x; Max-Age=0; Path=/")
 		w.Header().Add("Set-Cookie", "olp_mural=m1; Path=/; Domain=internal.local; SameSite=None")
 	})
-	cfg := parseConfig(t, `
-routes:
-  - name: portal
-    upstream: "{up}"
-    cookies:
-      domain: portal.example.org
-`, nil, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	portal := testRoute(t, "portal", up.URL)
+	portal.Cookies.Domain = "portal.example.org"
+	h := newHarness(t, routes(portal))
 	res := h.do(t, h.newRequest(t, http.MethodGet, "", "/login"))
 	got := res.Header.Values("Set-Cookie")
 	want := []string{
@@ -429,17 +394,9 @@ func TestHostHeaderPolicy(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	upHost := strings.TrimPrefix(up.URL, "http://")
-	cfg := parseConfig(t, `
-routes:
-  - name: rewrite
-    hosts: ["gw.example.com"]
-    upstream: "{up}"
-  - name: preserve
-    hosts: ["keep.example.com"]
-    upstream: "{up}"
-    preserve_host: true
-`, nil, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	preserve := onHosts(testRoute(t, "preserve", up.URL), "keep.example.com")
+	preserve.PreserveHost = true
+	h := newHarness(t, routes(onHosts(testRoute(t, "rewrite", up.URL), "gw.example.com"), preserve))
 	h.do(t, h.newRequest(t, http.MethodGet, "gw.example.com", "/"))
 	got := up.last(t)
 	if got.Host != upHost || got.Header.Get("X-Forwarded-Host") != "gw.example.com" {
@@ -454,10 +411,6 @@ routes:
 
 var _ net.Conn // keep net imported for helpers
 
-// fullChainEnv turns on identity verification, so every layer of the chain
-// is present (observe, recover, dispatch, CORS, identify, limit, proxy).
-var fullChainEnv = map[string]string{"AUTH_JWT_SECRET": testSecret}
-
 // ReverseProxy's Rewrite drops only X-Forwarded-For, -Host and -Proto: an
 // untrusted client's X-Forwarded-Prefix, -Port, -Server or -Ssl reached
 // the upstream, where frameworks (Spring's ForwardedHeaderFilter, ASP.NET
@@ -466,13 +419,7 @@ var fullChainEnv = map[string]string{"AUTH_JWT_SECRET": testSecret}
 func TestUntrustedClientXForwardedStarNeverReachesUpstream(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-trusted_proxies: ["10.0.0.0/8"]
-routes:
-  - name: api
-    upstream: "{up}"
-`, nil, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	h := newHarness(t, Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Routes: []Route{testRoute(t, "api", up.URL)}})
 	spoofed := []string{"X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Ssl", "X-Forwarded-Scheme", "X_Forwarded_Prefix"}
 	req := h.newRequest(t, http.MethodGet, "", "/")
 	for _, k := range spoofed {
@@ -507,14 +454,10 @@ routes:
 // keeps them, for an upstream that needs one.
 func TestUnderscoreSpelledHeadersNeverReachTheUpstream(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{"", "drop", "allow"} {
-		t.Run("mode="+mode, func(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepUnderscoreHeaders=%v", keep), func(t *testing.T) {
 			up := newRecordingUpstream(t, nil)
-			yaml := "routes:\n  - name: api\n    upstream: \"{up}\"\n"
-			if mode != "" {
-				yaml = "headers_with_underscores: " + mode + "\n" + yaml
-			}
-			h := newHarness(t, parseConfig(t, yaml, nil, map[string]string{"up": up.URL}))
+			h := newHarness(t, Options{KeepUnderscoreHeaders: keep, Routes: []Route{testRoute(t, "api", up.URL)}})
 			req := h.newRequest(t, http.MethodGet, "", "/")
 			for _, k := range []string{"X_Real_IP", "X_Forwarded_For", "X_Request_Id", "Legacy_Token"} {
 				req.Header[k] = []string{"evil"}
@@ -533,7 +476,7 @@ func TestUnderscoreSpelledHeadersNeverReachTheUpstream(t *testing.T) {
 					underscored = append(underscored, k)
 				}
 			}
-			if mode == "allow" {
+			if keep {
 				if got.Get("Legacy_Token") != "evil" {
 					t.Errorf("headers_with_underscores: allow dropped Legacy_Token: %v", got)
 				}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/olp-edu/borda/ratelimit"
 )
 
 // A token in the query (RFC 6750 §2.3, ?access_token=…) reached the
@@ -20,14 +22,8 @@ import (
 func TestQueryTokenIsTheLimitersIdentityOrRefused(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - {name: api, path_prefix: /api, upstream: "{up}", rate_limits: [peruser]}
-rate_limits:
-  rules:
-    - {name: peruser, scope: user, limit: 2, window: 1m}
-`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg, withLimiter(realLimiter(t, cfg)))
+	h := newHarness(t, routes(under(testRoute(t, "api", up.URL), "/api")), withVerifier(t),
+		withLimiter(realLimiter(t, ratelimit.Rule{Name: "peruser", Scope: ratelimit.ScopeUser, Limit: 2, Window: time.Minute, Routes: []string{"api"}})))
 	exp := time.Now().Add(time.Hour).Unix()
 	for i, spell := range []func(tok string) string{
 		func(tok string) string { return "/api/x?access_token=" + tok },

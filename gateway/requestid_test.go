@@ -25,7 +25,7 @@ func TestClientRequestIDKeptOnlyInTheSafeCharset(t *testing.T) {
 		"a/b", "a,b", "a;b", `a\b`, "a'b", "a=b", "a+b", "a&b", "a>b", "id\u202eevil", "id\u200b", "ação",
 		strings.Repeat("a", 129), "{{7*7}}", "${jndi:ldap://x}", "a|b", "a@b", "a#b", "a?b", "a*b"}
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, "routes:\n  - name: api\n    upstream: \"{up}\"\n", nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	for _, v := range append(append([]string{}, kept...), fresh...) {
 		if got, want := saneRequestID(v), saneIDPattern.MatchString(v); got != want {
 			t.Errorf("saneRequestID(%q) = %v, the documented pattern says %v", v, got, want)

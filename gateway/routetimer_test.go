@@ -41,10 +41,9 @@ func TestRouteTimeoutAnswersAtItsDeadline(t *testing.T) {
 		case <-time.After(5 * time.Second):
 		}
 	})
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: slow, upstream: "{up}", timeout: 100ms}
-`, nil, map[string]string{"up": up.URL}))
+	slow := testRoute(t, "slow", up.URL)
+	slow.Upstream.Timeout = 100 * time.Millisecond
+	h := newHarness(t, routes(slow))
 	h.do(t, h.newRequest(t, http.MethodGet, "", "/warm")) // the upstream connection is open
 	got := minOf(5, func() time.Duration {
 		start := time.Now()
@@ -65,11 +64,9 @@ func TestRouteTimeoutCutsAStalledUploadAtItsDeadline(t *testing.T) {
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body) // waits for the client's body
 	})
-	h := newHarness(t, parseConfig(t, `
-server: {body_timeout: 10s}
-routes:
-  - {name: upload, upstream: "{up}", timeout: 100ms}
-`, nil, map[string]string{"up": up.URL}))
+	upload := testRoute(t, "upload", up.URL)
+	upload.Upstream.Timeout = 100 * time.Millisecond
+	h := newHarness(t, Options{BodyTimeout: 10 * time.Second, BodyMinRate: 500, Routes: []Route{upload}})
 	addr := strings.TrimPrefix(h.front.URL, "http://")
 	got := minOf(3, func() time.Duration {
 		start := time.Now()
@@ -171,11 +168,7 @@ func TestRouteTimeoutCauseReachesTheErrorHandler(t *testing.T) {
 func TestForwardedHeadersFollowEachRequestOnAKeepAliveConnection(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - {name: any, upstream: "{up}"}
-`, nil, map[string]string{"up": up.URL})
-	srv := newServer(t, cfg, Deps{})
+	srv := newServer(t, routes(testRoute(t, "any", up.URL)), Deps{})
 	front := httptest.NewUnstartedServer(srv.Handler())
 	front.Config.ConnContext = srv.HTTPServer("", nil).ConnContext
 	front.Start()
@@ -217,7 +210,7 @@ func TestWebhookSeesTheGatewayRequestID(t *testing.T) {
 	t.Parallel()
 	var seen atomic.Pointer[string]
 	wh := &headerWebhook{seen: &seen}
-	h := newHarness(t, parseConfig(t, `routes: []`, nil, nil), func(d *Deps) { d.Webhook = wh })
+	h := newHarness(t, Options{}, func(d *Deps) { d.Webhook = wh })
 	res := h.do(t, h.newRequest(t, http.MethodPost, "", "/webhooks/whatsapp"))
 	id := res.Header.Get("X-Request-Id")
 	if got := seen.Load(); id == "" || got == nil || *got != id {

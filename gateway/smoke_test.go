@@ -9,7 +9,7 @@ import (
 func TestProxyBasic(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, basicConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
 	res := h.do(t, h.newRequest(t, http.MethodGet, "", "/hello?x=1"))
 	body, _ := io.ReadAll(res.Body)
 	if res.StatusCode != 200 || string(body) != "ok" {

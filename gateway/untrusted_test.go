@@ -8,20 +8,28 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/olp-edu/borda/cookies"
 )
 
-// untrustedConfig has a third-party route (forward: []) and the portal's
-// own route (default forward) on one host, the latter with a CORS policy.
-const untrustedConfig = `
-cors:
-  policies:
-    portal: {allowed_origins: ["https://app.example.org", "*"], allow_credentials: false}
-routes:
-  - {name: mapas, hosts: [portal.example.org], path_prefix: /mapas, upstream: "{up}", cookies: {forward: []}}
-  - {name: mapas_scripts, hosts: [portal.example.org], path_prefix: /scripts, upstream: "{up}", cookies: {forward: []}, sandbox: "allow-scripts allow-popups"}
-  - {name: mapas_off, hosts: [portal.example.org], path_prefix: /raw, upstream: "{up}", cookies: {forward: []}, sandbox: "off"}
-  - {name: portal, hosts: [portal.example.org], upstream: "{up}", cors: portal}
-`
+// untrustedOptions has third-party routes (no cookie forwarded) and the
+// portal's own route (the session forwarded) on one host, the latter with
+// a CORS policy.
+func untrustedOptions(t *testing.T, up string) Options {
+	thirdParty := func(name, prefix, sandbox string) Route {
+		rt := onHosts(under(testRoute(t, name, up), prefix), "portal.example.org")
+		rt.Cookies.Forward, rt.Sandbox = []cookies.Forward{}, sandbox
+		return rt
+	}
+	portal := onHosts(testRoute(t, "portal", up), "portal.example.org")
+	portal.CORS = &CORSPolicy{AllowedOrigins: []string{"https://app.example.org", "*"}}
+	return routes(
+		thirdParty("mapas", "/mapas", ""),
+		thirdParty("mapas_scripts", "/scripts", "allow-scripts allow-popups"),
+		thirdParty("mapas_off", "/raw", "off"),
+		portal,
+	)
+}
 
 // A third-party route on the portal's host served HTML whose script used
 // the user's session, cleared the site's cookies (Clear-Site-Data) and
@@ -42,7 +50,7 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 		w.Header().Add("WWW-Authenticate", `Digest realm="x", nonce="n"`)
 		_, _ = w.Write([]byte("<script>fetch('/api')</script>"))
 	})
-	h := newHarness(t, parseConfig(t, untrustedConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, untrustedOptions(t, up.URL))
 	for _, tc := range []struct {
 		path string
 		csp  []string
@@ -87,7 +95,7 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 func TestUpgradeFromAForeignOriginOnASessionRouteIsRefused(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, untrustedConfig, nil, map[string]string{"up": up.URL}))
+	h := newHarness(t, untrustedOptions(t, up.URL))
 	ws := []string{"Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", "Cookie: olp_auth=a.b.c"}
 	for _, tc := range []struct {
 		path, origin string
@@ -128,12 +136,9 @@ func TestUpgradeFromAForeignOriginOnASessionRouteIsRefused(t *testing.T) {
 func TestUntrustedRouteNeverReceivesThePortalsVerifiedCredential(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	cfg := parseConfig(t, `
-routes:
-  - {name: mapas, path_prefix: /mapas, upstream: "{up}", cookies: {forward: []}}
-  - {name: api, path_prefix: /api, upstream: "{up}"}
-`, map[string]string{"AUTH_JWT_SECRET": testSecret}, map[string]string{"up": up.URL})
-	h := newHarness(t, cfg)
+	mapas := under(testRoute(t, "mapas", up.URL), "/mapas")
+	mapas.Cookies.Forward = []cookies.Forward{}
+	h := newHarness(t, routes(mapas, under(testRoute(t, "api", up.URL), "/api")), withVerifier(t))
 	tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-a93", "exp": time.Now().Add(time.Hour).Unix()})
 	for _, c := range []struct {
 		target, header    string

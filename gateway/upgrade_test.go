@@ -75,10 +75,7 @@ func (u *looseH2CUpstream) headers() []http.Header {
 func TestH2CUpgradeIsNeverTunnelled(t *testing.T) {
 	t.Parallel()
 	up := newLooseH2CUpstream(t, false)
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: app, upstream: "http://`+up.ln.Addr().String()+`"}
-`, nil, nil))
+	h := newHarness(t, routes(testRoute(t, "app", "http://"+up.ln.Addr().String())))
 	for _, hs := range [][]string{
 		{"Connection: Upgrade", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"},
 		{"Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA"},
@@ -108,10 +105,7 @@ routes:
 func TestUnsolicitedSwitchingProtocolsIsBadGateway(t *testing.T) {
 	t.Parallel()
 	up := newLooseH2CUpstream(t, true)
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: app, upstream: "http://`+up.ln.Addr().String()+`"}
-`, nil, nil))
+	h := newHarness(t, routes(testRoute(t, "app", "http://"+up.ln.Addr().String())))
 	for _, hs := range [][]string{nil, {"Connection: Upgrade", "Upgrade: h2c"}} {
 		if res, body := rawGet(t, h, "/", hs...); res.StatusCode != http.StatusBadGateway || strings.Contains(body, "h2c-tunnel") {
 			t.Errorf("%q: got %d %q, want 502", hs, res.StatusCode, body)
@@ -124,11 +118,9 @@ routes:
 func TestRouteUpgradesListDecidesWhatIsTunnelled(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, parseConfig(t, `
-routes:
-  - {name: none, path_prefix: /none, upgrades: [], upstream: "{up}"}
-  - {name: custom, path_prefix: /custom, upgrades: [Custom-Proto], upstream: "{up}"}
-`, nil, map[string]string{"up": up.URL}))
+	none, custom := under(testRoute(t, "none", up.URL), "/none"), under(testRoute(t, "custom", up.URL), "/custom")
+	none.Upgrades, custom.Upgrades = []string{}, []string{"Custom-Proto"}
+	h := newHarness(t, routes(none, custom))
 	for _, tc := range []struct {
 		path, upgrade string
 		kept          bool

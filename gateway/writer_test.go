@@ -141,11 +141,7 @@ func FuzzConnectionHeader(f *testing.F) {
 		mu   sync.Mutex
 		seen http.Header
 	)
-	cfg := parseConfig(f, `
-routes:
-  - {name: api, upstream: "http://upstream.internal"}
-`, nil, nil)
-	srv := newServer(f, cfg, Deps{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	srv := newServer(f, routes(testRoute(f, "api", "http://upstream.internal")), Deps{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		mu.Lock()
 		seen = r.Header.Clone()
 		mu.Unlock()
