@@ -48,7 +48,7 @@ type Route struct {
 	Name       string
 	Hosts      []string // empty: any host
 	PathPrefix string
-	// Upstream is the upstream URL, redacted (configs.RedactURL).
+	// Upstream is the upstream URL, redacted (internal/redact.URL).
 	Upstream string
 	Rules    []Rule
 	// CORS names the policy and summarises it ("portal: origins

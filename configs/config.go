@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // Environments accepted in `environment`, with their Redis key prefixes.
@@ -363,15 +365,15 @@ func splitSecrets(v string) Secrets {
 // and start-up logs. Every other string value that holds a URL
 // (forward.url, auth.jwks_url, routes[].upstream, redis.rest_url, and any
 // field added later) is printed with its userinfo password and query
-// values replaced by "xxxxx" (RedactURL).
+// values replaced by "xxxxx" (redact.URL).
 func (c Config) Redacted() ([]byte, error) {
 	return marshalRedacted(c) // yamlchunk.go: memory bounded by one route
 }
 
-// redactNode runs RedactURLs over every scalar of a YAML tree.
+// redactNode runs redact.URLs over every scalar of a YAML tree.
 func redactNode(n *yaml.Node) {
 	if n.Kind == yaml.ScalarNode {
-		n.Value = RedactURLs(n.Value)
+		n.Value = redact.URLs(n.Value)
 	}
 	for _, c := range n.Content {
 		redactNode(c)

@@ -64,17 +64,6 @@ type Forward struct {
 	EventsBinding string `yaml:"events_binding"`
 }
 
-// EventsBindingFor is the events queue's binding for routing key rk when
-// forward.events_binding is empty: rk with its last dot-separated word
-// replaced by "#" ("#" alone when rk has no dot).
-func EventsBindingFor(rk string) string {
-	i := strings.LastIndexByte(rk, '.')
-	if i < 0 {
-		return "#"
-	}
-	return rk[:i] + ".#"
-}
-
 func defaultForward() Forward {
 	return Forward{
 		Queue:             "yzex-connect-whatsapp-legacy-forward-queue",

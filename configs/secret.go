@@ -49,35 +49,15 @@ func (s Secrets) MarshalYAML() (any, error) {
 	return out, nil
 }
 
-// RedactURL returns raw with every secret a URL can hold replaced
-// (redact.URL).
-func RedactURL(raw string) string { return redact.URL(raw) }
-
-// RedactURLs returns text with every URL in it passed through RedactURL
-// (redact.URLs).
-func RedactURLs(text string) string { return redact.URLs(text) }
-
-// RedactError returns err with every URL in its text redacted, keeping
-// err in its chain (redact.Error).
-func RedactError(err error) error { return redact.Error(err) }
-
 // showURL quotes a URL setting for a validation message, redacted
-// (RedactURL): a value that failed to parse is redacted as if it were a
+// (redact.URL): a value that failed to parse is redacted as if it were a
 // URL, so "user:secret@host" (no scheme) does not print "secret" either.
 func showURL(raw string) string {
 	if strings.Contains(raw, "://") {
-		return strconv.Quote(RedactURL(raw))
+		return strconv.Quote(redact.URL(raw))
 	}
-	return strconv.Quote(strings.TrimPrefix(RedactURL("x://"+raw), "x://"))
+	return strconv.Quote(strings.TrimPrefix(redact.URL("x://"+raw), "x://"))
 }
-
-// URLSecrets returns the secret parts of a URL, raw and percent-decoded,
-// each at least 6 bytes long (redact.URLSecrets).
-func URLSecrets(raw string) []string { return redact.URLSecrets(raw) }
-
-// ScrubSecrets returns text with every occurrence of each secret replaced
-// by "xxxxx", and its URLs redacted (redact.Secrets).
-func ScrubSecrets(text string, secrets []string) string { return redact.Secrets(text, secrets) }
 
 // signingSecrets reads a webhook source's signing secrets: the variable
 // named by secretEnv (for github its whole trimmed value is one secret;

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // ValidationError lists every problem found in a configuration, one per
@@ -24,11 +25,11 @@ func (e *ValidationError) Error() string {
 
 type problems []string
 
-// addf adds one problem. Its text passes through RedactURLs, so no
+// addf adds one problem. Its text passes through redact.URLs, so no
 // message echoes a URL's password or query values, whichever field it
 // names (URL settings quote their value with showURL).
 func (p *problems) addf(field, format string, args ...any) {
-	*p = append(*p, RedactURLs(field+": "+fmt.Sprintf(format, args...)))
+	*p = append(*p, redact.URLs(field+": "+fmt.Sprintf(format, args...)))
 }
 
 // EnvPrefix returns the Redis key prefix of an environment: olp: for

@@ -5,6 +5,8 @@ import (
 	"reflect"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // The YAML encoder of go.yaml.in/yaml/v3 keeps every event it has emitted
@@ -19,7 +21,7 @@ import (
 
 // marshalRedacted is Redacted's encoding: the configuration without its
 // routes through a yaml.Node tree (redactNode), then each route marshalled
-// on its own from a copy whose every string went through RedactURLs
+// on its own from a copy whose every string went through redact.URLs
 // (redactedCopy), written where the tree holds "routes".
 func marshalRedacted(c Config) ([]byte, error) {
 	routes := c.Routes
@@ -62,13 +64,13 @@ func marshalRedacted(c Config) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// redactedCopy returns a deep copy of v with RedactURLs applied to every
+// redactedCopy returns a deep copy of v with redact.URLs applied to every
 // string (map keys included), as redactNode does to every scalar.
 func redactedCopy(v reflect.Value) reflect.Value {
 	switch v.Kind() {
 	case reflect.String:
 		c := reflect.New(v.Type()).Elem()
-		c.SetString(RedactURLs(v.String()))
+		c.SetString(redact.URLs(v.String()))
 		return c
 	case reflect.Struct:
 		c := reflect.New(v.Type()).Elem()

@@ -35,13 +35,6 @@ type Forward struct {
 	AsAuthorization bool
 }
 
-// DefaultForward is the policy of a route that does not configure
-// cookies.forward (docs/edge.md, Cookies): olp_auth as Authorization:
-// Bearer, olp_mural as the cookie it is.
-func DefaultForward() []Forward {
-	return []Forward{{Cookie: AuthCookie, AsAuthorization: true}, {Cookie: "olp_mural"}}
-}
-
 // IsOwned reports whether name is one of the portal's cookies: OwnedPrefix,
 // case-insensitively, after an optional __Host- or __Secure- prefix (any
 // case), either as sent or as the frameworks that decode cookie names

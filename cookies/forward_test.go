@@ -18,23 +18,23 @@ func TestApplyRequest(t *testing.T) {
 		noCookies bool
 	}{
 		{name: "default: olp_auth becomes bearer, olp_mural stays", cookies: []string{"olp_auth=abc.def.ghi; olp_mural=m1; theme=dark"},
-			forward: DefaultForward(), wantCook: "olp_mural=m1; theme=dark", wantAuth: "Bearer abc.def.ghi"},
+			forward: portalForward(), wantCook: "olp_mural=m1; theme=dark", wantAuth: "Bearer abc.def.ghi"},
 		{name: "own Authorization wins, olp_auth not sent", cookies: []string{"olp_auth=abc; x=1"}, auth: "Bearer mine",
-			forward: DefaultForward(), wantCook: "x=1", wantAuth: "Bearer mine"},
+			forward: portalForward(), wantCook: "x=1", wantAuth: "Bearer mine"},
 		{name: "unlisted olp cookies removed, case-insensitive prefix", cookies: []string{"olp_secret=s; OLP_AUTH=z; a=b"},
-			forward: DefaultForward(), wantCook: "a=b"},
+			forward: portalForward(), wantCook: "a=b"},
 		{name: "third party: nothing of the portal", cookies: []string{"olp_auth=abc; olp_mural=m"},
 			forward: []Forward{}, noCookies: true},
 		{name: "HTTP/2 split lines merged", cookies: []string{"a=1", "olp_mural=m", "b=2"},
-			forward: DefaultForward(), wantCook: "a=1; olp_mural=m; b=2"},
+			forward: portalForward(), wantCook: "a=1; olp_mural=m; b=2"},
 		{name: "malformed pairs pass byte for byte", cookies: []string{`weird; =nothing; q="quoted value"; ;;`},
-			forward: DefaultForward(), wantCook: `weird; =nothing; q="quoted value"`},
-		{name: "quoted olp_auth unquoted", cookies: []string{`olp_auth="tok"`}, forward: DefaultForward(), noCookies: true, wantAuth: "Bearer tok"},
-		{name: "olp_auth with a space is not a token", cookies: []string{`olp_auth="a b"`}, forward: DefaultForward(), noCookies: true},
-		{name: "two different olp_auth, nothing verifies: no credential", cookies: []string{"olp_auth=one; olp_auth=two"}, forward: DefaultForward(), noCookies: true},
-		{name: "the same olp_auth twice is one", cookies: []string{"olp_auth=one; olp_auth=one"}, forward: DefaultForward(), noCookies: true, wantAuth: "Bearer one"},
+			forward: portalForward(), wantCook: `weird; =nothing; q="quoted value"`},
+		{name: "quoted olp_auth unquoted", cookies: []string{`olp_auth="tok"`}, forward: portalForward(), noCookies: true, wantAuth: "Bearer tok"},
+		{name: "olp_auth with a space is not a token", cookies: []string{`olp_auth="a b"`}, forward: portalForward(), noCookies: true},
+		{name: "two different olp_auth, nothing verifies: no credential", cookies: []string{"olp_auth=one; olp_auth=two"}, forward: portalForward(), noCookies: true},
+		{name: "the same olp_auth twice is one", cookies: []string{"olp_auth=one; olp_auth=one"}, forward: portalForward(), noCookies: true, wantAuth: "Bearer one"},
 		{name: "forward as cookie when configured", cookies: []string{"olp_auth=abc"}, forward: []Forward{{Cookie: "olp_auth"}}, wantCook: "olp_auth=abc"},
-		{name: "untouched single line", cookies: []string{"a=1;b=2"}, forward: DefaultForward(), wantCook: "a=1;b=2"},
+		{name: "untouched single line", cookies: []string{"a=1;b=2"}, forward: portalForward(), wantCook: "a=1;b=2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,14 +69,14 @@ func TestApplySetCookie(t *testing.T) {
 			[]string{"sid=abc; Path=/; Domain=internal; HttpOnly", "logout=x; Max-Age=0; Path=/"},
 			ResponsePolicy{Domain: "portal.example.org"},
 			[]string{"sid=abc; Path=/; Domain=portal.example.org; HttpOnly", "logout=x; Max-Age=0; Path=/"}},
-		{"olp cookies hardened", []string{"olp_auth=t; Path=/; SameSite=None; secure"}, ResponsePolicy{Forward: DefaultForward()},
+		{"olp cookies hardened", []string{"olp_auth=t; Path=/; SameSite=None; secure"}, ResponsePolicy{Forward: portalForward()},
 			[]string{"olp_auth=t; Path=/; Secure; HttpOnly; SameSite=Lax"}},
-		{"configured SameSite", []string{"olp_mural=m"}, ResponsePolicy{SameSite: "strict", Forward: DefaultForward()},
+		{"configured SameSite", []string{"olp_mural=m"}, ResponsePolicy{SameSite: "strict", Forward: portalForward()},
 			[]string{"olp_mural=m; Secure; HttpOnly; SameSite=Strict"}},
 		{"host-only cookies stay host-only", []string{"a=1; Path=/"}, ResponsePolicy{Domain: "x.org"}, []string{"a=1; Path=/"}},
 		{"malformed kept byte for byte", []string{"=;;; ", "no-equals", `q="v"; Expires=garbage`}, ResponsePolicy{},
 			[]string{"=;;; ", "no-equals", `q="v"; Expires=garbage`}},
-		{"value with equals signs kept", []string{"olp_auth=a=b==; Path=/"}, ResponsePolicy{Forward: DefaultForward()},
+		{"value with equals signs kept", []string{"olp_auth=a=b==; Path=/"}, ResponsePolicy{Forward: portalForward()},
 			[]string{"olp_auth=a=b==; Path=/; Secure; HttpOnly; SameSite=Lax"}},
 	}
 	for _, tc := range tests {
@@ -101,7 +101,7 @@ func FuzzApplyRequest(f *testing.F) {
 		if auth != "" {
 			h.Set("Authorization", auth)
 		}
-		applyRequest(h, DefaultForward())
+		applyRequest(h, portalForward())
 		for _, line := range h["Cookie"] {
 			for part := range strings.SplitSeq(line, ";") {
 				name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
@@ -129,7 +129,7 @@ func FuzzApplySetCookie(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line, domain string) {
 		h := http.Header{"Set-Cookie": {line, "second=2"}}
-		removed := ApplySetCookie(h, ResponsePolicy{Domain: domain, Forward: DefaultForward()})
+		removed := ApplySetCookie(h, ResponsePolicy{Domain: domain, Forward: portalForward()})
 		got := h["Set-Cookie"]
 		if len(removed) == 1 {
 			if !IsOwned(removed[0]) || len(got) != 1 || got[0] != "second=2" {
@@ -154,4 +154,11 @@ func FuzzApplySetCookie(f *testing.F) {
 func applyRequest(h http.Header, fw []Forward) {
 	r, _ := Resolve(h, fw, nil)
 	ApplyRequest(h, fw, r)
+}
+
+// portalForward is the policy of the portal's own routes (the
+// configuration's default, configs.DefaultCookieForward): olp_auth as
+// Authorization: Bearer, olp_mural as the cookie it is.
+func portalForward() []Forward {
+	return []Forward{{Cookie: AuthCookie, AsAuthorization: true}, {Cookie: "olp_mural"}}
 }

@@ -48,7 +48,7 @@ func TestNonCanonicalJWSIsRefusedInEverySpelling(t *testing.T) {
 
 func TestCookieWithANonCanonicalJWSIsNotTurnedIntoABearerToken(t *testing.T) {
 	h := http.Header{"Cookie": {"olp_auth=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJlLWJ5dGVz="}}
-	applyRequest(h, DefaultForward())
+	applyRequest(h, portalForward())
 	if a := h.Get("Authorization"); a != "" {
 		t.Errorf("Authorization %q set from a non-canonical token", a)
 	}

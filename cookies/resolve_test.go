@@ -129,7 +129,7 @@ func TestResolveGivesTheUpstreamExactlyTheLimitersCredential(t *testing.T) {
 		cookies  []string
 		auth     string
 		conn     string
-		bearer   want // DefaultForward
+		bearer   want // portalForward
 		asCookie want
 	}{
 		{name: "issue 22: non-canonical decoy then valid", cookies: []string{"olp_auth=eyJhbGciOiJIUzI1NiJ9=.e30.x; olp_auth=" + jwtA},
@@ -186,7 +186,7 @@ func TestResolveGivesTheUpstreamExactlyTheLimitersCredential(t *testing.T) {
 			name string
 			fw   []Forward
 			want want
-		}{{"as authorization", DefaultForward(), tc.bearer}, {"as cookie", asCookie, tc.asCookie}} {
+		}{{"as authorization", portalForward(), tc.bearer}, {"as cookie", asCookie, tc.asCookie}} {
 			t.Run(tc.name+"/"+side.name, func(t *testing.T) {
 				h := http.Header{}
 				if len(tc.cookies) > 0 {
@@ -249,7 +249,7 @@ func FuzzResolve(f *testing.F) {
 		if conn != "" {
 			h["Connection"] = []string{conn}
 		}
-		fw := [][]Forward{DefaultForward(), {{Cookie: AuthCookie}}, {}}[int(policy)%3]
+		fw := [][]Forward{portalForward(), {{Cookie: AuthCookie}}, {}}[int(policy)%3]
 		if BearerTooLarge(h) || BearerNonCanonical(h) {
 			return // refused by the gateway before Resolve
 		}

@@ -51,7 +51,7 @@ func TestUpstreamOfANonForwardingRouteCannotSetOrClearThePortalCookie(t *testing
 // cookies in the browser and are still removed.
 func TestForwardingRouteMaySetOnlyTheExactCookiesItForwards(t *testing.T) {
 	t.Parallel()
-	p := ResponsePolicy{Forward: DefaultForward()}
+	p := ResponsePolicy{Forward: portalForward()}
 	for _, line := range []string{"olp_auth=new; Path=/", "olp_auth=; Max-Age=0; Path=/", "olp_mural=m"} {
 		h := http.Header{"Set-Cookie": {line}}
 		if removed := ApplySetCookie(h, p); len(removed) != 0 || len(h["Set-Cookie"]) != 1 {

@@ -44,8 +44,9 @@ func benchChainWithRules(b *testing.B, interval time.Duration) http.Handler {
 	rdb := servicetest.RedisClient(b, servicetest.RedisURL(b), false)
 	open := int64(1) << 40
 	opts := ratelimit.Options{
-		Timeout: time.Second, // a loaded machine must not fail open here
-		Sync:    interval,
+		Timeout:   time.Second, // a loaded machine must not fail open here
+		RelaxPoll: 5 * time.Second,
+		Sync:      interval,
 		Rules: []ratelimit.Rule{
 			{Name: "burst", Scope: ratelimit.ScopeIP, Limit: open, Window: 5 * time.Second, Routes: []string{ratelimit.AllRoutes}},
 			{Name: "login", Scope: ratelimit.ScopeIP, Algorithm: ratelimit.GCRA, Limit: open, Window: time.Minute, Routes: []string{ratelimit.AllRoutes}},

@@ -16,6 +16,7 @@ func corsOptions(t *testing.T, up string) Options {
 		AllowedOrigins:   []string{"https://app.example.com"},
 		AllowedMethods:   []string{"GET", "POST", "PUT"},
 		AllowedHeaders:   []string{"Authorization", "Content-Type"},
+		ExposedHeaders:   []string{"X-RateLimit-Remaining", "X-Request-Id"},
 		AllowCredentials: true,
 		MaxAge:           10 * time.Minute,
 	}
@@ -27,7 +28,7 @@ func corsOptions(t *testing.T, up string) Options {
 
 // TestForeignOriginGetsNoCORSHeaders: an origin the policy does not list
 // gets no Access-Control-* header; a listed one gets its origin, the
-// credentials flag and the default exposed headers. (That configs refuses
+// credentials flag and the exposed headers. (That configs refuses
 // a wildcard origin with credentials is configs' TestValidateGatewayProblems.)
 func TestForeignOriginGetsNoCORSHeaders(t *testing.T) {
 	t.Parallel()

@@ -192,21 +192,12 @@ func New(opts Options, deps Deps) (*Server, error) {
 	if opts.ClientIPHeader != "" {
 		s.ip.header = http.CanonicalHeaderKey(opts.ClientIPHeader)
 	}
-	if s.ip.v6Bits == 0 {
-		s.ip.v6Bits = 64
-	}
 	s.keepUnderscores = opts.KeepUnderscoreHeaders
 	s.escapedSlashes = opts.EscapedSlashes.action()
 	s.pprof = newPprofGate(opts.Pprof)
 	s.bodyTimeout, s.bodyMinRate, s.maxConns = opts.BodyTimeout, opts.BodyMinRate, opts.MaxConnections
 	s.maxConnsPerIP = opts.MaxConnectionsPerIP
 	s.sendTimeout = opts.SendTimeout
-	if s.sendTimeout <= 0 {
-		s.sendTimeout = 60 * time.Second
-	}
-	if s.bodyTimeout <= 0 {
-		s.bodyTimeout, s.bodyMinRate = 60*time.Second, 500
-	}
 	if s.webhook != nil {
 		for _, p := range s.webhook.Paths() {
 			if p != "" {
@@ -251,10 +242,6 @@ func (s *Server) buildRoutes(routes []Route) error {
 		if u == nil || u.Host == "" {
 			return fmt.Errorf("building route %q: upstream is not an absolute URL", rc.Name)
 		}
-		timeout := rc.Upstream.Timeout
-		if timeout <= 0 {
-			timeout = 30 * time.Second
-		}
 		rt := &route{
 			Name:          rc.Name,
 			Hosts:         rc.Hosts,
@@ -262,7 +249,7 @@ func (s *Server) buildRoutes(routes []Route) error {
 			Upstream:      u,
 			stripPrefix:   rc.StripPrefix,
 			preserveHost:  rc.PreserveHost,
-			timeout:       timeout,
+			timeout:       rc.Upstream.Timeout,
 			exposeHeaders: rc.ExposeHeaders,
 			forward:       rc.Cookies.Forward,
 		}

@@ -85,15 +85,29 @@ func TestIPv6GroupedBy64AndMappedIPv4(t *testing.T) {
 	}
 }
 
+// TestSubjectIPGroupsIPv6: IPv6 clients are grouped by IPv6PrefixLen
+// (0: not grouped), IPv4-mapped addresses are IPv4.
 func TestSubjectIPGroupsIPv6(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
-	for peer, want := range map[string]string{
-		"[2001:db8:1:2:3:4:5:6]:9": "2001:db8:1:2::/64",
-		"[::ffff:203.0.113.9]:9":   "203.0.113.9",
-		"198.51.100.7:9":           "198.51.100.7",
+	for _, tc := range []struct {
+		bits int
+		want map[string]string
+	}{
+		{64, map[string]string{
+			"[2001:db8:1:2:3:4:5:6]:9": "2001:db8:1:2::/64",
+			"[::ffff:203.0.113.9]:9":   "203.0.113.9",
+			"198.51.100.7:9":           "198.51.100.7",
+		}},
+		{0, map[string]string{"[2001:db8:1:2:3:4:5:6]:9": "2001:db8:1:2:3:4:5:6"}},
 	} {
+		checkSubjectIPs(t, newHarness(t, Options{IPv6PrefixLen: tc.bits, Routes: []Route{testRoute(t, "api", up.URL)}}), tc.want)
+	}
+}
+
+func checkSubjectIPs(t *testing.T, h *harness, want map[string]string) {
+	t.Helper()
+	for peer, want := range want {
 		h.serve(h.newRequest(t, http.MethodGet, "", "/"), peer)
 		h.limiter.mu.Lock()
 		got := h.limiter.subjects[len(h.limiter.subjects)-1]

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -28,26 +29,29 @@ import (
 // servers using it must track idle connections: HTTPServer sets the
 // ConnState hook that does.
 func (s *Server) Listener(ln net.Listener) net.Listener {
-	n := s.maxConns
-	if n <= 0 {
-		n = 4096
-	}
-	return s.newLimitListener(ln, "public", n, s.maxConnsPerIP, s.metrics.conns)
+	return s.newLimitListener(ln, "public", s.maxConns, s.maxConnsPerIP, s.metrics.conns)
 }
 
-// AdminListener wraps the admin listener with a cap of its own, max
-// connections (0: 64) and at most max/4 from one IP, so the admin port
+// AdminListener wraps the admin listener with a cap of its own, capacity
+// connections (0: no cap; server.admin_max_connections) and at most
+// capacity/4 from one IP, so the admin port
 // cannot take the file descriptors the public listener needs (Envoy
 // bounds its admin listener the same way) and a flood of the admin port
 // reclaims idle connections first, as Listener does.
 func (s *Server) AdminListener(ln net.Listener, capacity int) net.Listener {
-	if capacity <= 0 {
-		capacity = 64
+	perIP := 0
+	if capacity > 0 {
+		perIP = max(1, capacity/4)
 	}
-	return s.newLimitListener(ln, "admin", capacity, max(1, capacity/4), nil)
+	return s.newLimitListener(ln, "admin", capacity, perIP, nil)
 }
 
+// newLimitListener caps ln at n open connections (n ≤ 0: no cap) and
+// perIP from one client (0: none).
 func (s *Server) newLimitListener(ln net.Listener, name string, n, perIP int, open prometheus.Gauge) *limitListener {
+	if n <= 0 {
+		n = math.MaxInt32 // a channel of empty structs: no buffer is allocated
+	}
 	return &limitListener{Listener: ln, name: name, sem: make(chan struct{}, n), done: make(chan struct{}), s: s,
 		perIPCap: perIP, open: open, idle: map[*limitConn]time.Time{}, perIP: map[netip.Addr][]*limitConn{},
 		refusing: make(chan struct{}, maxRefusing), burst: newBurstRelease()}

@@ -12,8 +12,10 @@ import (
 // validated: cmd/borda maps the configuration file into it
 // (docs/architecture.md, "Options"). New refuses only what it cannot
 // build (a route without an absolute upstream URL); every other check
-// (names, hosts, origins, overlapping prefixes) is the caller's. The zero
-// value serves no route and trusts no proxy.
+// (names, hosts, origins, overlapping prefixes) is the caller's. The
+// defaults are the configuration's (docs/configuration.md): a zero value
+// here means none (no bound, no cap, no grouping), never a second copy of
+// a default. The zero value serves no route and trusts no proxy.
 type Options struct {
 	// Routes is the route table in configuration order (ties between
 	// equal prefixes go to the earlier route).
@@ -25,8 +27,8 @@ type Options struct {
 	// "CF-Connecting-IP") read from a trusted peer before X-Forwarded-For;
 	// empty: X-Forwarded-For only.
 	ClientIPHeader string
-	// IPv6PrefixLen groups IPv6 clients for rate limits, in bits (a /64
-	// by default, when 0).
+	// IPv6PrefixLen groups IPv6 clients for rate limits and the per-IP
+	// connection cap, in bits (64: per /64); 0 or 128: each address alone.
 	IPv6PrefixLen int
 	// KeepUnderscoreHeaders forwards request headers whose names hold '_'
 	// (headers_with_underscores: allow); false drops them before the
@@ -39,10 +41,11 @@ type Options struct {
 	Pprof Pprof
 	// BodyTimeout and BodyMinRate (bytes/s) bound the upload of a body on
 	// a proxied route (docs/configuration.md, server.body_timeout and
-	// server.body_min_rate); BodyTimeout 0 means 60 s at 500 B/s.
+	// server.body_min_rate); BodyTimeout 0: no bound, BodyMinRate 0: no
+	// minimum rate.
 	BodyTimeout time.Duration
 	// SendTimeout bounds each write of a proxied response to the client
-	// (server.send_timeout; 0 means 60 s): a client that reads nothing
+	// (server.send_timeout; 0: no bound): a client that reads nothing
 	// for that long is disconnected and the upstream released.
 	SendTimeout time.Duration
 	BodyMinRate int64
@@ -102,8 +105,8 @@ type Upstream struct {
 	// URL is the absolute http(s) URL; its path is the base path requests
 	// are joined to.
 	URL *url.URL
-	// Timeout bounds the wait for the upstream's response headers; 0:
-	// 30 s.
+	// Timeout bounds the wait for the upstream's response headers
+	// (routes[].timeout); 0: no bound.
 	Timeout time.Duration
 	// FlushInterval is httputil.ReverseProxy's (0: flush on buffer
 	// fill; negative: after every write). Streams flush at once anyway.
@@ -128,10 +131,13 @@ type RouteCookies struct {
 // origins when AllowCredentials).
 type CORSPolicy struct {
 	AllowedOrigins []string
-	// AllowedMethods: GET, POST and HEAD when empty.
+	// AllowedMethods: rs/cors's simple methods (GET, POST, HEAD) when
+	// empty.
 	AllowedMethods []string
 	AllowedHeaders []string
-	// ExposedHeaders: the rate-limit headers and X-Request-Id when empty.
+	// ExposedHeaders are the response headers scripts may read; empty:
+	// none (the configuration's default lists the rate-limit headers and
+	// X-Request-Id).
 	ExposedHeaders   []string
 	AllowCredentials bool
 	// MaxAge is how long a browser may cache a preflight (whole seconds);

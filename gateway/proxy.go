@@ -82,7 +82,9 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The request's context is the exchange's (observe): the route timer
 	// cancels it with errUpstreamTimeout, and it ends with the request.
-	ex.timer = armRouteTimer(ex, p.rt.timeout)
+	if p.rt.timeout > 0 {
+		ex.timer = armRouteTimer(ex, p.rt.timeout)
+	}
 	defer ex.stopTimer()
 	if ex.w.body != nil {
 		// The transport does not return before its body read does: when

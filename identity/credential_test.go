@@ -53,11 +53,11 @@ func TestTokenOverTheBoundIsNeitherVerifiedNorForwarded(t *testing.T) {
 			t.Errorf("%d bytes: verified", n)
 		}
 		h := http.Header{"Cookie": {"olp_auth=" + big + "; _ga=1"}}
-		if _, ok := v.FromRequest(h, cookies.DefaultForward()); ok {
+		if _, ok := v.FromRequest(h, portalForward()); ok {
 			t.Errorf("%d bytes: cookie verified", n)
 		}
 		out := h.Clone()
-		applyRequest(out, cookies.DefaultForward())
+		applyRequest(out, portalForward())
 		if out.Get("Authorization") != "" || out.Get("Cookie") != "_ga=1" {
 			t.Errorf("%d bytes, as authorization: upstream got Authorization %d bytes, Cookie %q", n, len(out.Get("Authorization")), out.Get("Cookie"))
 		}
@@ -75,10 +75,10 @@ func TestTokenOverTheBoundIsNeitherVerifiedNorForwarded(t *testing.T) {
 	}
 	exact := tokenOfSize(t, "u-exact", cookies.MaxTokenBytes)
 	h := http.Header{"Cookie": {"olp_auth=" + exact}}
-	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "u-exact" {
+	if id, ok := v.FromRequest(h, portalForward()); !ok || id.UserID != "u-exact" {
 		t.Errorf("token of exactly cookies.MaxTokenBytes: %+v %v", id, ok)
 	}
-	applyRequest(h, cookies.DefaultForward())
+	applyRequest(h, portalForward())
 	if h.Get("Authorization") != "Bearer "+exact {
 		t.Error("token of exactly cookies.MaxTokenBytes not forwarded as Bearer")
 	}
@@ -120,12 +120,12 @@ func TestBearerSchemeSeparatedByTabIsVerified(t *testing.T) {
 	v := newHS256Verifier(t)
 	tok := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u-tab", "exp": time.Now().Add(time.Hour).Unix()}, "")
 	for _, auth := range []string{"Bearer\t" + tok, "Bearer \t " + tok, "BEARER  " + tok} {
-		if id, ok := v.FromRequest(http.Header{"Authorization": {auth}}, cookies.DefaultForward()); !ok || id.UserID != "u-tab" {
+		if id, ok := v.FromRequest(http.Header{"Authorization": {auth}}, portalForward()); !ok || id.UserID != "u-tab" {
 			t.Errorf("%q: %+v %v", auth[:10], id, ok)
 		}
 	}
 	for _, auth := range []string{"Bearer", "Bearer ", "Bearer\t", "Bearerx " + tok} {
-		if _, ok := v.FromRequest(http.Header{"Authorization": {auth}}, cookies.DefaultForward()); ok {
+		if _, ok := v.FromRequest(http.Header{"Authorization": {auth}}, portalForward()); ok {
 			t.Errorf("%q verified", auth)
 		}
 	}

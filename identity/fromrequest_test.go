@@ -19,18 +19,18 @@ func TestFromRequestIgnoresConnectionNominatedHeaders(t *testing.T) {
 	header := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "header-user"}, "")
 
 	h := http.Header{"Cookie": {"olp_auth=" + cookie}, "Authorization": {"Basic eDp5"}, "Connection": {"close", "keep-alive, authorization"}}
-	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "cookie-user" {
+	if id, ok := v.FromRequest(h, portalForward()); !ok || id.UserID != "cookie-user" {
 		t.Errorf("Authorization named in Connection: %+v %v, want the cookie's user", id, ok)
 	}
 	if h.Get("Authorization") == "" {
 		t.Error("FromRequest modified the request headers")
 	}
 	h = http.Header{"Cookie": {"olp_auth=" + cookie}, "Authorization": {"Bearer " + header}, "Connection": {"Cookie"}}
-	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "header-user" {
+	if id, ok := v.FromRequest(h, portalForward()); !ok || id.UserID != "header-user" {
 		t.Errorf("Cookie named in Connection: %+v %v, want the header's user", id, ok)
 	}
 	delete(h, "Authorization")
-	if id, ok := v.FromRequest(h, cookies.DefaultForward()); ok {
+	if id, ok := v.FromRequest(h, portalForward()); ok {
 		t.Errorf("identity %+v from a cookie the upstream never gets", id)
 	}
 }
@@ -43,9 +43,9 @@ func TestFromRequestVerifiesTheAuthCookieTheUpstreamGets(t *testing.T) {
 	good := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "u-dup"}, "")
 	for _, first := range []string{"", "a,b", `"x y"`, `"`} {
 		h := http.Header{"Cookie": {"olp_auth=" + first + "; olp_auth=" + good}}
-		id, ok := v.FromRequest(h, cookies.DefaultForward())
+		id, ok := v.FromRequest(h, portalForward())
 		out := h.Clone()
-		applyRequest(out, cookies.DefaultForward())
+		applyRequest(out, portalForward())
 		if out.Get("Authorization") != "Bearer "+good {
 			t.Fatalf("first=%q: upstream Authorization %q", first, out.Get("Authorization"))
 		}
@@ -61,4 +61,11 @@ func TestFromRequestVerifiesTheAuthCookieTheUpstreamGets(t *testing.T) {
 func applyRequest(h http.Header, fw []cookies.Forward) {
 	r, _ := cookies.Resolve(h, fw, nil)
 	cookies.ApplyRequest(h, fw, r)
+}
+
+// portalForward is the cookie policy of the portal's own routes (the
+// configuration's default): olp_auth as Authorization: Bearer, olp_mural
+// as the cookie it is.
+func portalForward() []cookies.Forward {
+	return []cookies.Forward{{Cookie: cookies.AuthCookie, AsAuthorization: true}, {Cookie: "olp_mural"}}
 }

@@ -52,7 +52,8 @@ type Options struct {
 	Secret []byte
 	// JWKSURL is the JWKS document of RS256/ES256 keys; empty: none.
 	JWKSURL string
-	// JWKSRefresh is how often the JWKS is fetched again (0: 1 minute).
+	// JWKSRefresh is how often the JWKS is fetched again; must be
+	// positive with a JWKSURL (auth.jwks_refresh holds the default).
 	JWKSRefresh time.Duration
 	// UserClaim and EscolaClaim are dotted claim paths ("sub",
 	// "app_metadata.escola_id").
@@ -111,7 +112,8 @@ const jwksHTTPTimeout = 5 * time.Second
 // are forgotten). A token whose kid is not in the set is anonymous and
 // starts a fetch in the background, at most one every
 // UnknownKIDRefetchEvery: verification itself never waits on the
-// network. Errors: a JWKS URL the client refuses (redacted).
+// network. Errors: a JWKS URL the client refuses (redacted), a JWKS URL
+// without a positive JWKSRefresh.
 func NewVerifier(ctx context.Context, o Options, logger *slog.Logger) (*Verifier, error) {
 	if len(o.Secret) == 0 && o.JWKSURL == "" {
 		return nil, nil
@@ -119,9 +121,8 @@ func NewVerifier(ctx context.Context, o Options, logger *slog.Logger) (*Verifier
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	refresh := o.JWKSRefresh
-	if refresh <= 0 {
-		refresh = time.Minute
+	if o.JWKSURL != "" && o.JWKSRefresh <= 0 {
+		return nil, fmt.Errorf("identity: a JWKS URL needs a positive JWKSRefresh (got %s)", o.JWKSRefresh)
 	}
 	var methods []string
 	v := &Verifier{
@@ -129,7 +130,7 @@ func NewVerifier(ctx context.Context, o Options, logger *slog.Logger) (*Verifier
 		escolaClaim: strings.Split(o.EscolaClaim, "."),
 		cache:       newVerifiedCache(o.Leeway),
 		now:         time.Now,
-		refresh:     refresh,
+		refresh:     o.JWKSRefresh,
 		keys:        &keySet{Storage: jwkset.NewMemoryStorage()},
 	}
 	v.ctx, v.cancel = context.WithCancel(context.WithoutCancel(ctx))

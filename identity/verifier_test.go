@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-
-	"github.com/olp-edu/borda/cookies"
 )
 
 const secret = "test-secret-for-hs256-0123456789"
@@ -92,19 +90,19 @@ func TestFromRequestPrecedence(t *testing.T) {
 	good := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "cookie-user"}, "")
 	header := sign(t, jwt.SigningMethodHS256, []byte(secret), jwt.MapClaims{"sub": "header-user"}, "")
 	h := http.Header{"Cookie": {"x=1; olp_auth=" + good}}
-	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "cookie-user" {
+	if id, ok := v.FromRequest(h, portalForward()); !ok || id.UserID != "cookie-user" {
 		t.Errorf("cookie: %+v %v", id, ok)
 	}
 	h.Set("Authorization", "bearer "+header)
-	if id, ok := v.FromRequest(h, cookies.DefaultForward()); !ok || id.UserID != "header-user" {
+	if id, ok := v.FromRequest(h, portalForward()); !ok || id.UserID != "header-user" {
 		t.Errorf("Authorization wins (it is what the upstream sees): %+v %v", id, ok)
 	}
 	h.Set("Authorization", "Basic dXNlcjpwYXNz")
-	if _, ok := v.FromRequest(h, cookies.DefaultForward()); ok {
+	if _, ok := v.FromRequest(h, portalForward()); ok {
 		t.Error("Basic credentials verified as a JWT")
 	}
 	var nilV *Verifier
-	if _, ok := nilV.FromRequest(h, cookies.DefaultForward()); ok {
+	if _, ok := nilV.FromRequest(h, portalForward()); ok {
 		t.Error("nil verifier verified something")
 	}
 	if v, err := NewVerifier(context.Background(), Options{}, nil); v != nil || err != nil {
@@ -177,12 +175,25 @@ func FuzzVerify(f *testing.F) {
 				t.Fatalf("verified a token jwt.Parse rejects: %v", err)
 			}
 		}
-		_, _ = v.FromRequest(http.Header{"Cookie": {"olp_auth=" + token}, "Authorization": {token}}, cookies.DefaultForward())
+		_, _ = v.FromRequest(http.Header{"Cookie": {"olp_auth=" + token}, "Authorization": {token}}, portalForward())
 	})
 }
 
 // A verified token is served from the cache: its signature is not checked
 // again (here the secret changes under it) until the cache's minute ends.
+// TestNewVerifierRefusesAJWKSURLWithoutRefresh: the refresh interval has
+// one default, the configuration's (auth.jwks_refresh); a verifier built
+// by hand with a JWKS URL and no interval is refused, not given a second.
+func TestNewVerifierRefusesAJWKSURLWithoutRefresh(t *testing.T) {
+	t.Parallel()
+	cfg := authConfig()
+	cfg.JWKSURL = "http://127.0.0.1:1/jwks.json"
+	if v, err := NewVerifier(context.Background(), cfg, nil); err == nil {
+		_ = v.Stop(context.Background())
+		t.Fatal("NewVerifier with a JWKS URL and JWKSRefresh 0: no error")
+	}
+}
+
 func TestVerifiedTokenIsCachedForAtMostAMinute(t *testing.T) {
 	t.Parallel()
 	v := newHS256Verifier(t)

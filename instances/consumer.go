@@ -16,12 +16,13 @@ import (
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
-// Options configure a Consumer. AMQPURL, Queue and DB are required.
+// Options configure a Consumer. AMQPURL, Queue, Prefetch and DB are required.
 type Options struct {
 	AMQPURL string
 	// Queue is the events queue (forward.events_queue).
 	Queue string
-	// Prefetch is the number of unacked deliveries (0: 20).
+	// Prefetch is the number of unacked deliveries (≥ 1; forward.prefetch
+	// holds the default).
 	Prefetch int
 	// DB is a *pgxpool.Pool.
 	DB execer
@@ -76,11 +77,8 @@ func (c *Consumer) Readiness() []string {
 
 // New builds a Consumer; it does not connect.
 func New(opts Options) (*Consumer, error) {
-	if opts.AMQPURL == "" || opts.Queue == "" || opts.DB == nil {
-		return nil, errors.New("instances: AMQPURL, Queue and DB are required")
-	}
-	if opts.Prefetch == 0 {
-		opts.Prefetch = 20
+	if opts.AMQPURL == "" || opts.Queue == "" || opts.DB == nil || opts.Prefetch < 1 {
+		return nil, errors.New("instances: AMQPURL, Queue, DB and a Prefetch of at least 1 are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

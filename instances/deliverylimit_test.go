@@ -55,7 +55,7 @@ func TestConsumer_DatabaseOutageUnderADeliveryLimitLosesNoEvent(t *testing.T) {
 	servicetest.DeliveryLimitPolicy(t, node, name, 20)
 
 	var tape lockedTape
-	c, err := New(Options{AMQPURL: amqpURL, Queue: queue, DB: pool, Reconnect: 50 * time.Millisecond, MaxHold: 50 * time.Millisecond,
+	c, err := New(Options{AMQPURL: amqpURL, Queue: queue, DB: pool, Prefetch: 20, Reconnect: 50 * time.Millisecond, MaxHold: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&tape, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func TestConsumer_FarFutureDateDoesNotPinState(t *testing.T) {
 		pool.Exec(context.Background(), `DELETE FROM whatsapp_instances WHERE instance = $1`, instance)
 	})
 	now := time.Date(2026, 1, 1, 6, 40, 36, 0, time.UTC) // the genuine payload is dated 06:40:35.780
-	c, err := New(Options{AMQPURL: "amqp://unused", Queue: "unused", DB: pool, Now: func() time.Time { return now.Add(time.Hour) }})
+	c, err := New(Options{AMQPURL: "amqp://unused", Queue: "unused", DB: pool, Prefetch: 1, Now: func() time.Time { return now.Add(time.Hour) }})
 	if err != nil {
 		t.Fatal(err)
 	}

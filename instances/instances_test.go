@@ -112,7 +112,7 @@ func TestConsumer_OutOfOrderConnectionUpdatesLeaveTheNewestState(t *testing.T) {
 		conn.Close()
 	})
 
-	c, err := New(Options{AMQPURL: amqpURL, Queue: top.EventsQueue, DB: pool})
+	c, err := New(Options{AMQPURL: amqpURL, Queue: top.EventsQueue, DB: pool, Prefetch: 20})
 	if err != nil {
 		t.Fatal(err)
 	}

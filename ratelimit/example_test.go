@@ -13,9 +13,13 @@ import (
 )
 
 func ExampleLimiter_Decide() {
-	opts := ratelimit.Options{Rules: []ratelimit.Rule{
-		{Name: "burst", Scope: ratelimit.ScopeIP, Limit: 2, Window: 5 * time.Second, Routes: []string{ratelimit.AllRoutes}},
-	}}
+	opts := ratelimit.Options{
+		Rules: []ratelimit.Rule{
+			{Name: "burst", Scope: ratelimit.ScopeIP, Limit: 2, Window: 5 * time.Second, Routes: []string{ratelimit.AllRoutes}},
+		},
+		Timeout:   30 * time.Millisecond, // the store decision's deadline: past it, the request passes
+		RelaxPoll: 5 * time.Second,
+	}
 	l, err := ratelimit.New(opts, keyspace.MustNew("olp-dev:"), ratelimit.NewMemoryStore(0), prometheus.NewRegistry(), nil)
 	if err != nil {
 		panic(err)

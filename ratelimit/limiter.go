@@ -97,7 +97,9 @@ func WithClock(now func() time.Time) Option {
 // New returns a Limiter deciding opts.Rules, keys built by ks, counting
 // in store, metrics registered on reg (collectors already registered
 // there are reused). Errors: a nil store, a keyspace without prefix, a
-// registration conflict, or a Rule with an impossible value (unknown
+// registration conflict, a Timeout or RelaxPoll that is not positive
+// (their defaults are the configuration's: rate_limits.timeout and
+// rate_limits.relax_poll), or a Rule with an impossible value (unknown
 // scope, algorithm or mode; a limit or window that is not positive). The
 // rules of a file are validated by configs, which names each field. Call
 // Start for the relax poller and the breaker probe, and Stop at shutdown.
@@ -108,11 +110,8 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 	if ks.Prefix() == "" {
 		return nil, errors.New("creating the rate limiter: keyspace has no prefix")
 	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTimeout
-	}
-	if opts.RelaxPoll <= 0 {
-		opts.RelaxPoll = DefaultRelaxPoll
+	if opts.Timeout <= 0 || opts.RelaxPoll <= 0 {
+		return nil, fmt.Errorf("creating the rate limiter: Timeout (%s) and RelaxPoll (%s) must be positive", opts.Timeout, opts.RelaxPoll)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -358,6 +358,20 @@ func TestNew_SharesMetricsAcrossLimitersOnOneRegistry(t *testing.T) {
 	}
 }
 
+// TestNew_RefusesANonPositiveTimeoutOrRelaxPoll: the two have one default,
+// the configuration's (rate_limits.timeout, rate_limits.relax_poll); a
+// Limiter built by hand without them is refused, not given a second copy.
+func TestNew_RefusesANonPositiveTimeoutOrRelaxPoll(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ timeout, relax time.Duration }{{0, time.Second}, {time.Second, 0}, {-time.Millisecond, time.Second}} {
+		opts := rulesConfig(burstRule(1, time.Second))
+		opts.Timeout, opts.RelaxPoll = tc.timeout, tc.relax
+		if _, err := New(opts, testKS, NewMemoryStore(0), prometheus.NewRegistry(), nil); err == nil {
+			t.Errorf("New with Timeout %s, RelaxPoll %s: no error", tc.timeout, tc.relax)
+		}
+	}
+}
+
 func TestReload_ConcurrentWithDecide(t *testing.T) {
 	t.Parallel()
 	l, _ := newTestLimiter(t, rulesConfig(burstRule(1000, 5*time.Second)), testKS, NewMemoryStore(0))

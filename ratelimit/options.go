@@ -116,19 +116,13 @@ type Rule struct {
 	Message string
 }
 
-// Defaults of Options' zero values (the configuration's defaults too).
-const (
-	DefaultTimeout   = 30 * time.Millisecond
-	DefaultRelaxPoll = 5 * time.Second
-)
-
 // Options configures a Limiter (New).
 type Options struct {
 	// Rules are evaluated together, in one store round trip per request,
 	// in this order.
 	Rules []Rule
 	// Timeout is the hard deadline of one store decision; passing it fails
-	// open. 0: DefaultTimeout.
+	// open. Must be positive (rate_limits.timeout).
 	Timeout time.Duration
 	// OnStoreError is what is decided while the store fails.
 	OnStoreError Fallback
@@ -138,8 +132,8 @@ type Options struct {
 	// BreakerOpenFor is how long the breaker stays open before a probe
 	// (0 means 1ms).
 	BreakerOpenFor time.Duration
-	// RelaxPoll is how often relax factors are read from the store. 0:
-	// DefaultRelaxPoll.
+	// RelaxPoll is how often relax factors are read from the store. Must
+	// be positive (rate_limits.relax_poll).
 	RelaxPoll time.Duration
 	// Sync, when > 0, takes the store off the request path: the Limiter
 	// decides on its own view of the counts and sends what it counted to

@@ -22,13 +22,6 @@ import (
 // ErrNoURL is returned by New when Options.URL is empty.
 var ErrNoURL = errors.New("redisconn: redis.url is empty")
 
-// Defaults of Options' zero values (the configuration's defaults too).
-const (
-	DefaultDialTimeout  = 200 * time.Millisecond
-	DefaultReadTimeout  = 100 * time.Millisecond
-	DefaultWriteTimeout = 100 * time.Millisecond
-)
-
 // Options configures New.
 type Options struct {
 	// URL is redis:// or rediss:// (it may carry the password).
@@ -36,11 +29,13 @@ type Options struct {
 	// Cluster treats URL as a Redis Cluster seed
 	// (redis[s]://host:port?addr=host2:port2).
 	Cluster bool
-	// DialTimeout bounds a new connection and a wait for a pooled one
-	// (0: DefaultDialTimeout).
-	DialTimeout time.Duration
-	// ReadTimeout and WriteTimeout bound one command on the wire (0:
-	// DefaultReadTimeout, DefaultWriteTimeout).
+	// DialTimeout bounds a new connection and a wait for a pooled one;
+	// ReadTimeout and WriteTimeout bound one command on the wire. Their
+	// defaults are the configuration's (redis.dial_timeout, 200ms;
+	// redis.read_timeout and redis.write_timeout, 100ms); 0 leaves
+	// go-redis's own (5 s dial, 3 s read and write, a pooled connection
+	// waited for up to the read timeout plus 1 s).
+	DialTimeout  time.Duration
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	// PoolSize is the connection pool size per node (0: 10 × GOMAXPROCS).
@@ -60,24 +55,14 @@ func New(o Options) (redis.UniversalClient, error) {
 	if pool == 0 {
 		pool = 10 * runtime.GOMAXPROCS(0)
 	}
-	dial, read, write := o.DialTimeout, o.ReadTimeout, o.WriteTimeout
-	if dial <= 0 {
-		dial = DefaultDialTimeout
-	}
-	if read <= 0 {
-		read = DefaultReadTimeout
-	}
-	if write <= 0 {
-		write = DefaultWriteTimeout
-	}
 	opt := &redis.UniversalOptions{
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 		DialerRetries:         1,
-		DialTimeout:           dial,
-		ReadTimeout:           read,
-		WriteTimeout:          write,
-		PoolTimeout:           dial,
+		DialTimeout:           o.DialTimeout,
+		ReadTimeout:           o.ReadTimeout,
+		WriteTimeout:          o.WriteTimeout,
+		PoolTimeout:           o.DialTimeout,
 		PoolSize:              pool,
 		DisableIdentity:       true,
 	}

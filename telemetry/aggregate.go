@@ -35,12 +35,6 @@ ON CONFLICT (environment, kind, dimension, minute)
 DO UPDATE SET count = GREATEST(g.count, EXCLUDED.count), updated_at = now()
 WHERE g.count < EXCLUDED.count`
 
-// DefaultRetention is how long gateway_metrics rows are kept when the
-// Aggregator is given no retention (telemetry.retention_days, default 90):
-// a school term of baselines, and a bound on what attacker-chosen paths
-// can make the table hold.
-const DefaultRetention = 90 * 24 * time.Hour
-
 // expireBatch bounds the rows one DELETE removes, so expiring a large
 // backlog never holds long row locks or one huge transaction.
 const expireBatch = 10000
@@ -154,15 +148,16 @@ func NewAggregator(rdb AggregateStore, db Execer, ks keyspace.Keyspace, environm
 	return &Aggregator{
 		rdb: rdb, db: db, ks: ks, environment: environment, logger: logger,
 		lastSuccess: g, now: time.Now, backoffBase: 15 * time.Second,
-		retention: DefaultRetention,
 	}, nil
 }
 
-// SetRetention sets how long rows are kept (default DefaultRetention):
-// each successful run then deletes this environment's rows whose minute
-// is older than d, 10 000 per statement. It must be called before
-// Aggregate or Run; d below one day is refused, since the counters being
-// aggregated are up to 2 h old.
+// SetRetention sets how long rows are kept (telemetry.retention_days,
+// whose default, 90 days, is a school term of baselines and a bound on
+// what attacker-chosen paths can make the table hold): each successful
+// run then deletes this environment's rows whose minute is older than d,
+// 10 000 per statement. Until it is called no row expires. It must be
+// called before Aggregate or Run; d below one day is refused, since the
+// counters being aggregated are up to 2 h old.
 func (a *Aggregator) SetRetention(d time.Duration) error {
 	if d < 24*time.Hour {
 		return fmt.Errorf("telemetry retention %s: must be at least 24h", d)
@@ -248,9 +243,13 @@ func (a *Aggregator) aggregate(ctx context.Context, interval time.Duration) (rep
 	return rep, nil
 }
 
-// expire deletes this environment's rows older than the retention, in
-// batches of expireBatch, and returns how many it deleted.
+// expire deletes this environment's rows older than the retention (none
+// without one), in batches of expireBatch, and returns how many it
+// deleted.
 func (a *Aggregator) expire(ctx context.Context) (int64, error) {
+	if a.retention <= 0 {
+		return 0, nil
+	}
 	cutoff := a.now().Add(-a.retention).UTC()
 	var total int64
 	for {

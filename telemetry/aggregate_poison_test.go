@@ -102,6 +102,8 @@ func TestRowsPostgreSQLRefusesAreCountedAndTheRestLand(t *testing.T) {
 
 // gateway_metrics keeps telemetry.retention_days: each run deletes this
 // environment's older rows (in batches) and leaves other environments'.
+// The retention has one default, the configuration's: an Aggregator not
+// given one expires nothing, even a row older than 90 days.
 func TestRetentionDeletesOnlyThisEnvironmentsOldRows(t *testing.T) {
 	t.Parallel()
 	rdb, ks := testRedis(t)
@@ -116,10 +118,14 @@ func TestRetentionDeletesOnlyThisEnvironmentsOldRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(t.Context(), `INSERT INTO gateway_metrics (environment, kind, dimension, minute, count) VALUES
-		('development', 'escola', '3141', $1, 4), ('production', 'escola', '3141', $2, 9)`, recent, old); err != nil {
+		('development', 'escola', '3141', $1, 4), ('production', 'escola', '3141', $2, 9), ('development', 'escola', '2718', $3, 1)`,
+		recent, old, now.Add(-100*24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	a := newTestAggregator(t, rdb, db, ks)
+	if rep, err := a.Aggregate(t.Context()); err != nil || rep.Expired != 0 {
+		t.Fatalf("without a retention: expired %d rows (err %v), want none", rep.Expired, err)
+	}
 	if err := a.SetRetention(24 * time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -127,8 +133,8 @@ func TestRetentionDeletesOnlyThisEnvironmentsOldRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Expired != expireBatch+5 {
-		t.Errorf("expired %d rows, want %d", rep.Expired, expireBatch+5)
+	if rep.Expired != expireBatch+6 {
+		t.Errorf("expired %d rows, want %d", rep.Expired, expireBatch+6)
 	}
 	if got, want := readRows(t, db, "development"), []row{{"escola", "3141", recent, 4}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("development rows:\n got %v\nwant %v", got, want)

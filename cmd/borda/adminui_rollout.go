@@ -13,6 +13,7 @@ import (
 	"github.com/olp-edu/borda/adminui"
 	"github.com/olp-edu/borda/adminui/promwindow"
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/ratelimit"
 )
 
@@ -68,7 +69,7 @@ func (o *opsRollout) Rollout(ctx context.Context) adminui.RolloutState {
 		err = o.db.QueryRow(cctx, wouldBlocksSQL, cfg.Environment, from).Scan(&st.WouldBlocks)
 	}
 	if err != nil {
-		st.Note = "unknown: PostgreSQL did not answer (" + configs.RedactURLs(err.Error()) + ")"
+		st.Note = "unknown: PostgreSQL did not answer (" + redact.URLs(err.Error()) + ")"
 		return st
 	}
 	st.Span = rolloutSpan

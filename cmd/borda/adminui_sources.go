@@ -15,8 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/olp-edu/borda/internal/amqpaddr"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/redact"
 
 	"github.com/olp-edu/borda/adminui"
 	"github.com/olp-edu/borda/adminui/promwindow"
@@ -46,7 +48,7 @@ func (r opsRoutes) Routes() []adminui.Route {
 		if name == "" {
 			name = fmt.Sprintf("route%d", i)
 		}
-		rt := adminui.Route{Name: name, Hosts: rc.Hosts, PathPrefix: rc.PathPrefix, Upstream: configs.RedactURL(rc.Upstream)}
+		rt := adminui.Route{Name: name, Hosts: rc.Hosts, PathPrefix: rc.PathPrefix, Upstream: redact.URL(rc.Upstream)}
 		for _, rule := range cfg.RateLimits.Rules {
 			if slices.Contains(rule.Routes, "*") || slices.Contains(rule.Routes, rc.Name) || slices.Contains(rc.RateLimits, rule.Name) {
 				rt.Rules = append(rt.Rules, adminui.Rule{Name: rule.Name, Scope: rule.Scope, Algorithm: cmp.Or(rule.Algorithm, "fixed_window"),
@@ -56,11 +58,7 @@ func (r opsRoutes) Routes() []adminui.Route {
 		if rc.CORS != "" {
 			rt.CORS = corsSummary(rc.CORS, cfg.CORS.Policies[rc.CORS])
 		}
-		fw := rc.Cookies.Forward
-		if fw == nil {
-			fw = configs.DefaultCookieForward()
-		}
-		for _, f := range fw {
+		for _, f := range rc.Cookies.Forward { // Validate set the default when the key is absent
 			if f.As == "authorization" {
 				rt.Cookies = append(rt.Cookies, f.Cookie+" → Authorization: Bearer")
 			} else {
@@ -173,7 +171,7 @@ func (l *opsLimiter) relaxes(ctx context.Context, cfg *configs.Config, st *admin
 	defer cancel()
 	vals, err := ratelimit.ReadRelaxes(cctx, l.store, l.ks, names)
 	if err != nil {
-		st.RelaxNote = "unknown: the store did not answer (" + configs.RedactURLs(err.Error()) + ")"
+		st.RelaxNote = "unknown: the store did not answer (" + redact.URLs(err.Error()) + ")"
 		return
 	}
 	now := time.Now()
@@ -220,7 +218,7 @@ func (l *opsLimiter) top(ctx context.Context, cfg *configs.Config, st *adminui.L
 			return nil
 		})
 		if err != nil {
-			st.TopNote = "unknown: Redis did not answer (" + configs.RedactURLs(err.Error()) + ")"
+			st.TopNote = "unknown: Redis did not answer (" + redact.URLs(err.Error()) + ")"
 			return
 		}
 	}
@@ -255,7 +253,7 @@ func (b *opsBroker) connection() (*amqp.Connection, error) {
 		Properties: amqp.Table{"connection_name": "borda-serve-operator-page"},
 	})
 	if err != nil {
-		return nil, configs.RedactError(err)
+		return nil, redact.Error(err)
 	}
 	b.conn = conn
 	return conn, nil
@@ -298,7 +296,7 @@ func (p *opsPipeline) Pipeline(ctx context.Context) adminui.PipelineState {
 	if p.publisher == nil {
 		b.Problem = "the webhook ingress is not configured (no credential): its paths answer 503; /readyz says why"
 	} else if err := p.publisher.Ready(); err != nil {
-		b.Problem = configs.RedactURLs(err.Error())
+		b.Problem = redact.URLs(err.Error())
 		b.Connected = b.Connected && !errors.Is(err, publish.ErrBrokerUnavailable)
 	}
 	confirm := map[string]string{"type": "amqp_confirm"}
@@ -330,7 +328,7 @@ func (p *opsPipeline) forwarders(ctx context.Context) ([]adminui.Forwarder, stri
 	defer cancel()
 	snaps, err := forwardstatus.Read(cctx, p.redis, p.ks)
 	if err != nil {
-		return nil, "unknown: Redis did not answer (" + configs.RedactURLs(err.Error()) + ")"
+		return nil, "unknown: Redis did not answer (" + redact.URLs(err.Error()) + ")"
 	}
 	out := make([]adminui.Forwarder, 0, len(snaps))
 	for _, s := range snaps {
@@ -452,7 +450,7 @@ func (d *opsDeadLetters) List(ctx context.Context, limit int) ([]adminui.DeadLet
 		out = append(out, dl)
 	}
 	if err != nil {
-		err = configs.RedactError(err)
+		err = redact.Error(err)
 	}
 	return out, err
 }
@@ -474,13 +472,13 @@ func (d *opsDeadLetters) Replay(ctx context.Context, req adminui.ReplayRequest) 
 	})
 	if len(out) == 0 {
 		if err != nil {
-			return adminui.ReplayResult{}, configs.RedactError(err)
+			return adminui.ReplayResult{}, redact.Error(err)
 		}
 		return adminui.ReplayResult{}, adminui.ErrNotFound
 	}
 	o := out[0]
 	if o.Err != nil {
-		return adminui.ReplayResult{AuditID: o.AuditID, Outcome: o.Outcome}, configs.RedactError(o.Err)
+		return adminui.ReplayResult{AuditID: o.AuditID, Outcome: o.Outcome}, redact.Error(o.Err)
 	}
 	// err can only be about the other letters of the pass (put back):
 	// this one is replayed and recorded.

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // runConfig implements `borda config check --config FILE`: report every
@@ -36,12 +37,12 @@ func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	r := configs.Check(data, os.LookupEnv)
 	for _, w := range r.Warnings {
-		fmt.Fprintf(stderr, "borda: warning: %s: %s\n", *path, configs.RedactURLs(w.String()))
+		fmt.Fprintf(stderr, "borda: warning: %s: %s\n", *path, redact.URLs(w.String()))
 	}
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(stderr, "borda: invalid config %s: %d problem(s):\n", *path, len(r.Errors))
 		for _, e := range r.Errors {
-			fmt.Fprintln(stderr, "  "+configs.RedactURLs(e.String()))
+			fmt.Fprintln(stderr, "  "+redact.URLs(e.String()))
 		}
 		return 2
 	}

@@ -4,12 +4,24 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/instances"
 	"github.com/olp-edu/borda/schema"
 )
+
+// consumerOptions maps cfg into the events consumer's options, with the
+// caller's database pool, logger and registry.
+func consumerOptions(cfg configs.Config, db *pgxpool.Pool, log *slog.Logger, reg prometheus.Registerer) instances.Options {
+	return instances.Options{
+		AMQPURL: cfg.AMQP.URL.Reveal(), Queue: cfg.Forward.EventsQueue, Prefetch: cfg.Forward.Prefetch,
+		DB: db, Logger: log, Registerer: reg,
+	}
+}
 
 // runConsumeEvents is `borda consume-events [--config FILE] [--admin
 // ADDR]`: keep PostgreSQL whatsapp_instances current from the events
@@ -41,10 +53,7 @@ func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) i
 	}
 	defer pool.Close()
 	reg := newCommandRegistry()
-	c, err := instances.New(instances.Options{
-		AMQPURL: cfg.AMQP.URL.Reveal(), Queue: cfg.Forward.EventsQueue, Prefetch: cfg.Forward.Prefetch,
-		DB: pool, Logger: log, Registerer: reg,
-	})
+	c, err := instances.New(consumerOptions(cfg, pool, log, reg))
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/redact"
 
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/schema"
@@ -186,7 +187,7 @@ func printable(s string) string {
 func openDLQ(ctx context.Context, cfg configs.Config, stderr io.Writer) (conn *amqp.Connection, pub *publish.Publisher, close func(), ok bool) {
 	conn, err := amqpaddr.Dial(cfg.AMQP.URL.Reveal())
 	if err != nil {
-		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", configs.RedactError(err))
+		fmt.Fprintf(stderr, "borda: dialing amqp: %v\n", redact.Error(err))
 		return nil, nil, nil, false
 	}
 	pub, err = startDLQPublisher(ctx, cfg)

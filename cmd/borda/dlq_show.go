@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/webhook/deadletter"
 )
 
@@ -99,7 +99,7 @@ func writeEntry(w io.Writer, e deadletter.Entry, now time.Time) {
 	line("body sha256", e.SHA256)
 	fmt.Fprintln(w, "headers:")
 	for _, k := range sortedKeys(e.Headers) {
-		fmt.Fprintf(w, "  %-20s %s\n", printable(k)+":", printable(configs.RedactURLs(fmt.Sprint(e.Headers[k]))))
+		fmt.Fprintf(w, "  %-20s %s\n", printable(k)+":", printable(redact.URLs(fmt.Sprint(e.Headers[k]))))
 	}
 	if len(e.ReceivedHeaders) > 0 {
 		fmt.Fprintln(w, "received headers:")

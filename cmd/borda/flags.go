@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // newFlags returns a FlagSet for a command with the shared --config flag;
@@ -90,7 +91,7 @@ func loadConfig(path string, stderr io.Writer) (configs.Config, int, bool) {
 // written as Go duration strings ("1.5s", not 1500000000). go-redis's own
 // log lines (pool and dial notices) go through it too, at warn level, so
 // stderr stays one JSON object per line. Every message, string, error and
-// Stringer value is passed through configs.RedactURLs (redactLogAttr), so
+// Stringer value is passed through redact.URLs (redactLogAttr), so
 // no line carries a URL's password or query values, whichever library
 // wrote the URL into its error.
 func newLogger(stderr io.Writer) *slog.Logger {
@@ -114,7 +115,7 @@ func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // redactLogAttr is the process logger's ReplaceAttr: durations as Go
-// duration strings, and URLs redacted (configs.RedactURLs) in strings,
+// duration strings, and URLs redacted (redact.URLs) in strings,
 // errors and fmt.Stringers. The check is one strings.Contains per string
 // value; only a value holding "://" pays for the redaction.
 func redactLogAttr(_ []string, a slog.Attr) slog.Attr {
@@ -123,20 +124,20 @@ func redactLogAttr(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	case slog.KindString:
 		if s := a.Value.String(); strings.Contains(s, "://") {
-			a.Value = slog.StringValue(configs.RedactURLs(s))
+			a.Value = slog.StringValue(redact.URLs(s))
 		}
 	case slog.KindAny:
 		switch v := a.Value.Any().(type) {
 		case error:
-			a.Value = slog.StringValue(configs.RedactURLs(v.Error()))
+			a.Value = slog.StringValue(redact.URLs(v.Error()))
 		case fmt.Stringer:
-			a.Value = slog.StringValue(configs.RedactURLs(v.String()))
+			a.Value = slog.StringValue(redact.URLs(v.String()))
 		}
 	}
 	return a
 }
 
-// redactingWriter passes every write through configs.RedactURLs: the
+// redactingWriter passes every write through redact.URLs: the
 // backstop for what commands print to stderr outside the logger (`borda:
 // dialing amqp: …`, a library error echoing its URL). A write holding no
 // "://" goes through as it is; each Fprintf is one write, so a URL is
@@ -147,7 +148,7 @@ func (r redactingWriter) Write(p []byte) (int, error) {
 	if !bytes.Contains(p, []byte("://")) {
 		return r.w.Write(p)
 	}
-	if _, err := io.WriteString(r.w, configs.RedactURLs(string(p))); err != nil {
+	if _, err := io.WriteString(r.w, redact.URLs(string(p))); err != nil {
 		return 0, err
 	}
 	return len(p), nil

@@ -115,8 +115,7 @@ routes:
 	}
 	defer pool.Close()
 	reg = newCommandRegistry()
-	if _, err := instances.New(instances.Options{AMQPURL: cfg.AMQP.URL.Reveal(), Queue: cfg.Forward.EventsQueue,
-		DB: pool, Logger: log, Registerer: reg}); err != nil {
+	if _, err := instances.New(consumerOptions(cfg, pool, log, reg)); err != nil {
 		t.Fatal(err)
 	}
 	out["consume-events"] = familyNames(t, reg)

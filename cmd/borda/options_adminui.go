@@ -12,6 +12,7 @@ import (
 	"github.com/olp-edu/borda/adminui"
 	"github.com/olp-edu/borda/adminui/promwindow"
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -64,7 +65,7 @@ func (a *app) newOpsPage(ctx context.Context, cfg configs.Config) (*opsPage, err
 	o.cfg.Store(&cfg)
 	if cfg.Database.URL != "" {
 		if o.db, err = pgxpool.New(ctx, cfg.Database.URL.Reveal()); err != nil {
-			a.log.Warn("operator page: replay off, bad database.url", "err", configs.RedactError(err))
+			a.log.Warn("operator page: replay off, bad database.url", "err", redact.Error(err))
 			o.db = nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/denylist"
 	"github.com/olp-edu/borda/gateway"
+	"github.com/olp-edu/borda/internal/redact"
 )
 
 // denyLists are the deny lists `borda serve` runs: the static lists are
@@ -76,7 +77,7 @@ func (dl *denyLists) build(cfg configs.Config, logger *slog.Logger) (gateway.Den
 				kind = denylist.Agents
 			}
 			key := scope + "|" + fc.URL + "|" + fc.Kind
-			name := "feed:" + configs.RedactURL(fc.URL)
+			name := "feed:" + redact.URL(fc.URL)
 			f := dl.feeds[key]
 			if f == nil {
 				f = denylist.NewFeed(denylist.FeedOptions{URL: fc.URL, Kind: kind, Every: fc.Refresh.D(), Name: name,

@@ -43,12 +43,12 @@ func startVerifier(auth configs.Auth, logger *slog.Logger) (*identity.Verifier, 
 	return v, nil
 }
 
-// cookieForward maps a route's cookies.forward list. nil (the key absent)
-// gives cookies.DefaultForward; an empty, non-nil list forwards no olp_*
-// cookie at all.
+// cookieForward maps a route's cookies.forward list, which Validate has
+// set to configs.DefaultCookieForward when the key is absent (its one
+// home); an empty list forwards no olp_* cookie at all, and so does nil.
 func cookieForward(fw []configs.CookieForward) []cookies.Forward {
 	if fw == nil {
-		return cookies.DefaultForward()
+		return nil
 	}
 	out := make([]cookies.Forward, 0, len(fw))
 	for _, f := range fw {

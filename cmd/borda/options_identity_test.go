@@ -10,8 +10,8 @@ import (
 
 func TestCookieForwardMapsARoutesList(t *testing.T) {
 	t.Parallel()
-	if got := cookieForward(nil); len(got) != 2 || !got[0].AsAuthorization || got[1].Cookie != "olp_mural" {
-		t.Errorf("nil → %+v, want the default", got)
+	if got := cookieForward(nil); len(got) != 0 {
+		t.Errorf("nil → %+v, want none", got)
 	}
 	if got := cookieForward([]configs.CookieForward{}); got == nil || len(got) != 0 {
 		t.Errorf("empty → %+v, want empty non-nil", got)
@@ -22,15 +22,22 @@ func TestCookieForwardMapsARoutesList(t *testing.T) {
 	}
 }
 
-// cookies declares the default policy itself; it is the configuration's
-// documented default.
-func TestCookiesDefaultForwardIsTheConfigurationsDefault(t *testing.T) {
+// TestRouteWithoutCookiesKeyForwardsThePortalSession: the default cookie
+// policy has one home, configs.DefaultCookieForward; a route without the
+// key reaches the gateway with olp_auth as its Bearer and olp_mural as a
+// cookie.
+func TestRouteWithoutCookiesKeyForwardsThePortalSession(t *testing.T) {
 	t.Parallel()
-	var fromConfig []cookies.Forward
-	for _, f := range configs.DefaultCookieForward() {
-		fromConfig = append(fromConfig, cookies.Forward{Cookie: f.Cookie, AsAuthorization: f.As == "authorization"})
+	cfg, err := configs.Parse([]byte("routes: [{name: portal, upstream: \"http://127.0.0.1:1\"}]"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !slices.Equal(fromConfig, cookies.DefaultForward()) {
-		t.Errorf("configs default %+v, cookies default %+v", fromConfig, cookies.DefaultForward())
+	opts, err := gatewayOptions(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []cookies.Forward{{Cookie: cookies.AuthCookie, AsAuthorization: true}, {Cookie: "olp_mural"}}
+	if got := opts.Routes[0].Cookies.Forward; !slices.Equal(got, want) {
+		t.Errorf("Forward = %+v, want %+v", got, want)
 	}
 }

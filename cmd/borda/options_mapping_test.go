@@ -210,3 +210,13 @@ func TestIngressOptionsMapEveryField(t *testing.T) {
 		"Sources[0].NotConfigured": "nil while the configuration can serve the source (set on a mistake)",
 	})
 }
+
+func TestConsumerOptionsMapEveryField(t *testing.T) {
+	checkMapped(t, consumerOptions(filledConfig(t), nil, nil, nil), map[string]string{
+		"Logger":     "the caller's (consume_events.go), like the DB pool",
+		"Registerer": "the caller's",
+		"Reconnect":  "not configurable: 0 is the consumer's default",
+		"MaxHold":    "not configurable: 0 is the consumer's default",
+		"Now":        "nil: time.Now (a test's clock)",
+	})
+}

@@ -35,12 +35,8 @@ func webhookEnabled(w configs.Webhook) bool { return w.Path != "" || len(w.Sourc
 
 // topologyOf names the broker objects of cfg (docs/forwarder.md): the
 // events binding is forward.events_binding, else derived from
-// webhook.routing_key.
+// webhook.routing_key (topology.EventsBindingFor).
 func topologyOf(cfg configs.Config) topology.Topology {
-	binding := cfg.Forward.EventsBinding
-	if binding == "" {
-		binding = configs.EventsBindingFor(cfg.Webhook.RoutingKey)
-	}
 	retry := make([]topology.Delay, len(cfg.Forward.RetryDelays))
 	for i, d := range cfg.Forward.RetryDelays {
 		retry[i] = topology.Delay{Name: d.Name, TTL: d.D}
@@ -50,7 +46,7 @@ func topologyOf(cfg configs.Config) topology.Topology {
 		RoutingKey:    cfg.Webhook.RoutingKey,
 		ForwardQueue:  cfg.Forward.Queue,
 		EventsQueue:   cfg.Forward.EventsQueue,
-		EventsBinding: binding,
+		EventsBinding: cfg.Forward.EventsBinding,
 		DLQ:           cfg.Forward.DLQ,
 		Retry:         retry,
 		QueueType:     topology.QueueType(cfg.Webhook.QueueType),

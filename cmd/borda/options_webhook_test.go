@@ -17,19 +17,18 @@ import (
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/webhook/publish"
-	"github.com/olp-edu/borda/webhook/topology"
 )
 
 func TestEventsBinding_DerivedFromTheRoutingKey(t *testing.T) {
 	for _, c := range []struct{ rk, override, want string }{
-		{"yzex.events.connect.whatsapp.legacy_forward", "", topology.EventsBinding},
+		{"yzex.events.connect.whatsapp.legacy_forward", "", "yzex.events.connect.whatsapp.#"},
 		{"olp-dev.alice.connect.whatsapp.legacy_forward", "", "olp-dev.alice.connect.whatsapp.#"},
 		{"alice", "", "#"},
 		{"alice.fwd", "alice.connect.*", "alice.connect.*"},
 	} {
 		cfg := configs.Default()
 		cfg.Webhook.RoutingKey, cfg.Forward.EventsBinding = c.rk, c.override
-		if got := topologyOf(cfg).EventsBinding; got != c.want {
+		if got := topologyOf(cfg).EffectiveEventsBinding(); got != c.want {
 			t.Errorf("routing key %q, events_binding %q: binding %q, want %q", c.rk, c.override, got, c.want)
 		}
 	}

@@ -13,10 +13,6 @@ import (
 // arriving; the connection is closed and the provider retries.
 const ReasonBodyBudget = "BODY_BUDGET_EXHAUSTED"
 
-// DefaultUnauthenticatedBodyBytes is Options.UnauthenticatedBodyBytes
-// when 0: 64 MiB, six bodies at the default 10 MiB max_body_bytes.
-const DefaultUnauthenticatedBodyBytes = 64 << 20
-
 // errBodyBudget is what a budgetReader returns past the budget.
 var errBodyBudget = errors.New("ingress: the unauthenticated-body budget is spent")
 
@@ -27,7 +23,7 @@ var errBodyBudget = errors.New("ingress: the unauthenticated-body budget is spen
 // ends. Envoy's overload manager answers 503 the same way when its
 // buffer budget is spent.
 type bodyBudget struct {
-	limit int64
+	limit int64 // 0: no budget (charges are counted, never refused)
 	// share is what one client may hold (0: limit/clientShare); New sets
 	// it to at least the largest body, so one delivery of the largest
 	// size a source accepts always fits.
@@ -93,10 +89,10 @@ func (br *budgetReader) reserve(n int64) bool {
 func (b *bodyBudget) charge(client string, n int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.byClient[client]+n > max(b.share, b.limit/clientShare, 1) {
+	if b.limit > 0 && b.byClient[client]+n > max(b.share, b.limit/clientShare, 1) {
 		return false
 	}
-	if b.used.Add(n) > b.limit {
+	if b.used.Add(n) > b.limit && b.limit > 0 {
 		b.used.Add(-n)
 		return false
 	}

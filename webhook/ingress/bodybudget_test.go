@@ -119,3 +119,23 @@ func TestOneClientHoldsAtMostItsShareOfTheBudget(t *testing.T) {
 		t.Error("the share is not the largest body when that exceeds a quarter")
 	}
 }
+
+// TestZeroBudgetRefusesNothing: Options.UnauthenticatedBodyBytes 0 is no
+// budget (its default is the configuration's,
+// webhook.unauthenticated_body_bytes): charges are counted and given
+// back, never refused.
+func TestZeroBudgetRefusesNothing(t *testing.T) {
+	t.Parallel()
+	b := &bodyBudget{}
+	r := b.reader(strings.NewReader(strings.Repeat("a", 1<<20)), "c")
+	if !r.reserve(1 << 30) {
+		t.Fatal("reserve refused with no budget")
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		t.Fatal(err)
+	}
+	r.release()
+	if got := b.used.Load(); got != 0 {
+		t.Errorf("used after release = %d, want 0", got)
+	}
+}

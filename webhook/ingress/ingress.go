@@ -10,7 +10,6 @@
 package ingress
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,9 +72,10 @@ type Options struct {
 	MaxBodyBytes int64
 	// UnauthenticatedBodyBytes bounds the bytes that bodies of
 	// signature-only sources (unauthenticated until the whole body is
-	// read and verified) hold at once across all requests (0:
-	// DefaultUnauthenticatedBodyBytes); a body that would pass it is
-	// answered 503 BODY_BUDGET_EXHAUSTED with Retry-After: 1.
+	// read and verified) hold at once across all requests (0: no budget;
+	// webhook.unauthenticated_body_bytes holds the default); a body that
+	// would pass it is answered 503 BODY_BUDGET_EXHAUSTED with
+	// Retry-After: 1.
 	UnauthenticatedBodyBytes int64
 	// BodyTimeout bounds reading one body (0: no bound; beyond it: 408).
 	BodyTimeout time.Duration
@@ -214,8 +214,8 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		pub:        pub,
 		dedup:      newDedup(opts.DedupSize, opts.DedupTTL),
 		maxBody:    opts.MaxBodyBytes,
-		budget:     &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
-		authBudget: &bodyBudget{limit: cmp.Or(opts.UnauthenticatedBodyBytes, DefaultUnauthenticatedBodyBytes), share: opts.MaxBodyBytes},
+		budget:     &bodyBudget{limit: opts.UnauthenticatedBodyBytes, share: opts.MaxBodyBytes},
+		authBudget: &bodyBudget{limit: opts.UnauthenticatedBodyBytes, share: opts.MaxBodyBytes},
 		bodyTime:   opts.BodyTimeout,
 		logger:     logger.With("component", "webhook-ingress"),
 		metrics:    m,

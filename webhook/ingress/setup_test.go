@@ -29,11 +29,12 @@ var defaultIDFields = []string{"instance", "event", "data.key.id"}
 // defaultOptions are the ingress defaults with no source.
 func defaultOptions() Options {
 	return Options{
-		DedupSize:    20000,
-		DedupTTL:     30 * time.Minute,
-		MaxBodyBytes: 10 << 20,
-		BodyTimeout:  30 * time.Second,
-		AuthFailures: AuthFailures{PerIP: 20, PerSource: 600, MaxClients: 10000, Window: time.Minute},
+		DedupSize:                20000,
+		DedupTTL:                 30 * time.Minute,
+		MaxBodyBytes:             10 << 20,
+		UnauthenticatedBodyBytes: 64 << 20,
+		BodyTimeout:              30 * time.Second,
+		AuthFailures:             AuthFailures{PerIP: 20, PerSource: 600, MaxClients: 10000, Window: time.Minute},
 	}
 }
 

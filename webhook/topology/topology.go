@@ -27,6 +27,7 @@ package topology
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -36,10 +37,29 @@ import (
 const (
 	RetryExchange = "yzex.events.retry"
 	DLXExchange   = "yzex.events.dlx"
-	// EventsBinding routes every WhatsApp event to the events queue with
-	// the default routing key (Topology.EventsBinding is the one used).
-	EventsBinding = "yzex.events.connect.whatsapp.#"
 )
+
+// EventsBindingFor is the events queue's binding for routing key rk when
+// none is set (forward.events_binding empty): rk with its last
+// dot-separated word replaced by "#" ("#" alone when rk has no dot), so
+// the queue gets every event of the routing key's family
+// ("yzex.events.connect.whatsapp.#" for the default routing key).
+func EventsBindingFor(rk string) string {
+	i := strings.LastIndexByte(rk, '.')
+	if i < 0 {
+		return "#"
+	}
+	return rk[:i] + ".#"
+}
+
+// EffectiveEventsBinding is the pattern Declare binds EventsQueue with:
+// EventsBinding, else EventsBindingFor(RoutingKey).
+func (t Topology) EffectiveEventsBinding() string {
+	if t.EventsBinding != "" {
+		return t.EventsBinding
+	}
+	return EventsBindingFor(t.RoutingKey)
+}
 
 // QueueType is the type of the forward queue, the events queue, the DLQ
 // and the retry queues.
@@ -59,7 +79,7 @@ type Delay struct {
 }
 
 // Topology names every exchange and queue. Every field is required but
-// EventsBinding (empty: the EventsBinding constant).
+// EventsBinding (empty: EventsBindingFor(RoutingKey)).
 type Topology struct {
 	Exchange     string // topic, where the ingress publishes
 	RoutingKey   string // the forward queue's binding
@@ -67,8 +87,9 @@ type Topology struct {
 	// EventsQueue is the queue `borda consume-events` reads; "" declares
 	// and binds none (forward.events_queue: "").
 	EventsQueue string
-	// EventsBinding binds EventsQueue to Exchange (forward.events_binding,
-	// or derived from the routing key; docs/forwarder.md).
+	// EventsBinding binds EventsQueue to Exchange (forward.events_binding;
+	// empty: derived from the routing key, EffectiveEventsBinding;
+	// docs/forwarder.md).
 	EventsBinding string
 	DLQ           string
 	Retry         []Delay
@@ -133,10 +154,7 @@ func (t Topology) Declare(ch Declarer) error {
 	if err := queue(t.ForwardQueue, t.args(forwardArgs), [2]string{t.Exchange, t.RoutingKey}); err != nil {
 		return err
 	}
-	binding := t.EventsBinding
-	if binding == "" {
-		binding = EventsBinding
-	}
+	binding := t.EffectiveEventsBinding()
 	// No events queue (forward.events_queue: ""): nothing declared or
 	// bound, so each event is written once, to the forward queue.
 	if t.EventsQueue != "" {

@@ -66,7 +66,7 @@ func TestDeclareBindsTheEventsQueueByDefault(t *testing.T) {
 	if err := top.Declare(&r); err != nil {
 		t.Fatal(err)
 	}
-	want := [3]string{"events", EventsBinding, "ex"}
+	want := [3]string{"events", "yzex.events.connect.whatsapp.#", "ex"}
 	for _, b := range r.bindings {
 		if b == want {
 			return

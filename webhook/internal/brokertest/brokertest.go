@@ -33,7 +33,7 @@ func Topology(t testing.TB) topology.Topology {
 		RoutingKey:    "yzex.events.connect.whatsapp.legacy_forward",
 		ForwardQueue:  n + "-fwd",
 		EventsQueue:   n + "-events",
-		EventsBinding: topology.EventsBinding,
+		EventsBinding: "yzex.events.connect.whatsapp.#",
 		DLQ:           n + "-dlq",
 		Retry:         []topology.Delay{{Name: "1m", TTL: time.Minute}},
 		QueueType:     topology.Classic,

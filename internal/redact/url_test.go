@@ -1,4 +1,4 @@
-package configs
+package redact
 
 import (
 	"errors"
@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// TestRedactURLHidesEveryURLSecret covers each place a URL carries a
+// TestURLHidesEveryURLSecret covers each place a URL carries a
 // secret: password, a lone user name (a token), query values, bare query
 // parts, fragments, and malformed userinfo that net/url would refuse.
-func TestRedactURLHidesEveryURLSecret(t *testing.T) {
+func TestURLHidesEveryURLSecret(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"amqp://guest:CANARY@rabbit:5672/vhost", "amqp://guest:xxxxx@rabbit:5672/vhost"},
 		{"redis://:CANARY@redis:6379/0", "redis://:xxxxx@redis:6379/0"},
@@ -31,48 +31,48 @@ func TestRedactURLHidesEveryURLSecret(t *testing.T) {
 		{"http://[::1]:3000/", "http://[::1]:3000/"},                     // IPv6 literal kept
 		{"no url here", "no url here"},
 	} {
-		if got := RedactURL(tc.in); got != tc.want {
-			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := URL(tc.in); got != tc.want {
+			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
 
-// TestRedactURLsFindsURLsInErrorText redacts URLs embedded in library
+// TestURLsFindsURLsInErrorText redacts URLs embedded in library
 // error messages (net/http quotes them, AMQP and Redis do not).
-func TestRedactURLsFindsURLsInErrorText(t *testing.T) {
+func TestURLsFindsURLsInErrorText(t *testing.T) {
 	for _, in := range []string{
 		`Post "https://u:CANARY@127.0.0.1:1/hook?token=CANARY": dial tcp 127.0.0.1:1: connect: connection refused`,
 		`dialing amqp://guest:CANARY@127.0.0.1:1/: connection refused`,
 		`fetching 'https://idp/jwks?key=CANARY' failed`,
 		`Post "https://u:CAN\"ARY@h/": bad`,
 	} {
-		if got := RedactURLs(in); strings.Contains(got, "CANARY") || strings.Contains(got, "ARY@") {
-			t.Errorf("RedactURLs(%q) = %q: the secret is still there", in, got)
+		if got := URLs(in); strings.Contains(got, "CANARY") || strings.Contains(got, "ARY@") {
+			t.Errorf("URLs(%q) = %q: the secret is still there", in, got)
 		}
 	}
 }
 
-// TestRedactErrorKeepsTheChain: a redacted *url.Error still answers
+// TestErrorKeepsTheChain: a redacted *url.Error still answers
 // errors.As and errors.Is, so timeout classification keeps working.
-func TestRedactErrorKeepsTheChain(t *testing.T) {
+func TestErrorKeepsTheChain(t *testing.T) {
 	_, err := http.Post("http://u:CANARY@127.0.0.1:1/?token=CANARY", "text/plain", nil)
 	if err == nil {
 		t.Skip("something listens on 127.0.0.1:1")
 	}
-	red := RedactError(err)
+	red := Error(err)
 	if strings.Contains(red.Error(), "CANARY") {
-		t.Fatalf("RedactError: %v", red)
+		t.Fatalf("Error: %v", red)
 	}
 	var ue *url.Error
 	if !errors.As(red, &ue) {
-		t.Fatalf("RedactError dropped *url.Error from the chain: %T", red)
+		t.Fatalf("Error dropped *url.Error from the chain: %T", red)
 	}
-	wrapped := RedactError(fmt.Errorf("x: %w", errSentinel))
+	wrapped := Error(fmt.Errorf("x: %w", errSentinel))
 	if !errors.Is(wrapped, errSentinel) {
-		t.Fatal("RedactError dropped the sentinel")
+		t.Fatal("Error dropped the sentinel")
 	}
-	if RedactError(nil) != nil {
-		t.Fatal("RedactError(nil) != nil")
+	if Error(nil) != nil {
+		t.Fatal("Error(nil) != nil")
 	}
 }
 
