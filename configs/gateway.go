@@ -199,7 +199,20 @@ type CORSPolicy struct {
 	MaxAge Duration `yaml:"max_age"`
 }
 
+// validateGateway checks the gateway's sections, in the order
+// docs/configuration.md lists them: the client side (escaped slashes,
+// IPv6 grouping, trusted proxies), the CORS policies, the routes and the
+// token verification.
 func (c *Config) validateGateway(p *problems) {
+	c.validateClientSide(p)
+	c.validateCORS(p)
+	c.validateRoutes(p)
+	c.validateAuth(p)
+}
+
+// validateClientSide checks escaped_slashes, ipv6_prefix_len and
+// trusted_proxies, parsing the latter into TrustedPrefixes.
+func (c *Config) validateClientSide(p *problems) {
 	switch c.EscapedSlashes {
 	case "reject", "unescape", "keep":
 	case "":
@@ -219,10 +232,15 @@ func (c *Config) validateGateway(p *problems) {
 		}
 		c.TrustedPrefixes = append(c.TrustedPrefixes, pfx)
 	}
+}
+
+// validateCORS checks each CORS policy's origins, and fills its methods
+// and exposed headers when it names none: those defaults live here alone
+// (the gateway passes the lists as given), so `config check` prints the
+// lists in force.
+func (c *Config) validateCORS(p *problems) {
 	for name, pol := range c.CORS.Policies {
 		field := "cors.policies." + name
-		// The gateway's defaults, filled in so that `config check` prints
-		// the lists in force (gateway/cors.go applies the same ones).
 		if len(pol.AllowedMethods) == 0 {
 			pol.AllowedMethods = []string{"GET", "POST", "HEAD"}
 		}
@@ -234,83 +252,56 @@ func (c *Config) validateGateway(p *problems) {
 			p.addf(field+".allowed_origins", "must list at least one origin")
 		}
 		for i, o := range pol.AllowedOrigins {
-			f := fmt.Sprintf("%s.allowed_origins[%d]", field, i)
-			switch {
-			case strings.Contains(o, "*") && pol.AllowCredentials:
-				p.addf(f, "%q: wildcard or pattern origins are refused with allow_credentials (list exact origins)", o)
-			case o == "null" && pol.AllowCredentials:
-				p.addf(f, `"null" is refused with allow_credentials`)
-			case o != "*" && !strings.Contains(o, "*") && o != "null":
-				u, err := url.Parse(o)
-				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
-					p.addf(f, "%q is not an origin (scheme://host[:port])", o)
-				}
+			if msg := checkOrigin(o, pol.AllowCredentials); msg != "" {
+				p.addf(fmt.Sprintf("%s.allowed_origins[%d]", field, i), "%s", msg)
 			}
 		}
 	}
+}
+
+// checkOrigin returns why o cannot be an allowed origin ("" when it can):
+// a wildcard, a pattern or "null" with credentials, or anything but
+// scheme://host[:port].
+func checkOrigin(o string, credentials bool) string {
+	switch {
+	case strings.Contains(o, "*") && credentials:
+		return fmt.Sprintf("%q: wildcard or pattern origins are refused with allow_credentials (list exact origins)", o)
+	case o == "null" && credentials:
+		return `"null" is refused with allow_credentials`
+	case o != "*" && !strings.Contains(o, "*") && o != "null":
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return fmt.Sprintf("%q is not an origin (scheme://host[:port])", o)
+		}
+	}
+	return ""
+}
+
+// validateRoutes checks every route, section by section, and that no two
+// claim the same host and path prefix; problems come in the order of the
+// route's keys in docs/configuration.md.
+func (c *Config) validateRoutes(p *problems) {
 	seen := map[string]bool{}
 	claimed := map[string]string{} // "host prefix" → route name
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		field := fmt.Sprintf("routes[%d]", i)
-		if r.Name == "" {
+		switch {
+		case r.Name == "":
 			p.addf(field+".name", "is required")
-		} else if !validName(r.Name) {
+		case !validName(r.Name):
 			p.addf(field+".name", "%q: use letters, digits, '-' and '_'", r.Name)
-		} else if seen[r.Name] {
+		case seen[r.Name]:
 			p.addf(field+".name", "%q is used by another route", r.Name)
 		}
 		seen[r.Name] = true
-		if r.PathPrefix == "" {
-			r.PathPrefix = "/"
-		}
-		if !strings.HasPrefix(r.PathPrefix, "/") {
-			p.addf(field+".path_prefix", "%q must start with /", r.PathPrefix)
-		}
-		u, err := url.Parse(r.Upstream)
-		if r.Upstream == "" {
-			p.addf(field+".upstream", "is required")
-		} else if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.addf(field+".upstream", "%s is not an absolute http(s) URL", showURL(r.Upstream))
-		} else {
-			r.UpstreamURL = u
-		}
-		for j, h := range r.Hosts {
-			if h == "" || strings.Contains(h[1:], "*") || (strings.HasPrefix(h, "*") && !strings.HasPrefix(h, "*.")) {
-				p.addf(fmt.Sprintf("%s.hosts[%d]", field, j), "%q: use an exact host or *.domain", h)
-			} else if !routeHostName(strings.TrimPrefix(h, "*.")) {
-				// The request's Host is matched without its port; a scheme,
-				// port, path or space here made a route that never matched.
-				p.addf(fmt.Sprintf("%s.hosts[%d]", field, j),
-					"%q: use a bare host name, without scheme, port or path (portal.example.org, *.example.org, an IP address)", h)
-			}
-		}
-		if r.Timeout == 0 {
-			r.Timeout = Duration(30e9)
-		}
-		if r.Timeout < 0 {
-			p.addf(field+".timeout", "must be positive")
-		}
+		c.validateRouteTarget(p, field, r)
 		if r.CORS != "" {
 			if _, ok := c.CORS.Policies[r.CORS]; !ok {
 				p.addf(field+".cors", "%q is not a policy in cors.policies", r.CORS)
 			}
 		}
-		if r.Cookies.Forward == nil {
-			r.Cookies.Forward = DefaultCookieForward()
-		}
-		for j, fw := range r.Cookies.Forward {
-			f := fmt.Sprintf("%s.cookies.forward[%d]", field, j)
-			if fw.Cookie == "" {
-				p.addf(f+".cookie", "is required")
-			}
-			if fw.As != "" && fw.As != "authorization" {
-				p.addf(f+".as", "%q: want \"authorization\" or nothing", fw.As)
-			}
-		}
-		if d := r.Cookies.Domain; d != "" && (strings.ContainsAny(d, " ;,=\t\"") || strings.Contains(d, "/")) {
-			p.addf(field+".cookies.domain", "%q is not a cookie domain (a host name such as portal.example.org)", d)
-		}
+		validateRouteCookies(p, field, r)
 		hosts := r.Hosts
 		if len(hosts) == 0 {
 			hosts = []string{""}
@@ -322,38 +313,108 @@ func (c *Config) validateGateway(p *problems) {
 			}
 			claimed[key] = r.Name
 		}
-		switch r.EscapedSlashes {
-		case "":
-		case "reject", "keep":
-			if c.EscapedSlashes == "unescape" {
-				p.addf(field+".escaped_slashes", "%q: the top-level escaped_slashes is unescape, so no escaped slash is left to %s (remove this key or change the top level)", r.EscapedSlashes, r.EscapedSlashes)
-			}
-		default:
-			p.addf(field+".escaped_slashes", "%q: want reject or keep", r.EscapedSlashes)
-		}
-		if r.Upgrades == nil {
-			// The default, filled in so that `config check` prints it: an
-			// absent key tunnels websocket, an empty list nothing.
-			r.Upgrades = []string{"websocket"}
-		}
-		for j, u := range r.Upgrades {
-			f := fmt.Sprintf("%s.upgrades[%d]", field, j)
-			switch {
-			case strings.EqualFold(u, "h2c"):
-				p.addf(f, `"h2c" is never tunnelled: an h2c connection would carry requests the gateway never routes, limits or rewrites`)
-			case !validToken(u):
-				p.addf(f, "%q is not a protocol token (such as websocket)", u)
-			}
-		}
-		if msg := checkSandbox(r.Sandbox); msg != "" {
-			p.addf(field+".sandbox", "%q: %s", r.Sandbox, msg)
-		}
-		switch strings.ToLower(r.Cookies.SameSite) {
-		case "", "lax", "strict", "none":
-		default:
-			p.addf(field+".cookies.same_site", "%q: want Lax, Strict or None", r.Cookies.SameSite)
+		c.validateRoutePolicies(p, field, r)
+	}
+}
+
+// validateRouteTarget checks what a route matches and where it goes:
+// path_prefix (default "/"), upstream (parsed into UpstreamURL), hosts
+// and timeout (default 30s).
+func (c *Config) validateRouteTarget(p *problems, field string, r *Route) {
+	if r.PathPrefix == "" {
+		r.PathPrefix = "/"
+	}
+	if !strings.HasPrefix(r.PathPrefix, "/") {
+		p.addf(field+".path_prefix", "%q must start with /", r.PathPrefix)
+	}
+	u, err := url.Parse(r.Upstream)
+	switch {
+	case r.Upstream == "":
+		p.addf(field+".upstream", "is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		p.addf(field+".upstream", "%s is not an absolute http(s) URL", showURL(r.Upstream))
+	default:
+		r.UpstreamURL = u
+	}
+	for j, h := range r.Hosts {
+		if h == "" || strings.Contains(h[1:], "*") || (strings.HasPrefix(h, "*") && !strings.HasPrefix(h, "*.")) {
+			p.addf(fmt.Sprintf("%s.hosts[%d]", field, j), "%q: use an exact host or *.domain", h)
+		} else if !routeHostName(strings.TrimPrefix(h, "*.")) {
+			// The request's Host is matched without its port; a scheme,
+			// port, path or space here made a route that never matched.
+			p.addf(fmt.Sprintf("%s.hosts[%d]", field, j),
+				"%q: use a bare host name, without scheme, port or path (portal.example.org, *.example.org, an IP address)", h)
 		}
 	}
+	if r.Timeout == 0 {
+		r.Timeout = Duration(30e9)
+	}
+	if r.Timeout < 0 {
+		p.addf(field+".timeout", "must be positive")
+	}
+}
+
+// validateRoutePolicies checks what a route does to what passes: escaped
+// slashes, upgrades (default websocket), sandbox and the SameSite of the
+// cookies it hands back.
+func (c *Config) validateRoutePolicies(p *problems, field string, r *Route) {
+	switch r.EscapedSlashes {
+	case "":
+	case "reject", "keep":
+		if c.EscapedSlashes == "unescape" {
+			p.addf(field+".escaped_slashes", "%q: the top-level escaped_slashes is unescape, so no escaped slash is left to %s (remove this key or change the top level)", r.EscapedSlashes, r.EscapedSlashes)
+		}
+	default:
+		p.addf(field+".escaped_slashes", "%q: want reject or keep", r.EscapedSlashes)
+	}
+	if r.Upgrades == nil {
+		// The default, filled in so that `config check` prints it: an
+		// absent key tunnels websocket, an empty list nothing.
+		r.Upgrades = []string{"websocket"}
+	}
+	for j, u := range r.Upgrades {
+		f := fmt.Sprintf("%s.upgrades[%d]", field, j)
+		switch {
+		case strings.EqualFold(u, "h2c"):
+			p.addf(f, `"h2c" is never tunnelled: an h2c connection would carry requests the gateway never routes, limits or rewrites`)
+		case !validToken(u):
+			p.addf(f, "%q is not a protocol token (such as websocket)", u)
+		}
+	}
+	if msg := checkSandbox(r.Sandbox); msg != "" {
+		p.addf(field+".sandbox", "%q: %s", r.Sandbox, msg)
+	}
+	switch strings.ToLower(r.Cookies.SameSite) {
+	case "", "lax", "strict", "none":
+	default:
+		p.addf(field+".cookies.same_site", "%q: want Lax, Strict or None", r.Cookies.SameSite)
+	}
+}
+
+// validateRouteCookies checks a route's cookies to forward and their
+// domain; an absent forward list becomes DefaultCookieForward, its one
+// home.
+func validateRouteCookies(p *problems, field string, r *Route) {
+	if r.Cookies.Forward == nil {
+		r.Cookies.Forward = DefaultCookieForward()
+	}
+	for j, fw := range r.Cookies.Forward {
+		f := fmt.Sprintf("%s.cookies.forward[%d]", field, j)
+		if fw.Cookie == "" {
+			p.addf(f+".cookie", "is required")
+		}
+		if fw.As != "" && fw.As != "authorization" {
+			p.addf(f+".as", "%q: want \"authorization\" or nothing", fw.As)
+		}
+	}
+	if d := r.Cookies.Domain; d != "" && (strings.ContainsAny(d, " ;,=\t\"") || strings.Contains(d, "/")) {
+		p.addf(field+".cookies.domain", "%q is not a cookie domain (a host name such as portal.example.org)", d)
+	}
+}
+
+// validateAuth checks the token verification: the JWKS URL, its refresh
+// interval and the leeway.
+func (c *Config) validateAuth(p *problems) {
 	if c.Auth.JWKSURL != "" {
 		if u, err := url.Parse(c.Auth.JWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.addf("auth.jwks_url", "%s is not an absolute http(s) URL", showURL(c.Auth.JWKSURL))

@@ -92,8 +92,30 @@ func defaultRateLimits() RateLimits {
 	}
 }
 
+// validateRateLimits checks the rate_limits section: the store settings
+// (timeout, fallback, breaker, relax poll, sync), each rule
+// (validateRule), then that every rule a route names exists and every
+// route a rule names does.
 func (c *Config) validateRateLimits(p *problems) {
 	rl := &c.RateLimits
+	validateStoreSettings(p, rl)
+	names := map[string]bool{}
+	for i := range rl.Rules {
+		r := &rl.Rules[i]
+		f := fmt.Sprintf("rate_limits.rules[%d]", i)
+		if !validName(r.Name) {
+			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", r.Name)
+		} else if names[r.Name] {
+			p.addf(f+".name", "%q is used by another rule", r.Name)
+		}
+		names[r.Name] = true
+		validateRule(p, f, r)
+	}
+	c.validateRuleRoutes(p, names)
+}
+
+// validateStoreSettings checks how rate_limits reaches its store.
+func validateStoreSettings(p *problems, rl *RateLimits) {
 	if rl.Timeout <= 0 {
 		p.addf("rate_limits.timeout", "must be positive")
 	}
@@ -118,44 +140,43 @@ func (c *Config) validateRateLimits(p *problems) {
 			break
 		}
 	}
-	names := map[string]bool{}
-	for i := range rl.Rules {
-		r := &rl.Rules[i]
-		f := fmt.Sprintf("rate_limits.rules[%d]", i)
-		if !validName(r.Name) {
-			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", r.Name)
-		} else if names[r.Name] {
-			p.addf(f+".name", "%q is used by another rule", r.Name)
-		}
-		names[r.Name] = true
-		if r.Algorithm == "" {
-			r.Algorithm = "fixed_window"
-		}
-		if r.Mode == "" {
-			r.Mode = "enforce"
-		}
-		if !oneOf(r.Scope, RuleScopes) {
-			p.addf(f+".scope", "%q: want one of %s", r.Scope, strings.Join(RuleScopes, ", "))
-		}
-		if !oneOf(r.Algorithm, RuleAlgorithms) {
-			p.addf(f+".algorithm", "%q: want one of %s", r.Algorithm, strings.Join(RuleAlgorithms, ", "))
-		}
-		if !oneOf(r.Mode, RuleModes) {
-			p.addf(f+".mode", "%q: want one of %s", r.Mode, strings.Join(RuleModes, ", "))
-		}
-		if r.Limit <= 0 {
-			p.addf(f+".limit", "must be positive")
-		}
-		if r.ObserveLimit < 0 || (r.ObserveLimit > 0 && r.ObserveLimit >= r.Limit) {
-			p.addf(f+".observe_limit", "must be below limit (%d)", r.Limit)
-		}
-		if r.ObserveLimit > 0 && (r.Algorithm == "gcra" || r.Algorithm == "sliding_window") {
-			p.addf(f+".observe_limit", "is supported with fixed_window only (a %s rule counts only the hits it lets pass, so it has one limit)", r.Algorithm)
-		}
-		if r.Window.D().Seconds() < 1 || r.Window.D()%1e9 != 0 {
-			p.addf(f+".window", "%s: must be whole seconds, at least 1s", r.Window)
-		}
+}
+
+// validateRule checks one rule (f is its path) past its name, filling
+// its algorithm (fixed_window) and mode (enforce) when absent.
+func validateRule(p *problems, f string, r *Rule) {
+	if r.Algorithm == "" {
+		r.Algorithm = "fixed_window"
 	}
+	if r.Mode == "" {
+		r.Mode = "enforce"
+	}
+	if !oneOf(r.Scope, RuleScopes) {
+		p.addf(f+".scope", "%q: want one of %s", r.Scope, strings.Join(RuleScopes, ", "))
+	}
+	if !oneOf(r.Algorithm, RuleAlgorithms) {
+		p.addf(f+".algorithm", "%q: want one of %s", r.Algorithm, strings.Join(RuleAlgorithms, ", "))
+	}
+	if !oneOf(r.Mode, RuleModes) {
+		p.addf(f+".mode", "%q: want one of %s", r.Mode, strings.Join(RuleModes, ", "))
+	}
+	if r.Limit <= 0 {
+		p.addf(f+".limit", "must be positive")
+	}
+	if r.ObserveLimit < 0 || (r.ObserveLimit > 0 && r.ObserveLimit >= r.Limit) {
+		p.addf(f+".observe_limit", "must be below limit (%d)", r.Limit)
+	}
+	if r.ObserveLimit > 0 && (r.Algorithm == "gcra" || r.Algorithm == "sliding_window") {
+		p.addf(f+".observe_limit", "is supported with fixed_window only (a %s rule counts only the hits it lets pass, so it has one limit)", r.Algorithm)
+	}
+	if r.Window.D().Seconds() < 1 || r.Window.D()%1e9 != 0 {
+		p.addf(f+".window", "%s: must be whole seconds, at least 1s", r.Window)
+	}
+}
+
+// validateRuleRoutes checks the names between rules and routes: each of a
+// route's rate_limits is a rule (names), each of a rule's routes a route.
+func (c *Config) validateRuleRoutes(p *problems, names map[string]bool) {
 	routes := map[string]bool{}
 	for _, rt := range c.Routes {
 		routes[rt.Name] = true
@@ -165,7 +186,7 @@ func (c *Config) validateRateLimits(p *problems) {
 			}
 		}
 	}
-	for i, r := range rl.Rules {
+	for i, r := range c.RateLimits.Rules {
 		for j, rt := range r.Routes {
 			if rt != "*" && !routes[rt] {
 				p.addf(fmt.Sprintf("rate_limits.rules[%d].routes[%d]", i, j), "%q is not a route name", rt)

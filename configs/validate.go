@@ -64,85 +64,14 @@ func (c *Config) Validate() error {
 	return c.validate(os.LookupEnv)
 }
 
+// validate runs every section's check in the order of
+// docs/configuration.md and lists every problem; lookup reads the
+// environment (the secrets a section names).
 func (c *Config) validate(lookup func(string) (string, bool)) error {
 	var p problems
-	envPrefix := EnvPrefix(c.Environment)
-	if envPrefix == "" {
-		p.addf("environment", "%q: want production, staging or development", c.Environment)
-	}
-	if c.Redis.KeyPrefix != "" && envPrefix != "" && !strings.HasPrefix(c.Redis.KeyPrefix, envPrefix) {
-		p.addf("redis.key_prefix", "%q must start with %q in %s (a %s process never writes another environment's keys)",
-			c.Redis.KeyPrefix, envPrefix, c.Environment, c.Environment)
-	}
-	if c.Redis.KeyPrefix != "" && !strings.HasSuffix(c.Redis.KeyPrefix, ":") {
-		p.addf("redis.key_prefix", "%q must end with ':'", c.Redis.KeyPrefix)
-	}
-	checkSecretURL(&p, "redis.url", c.Redis.URL, "redis", "rediss")
-	// amqp.url may list several nodes of a cluster, comma-separated
-	// (tried in turn from a random start: internal/amqpaddr).
-	if raw := c.AMQP.URL.Reveal(); strings.Contains(raw, ",") {
-		for i, u := range amqpaddr.Fields(raw) {
-			field := fmt.Sprintf("amqp.url (address %d)", i+1)
-			if strings.TrimSpace(u) == "" {
-				p.addf(field, "is empty (a stray comma)")
-				continue
-			}
-			checkSecretURL(&p, field, Secret(strings.TrimSpace(u)), "amqp", "amqps")
-		}
-	} else {
-		checkSecretURL(&p, "amqp.url", c.AMQP.URL, "amqp", "amqps")
-	}
-	checkSecretURL(&p, "database.url", c.Database.URL, "postgres", "postgresql")
-	if c.Redis.RestURL != "" {
-		if !strings.HasPrefix(c.Redis.RestURL, "https://") && !strings.HasPrefix(c.Redis.RestURL, "http://") {
-			p.addf("redis.rest_url", "must be an http(s) URL")
-		}
-		if c.Redis.RestToken == "" {
-			p.addf("redis.rest_token", "is required with redis.rest_url (UPSTASH_REDIS_REST_TOKEN)")
-		}
-	}
-	if c.Redis.DialTimeout <= 0 || c.Redis.ReadTimeout <= 0 || c.Redis.WriteTimeout <= 0 {
-		p.addf("redis", "dial_timeout, read_timeout and write_timeout must be positive")
-	}
-	checkListen(&p, "listen", c.Listen)
-	if c.AdminListen != "off" {
-		checkListen(&p, "admin_listen", c.AdminListen)
-	}
-	switch c.HeadersWithUnderscores {
-	case "drop", "allow":
-	default:
-		p.addf("headers_with_underscores", "%q: want drop or allow", c.HeadersWithUnderscores)
-	}
-	if h := c.ClientIPHeader; h != "" && !validHeaderName(h) {
-		p.addf("client_ip_header", "%q is not a header name", h)
-	}
-	if c.Shutdown.Drain < 0 {
-		p.addf("shutdown.drain", "must not be negative")
-	}
-	if c.Shutdown.ReadinessGrace < 0 {
-		p.addf("shutdown.readiness_grace", "must not be negative")
-	}
-	if c.Shutdown.ConfirmDrain <= 0 {
-		p.addf("shutdown.confirm_drain", "must be positive (outstanding confirms need time to arrive)")
-	}
-	if c.Server.SendTimeout <= 0 {
-		p.addf("server.send_timeout", "must be positive")
-	}
-	if c.Server.BodyTimeout <= 0 {
-		p.addf("server.body_timeout", "must be positive")
-	}
-	if c.Server.BodyMinRate < 0 {
-		p.addf("server.body_min_rate", "must not be negative (bytes per second; 0 turns the rate check off)")
-	}
-	if c.Server.MaxConnections < 1 {
-		p.addf("server.max_connections", "must be at least 1, got %d", c.Server.MaxConnections)
-	}
-	if c.Server.MaxConnectionsPerIP < 0 {
-		p.addf("server.max_connections_per_ip", "must not be negative (0 turns the per-IP cap off), got %d", c.Server.MaxConnectionsPerIP)
-	}
-	if c.Server.AdminMaxConnections < 1 {
-		p.addf("server.admin_max_connections", "must be at least 1, got %d", c.Server.AdminMaxConnections)
-	}
+	c.validateConnections(&p)
+	c.validateListeners(&p)
+	c.validateShutdownAndServer(&p)
 	c.validateGateway(&p)
 	validateDeny(&p, "deny", c.Deny, true)
 	for i, rt := range c.Routes {
@@ -158,6 +87,100 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 		return &ValidationError{Problems: p}
 	}
 	return nil
+}
+
+// validateConnections checks the environment and what the processes
+// connect to: Redis (its key prefix, URL or REST endpoint, timeouts),
+// RabbitMQ (one URL or a comma-separated list of a cluster's nodes,
+// tried in turn from a random start: internal/amqpaddr) and PostgreSQL.
+func (c *Config) validateConnections(p *problems) {
+	envPrefix := EnvPrefix(c.Environment)
+	if envPrefix == "" {
+		p.addf("environment", "%q: want production, staging or development", c.Environment)
+	}
+	if c.Redis.KeyPrefix != "" && envPrefix != "" && !strings.HasPrefix(c.Redis.KeyPrefix, envPrefix) {
+		p.addf("redis.key_prefix", "%q must start with %q in %s (a %s process never writes another environment's keys)",
+			c.Redis.KeyPrefix, envPrefix, c.Environment, c.Environment)
+	}
+	if c.Redis.KeyPrefix != "" && !strings.HasSuffix(c.Redis.KeyPrefix, ":") {
+		p.addf("redis.key_prefix", "%q must end with ':'", c.Redis.KeyPrefix)
+	}
+	checkSecretURL(p, "redis.url", c.Redis.URL, "redis", "rediss")
+	if raw := c.AMQP.URL.Reveal(); strings.Contains(raw, ",") {
+		for i, u := range amqpaddr.Fields(raw) {
+			field := fmt.Sprintf("amqp.url (address %d)", i+1)
+			if strings.TrimSpace(u) == "" {
+				p.addf(field, "is empty (a stray comma)")
+				continue
+			}
+			checkSecretURL(p, field, Secret(strings.TrimSpace(u)), "amqp", "amqps")
+		}
+	} else {
+		checkSecretURL(p, "amqp.url", c.AMQP.URL, "amqp", "amqps")
+	}
+	checkSecretURL(p, "database.url", c.Database.URL, "postgres", "postgresql")
+	if c.Redis.RestURL != "" {
+		if !strings.HasPrefix(c.Redis.RestURL, "https://") && !strings.HasPrefix(c.Redis.RestURL, "http://") {
+			p.addf("redis.rest_url", "must be an http(s) URL")
+		}
+		if c.Redis.RestToken == "" {
+			p.addf("redis.rest_token", "is required with redis.rest_url (UPSTASH_REDIS_REST_TOKEN)")
+		}
+	}
+	if c.Redis.DialTimeout <= 0 || c.Redis.ReadTimeout <= 0 || c.Redis.WriteTimeout <= 0 {
+		p.addf("redis", "dial_timeout, read_timeout and write_timeout must be positive")
+	}
+}
+
+// validateListeners checks the listen addresses and what the public
+// listener reads of a request's header (underscored names, the client-IP
+// header).
+func (c *Config) validateListeners(p *problems) {
+	checkListen(p, "listen", c.Listen)
+	if c.AdminListen != "off" {
+		checkListen(p, "admin_listen", c.AdminListen)
+	}
+	switch c.HeadersWithUnderscores {
+	case "drop", "allow":
+	default:
+		p.addf("headers_with_underscores", "%q: want drop or allow", c.HeadersWithUnderscores)
+	}
+	if h := c.ClientIPHeader; h != "" && !validHeaderName(h) {
+		p.addf("client_ip_header", "%q is not a header name", h)
+	}
+}
+
+// validateShutdownAndServer checks the shutdown's waits and the HTTP
+// server's bounds (send and body timeouts, connection caps).
+func (c *Config) validateShutdownAndServer(p *problems) {
+	if c.Shutdown.Drain < 0 {
+		p.addf("shutdown.drain", "must not be negative")
+	}
+	if c.Shutdown.ReadinessGrace < 0 {
+		p.addf("shutdown.readiness_grace", "must not be negative")
+	}
+	if c.Shutdown.ConfirmDrain <= 0 {
+		p.addf("shutdown.confirm_drain", "must be positive (outstanding confirms need time to arrive)")
+	}
+	s := c.Server
+	if s.SendTimeout <= 0 {
+		p.addf("server.send_timeout", "must be positive")
+	}
+	if s.BodyTimeout <= 0 {
+		p.addf("server.body_timeout", "must be positive")
+	}
+	if s.BodyMinRate < 0 {
+		p.addf("server.body_min_rate", "must not be negative (bytes per second; 0 turns the rate check off)")
+	}
+	if s.MaxConnections < 1 {
+		p.addf("server.max_connections", "must be at least 1, got %d", s.MaxConnections)
+	}
+	if s.MaxConnectionsPerIP < 0 {
+		p.addf("server.max_connections_per_ip", "must not be negative (0 turns the per-IP cap off), got %d", s.MaxConnectionsPerIP)
+	}
+	if s.AdminMaxConnections < 1 {
+		p.addf("server.admin_max_connections", "must be at least 1, got %d", s.AdminMaxConnections)
+	}
 }
 
 // checkSecretURL checks that a connection URL parses and has one of the

@@ -157,8 +157,39 @@ func defaultWebhook() Webhook {
 	}
 }
 
+// validateWebhook checks the webhook section: the flat source and the
+// broker (validateWebhookFlat), the failed-authentication throttle, then
+// each of webhook.sources (validateWebhookSource).
 func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)) {
 	w := &c.Webhook
+	validateWebhookFlat(p, w)
+	validateAuthFailures(p, w.AuthFailures)
+	validFields(p, "webhook.id_fields", w.IDFields)
+	paths := map[string]bool{w.Path: w.Path != ""}
+	names := map[string]bool{"whatsapp": w.Path != ""} // the flat section's source name
+	for i := range w.Sources {
+		s := &w.Sources[i]
+		f := fmt.Sprintf("webhook.sources[%d]", i)
+		if !validName(s.Name) {
+			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", s.Name)
+		} else if names[s.Name] {
+			p.addf(f+".name", "%q is used by another source (the flat webhook section is \"whatsapp\")", s.Name)
+		}
+		names[s.Name] = true
+		if !strings.HasPrefix(s.Path, "/") || strings.HasSuffix(s.Path, "/") {
+			p.addf(f+".path", "%q must start with / and not end with /", s.Path)
+		} else if paths[s.Path] {
+			p.addf(f+".path", "%q is used by another source", s.Path)
+		}
+		paths[s.Path] = true
+		validateWebhookSource(p, f, s, w, lookup)
+	}
+}
+
+// validateWebhookFlat checks the flat source's path, the broker names and
+// the ingress's bounds (confirm and body timeouts, body sizes, dedup,
+// publishing channels).
+func validateWebhookFlat(p *problems, w *Webhook) {
 	if w.Path != "" && (!strings.HasPrefix(w.Path, "/") || strings.HasSuffix(w.Path, "/")) {
 		p.addf("webhook.path", "%q must start with / and not end with /", w.Path)
 	}
@@ -195,76 +226,75 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 	if w.MaxInFlight < 1 {
 		p.addf("webhook.max_in_flight", "must be at least 1")
 	}
-	if w.AuthFailures.PerIP < 1 {
+}
+
+// validateAuthFailures checks webhook.auth_failures.
+func validateAuthFailures(p *problems, af WebhookAuthFailures) {
+	if af.PerIP < 1 {
 		p.addf("webhook.auth_failures.per_ip", "must be at least 1 (failures per window)")
 	}
-	if w.AuthFailures.PerSource < 1 {
+	if af.PerSource < 1 {
 		p.addf("webhook.auth_failures.per_source", "must be at least 1 (failures per window)")
 	}
-	if w.AuthFailures.Window <= 0 {
+	if af.Window <= 0 {
 		p.addf("webhook.auth_failures.window", "must be positive")
 	}
-	if w.AuthFailures.MaxClients < 1 {
+	if af.MaxClients < 1 {
 		p.addf("webhook.auth_failures.max_clients", "must be at least 1")
 	}
-	validFields(p, "webhook.id_fields", w.IDFields)
-	paths := map[string]bool{w.Path: w.Path != ""}
-	names := map[string]bool{"whatsapp": w.Path != ""} // the flat section's source name
-	for i := range w.Sources {
-		s := &w.Sources[i]
-		f := fmt.Sprintf("webhook.sources[%d]", i)
-		if !validName(s.Name) {
-			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", s.Name)
-		} else if names[s.Name] {
-			p.addf(f+".name", "%q is used by another source (the flat webhook section is \"whatsapp\")", s.Name)
+}
+
+// validateWebhookSource checks one of webhook.sources (field is its
+// path, "webhook.sources[i]") past its name and path: its id and redact
+// fields and its signature, fills what it inherits from the flat section
+// (id_fields, routing_key), and reads its secrets through lookup (nil:
+// not read).
+func validateWebhookSource(p *problems, f string, s *WebhookSource, w *Webhook, lookup func(string) (string, bool)) {
+	validFields(p, f+".id_fields", s.IDFields)
+	// Inherited values, filled in (after the source's own are checked)
+	// so that `config check` prints what the source uses; an empty
+	// id_fields list is not inherited.
+	if s.IDFields == nil {
+		s.IDFields = append([]string{}, w.IDFields...)
+	}
+	if s.RoutingKey == "" {
+		s.RoutingKey = w.RoutingKey
+	}
+	for j, r := range s.RedactFields {
+		if r == "" || strings.Contains(r, ".") {
+			p.addf(fmt.Sprintf("%s.redact_fields[%d]", f, j), "%q: want a top-level field name", r)
 		}
-		names[s.Name] = true
-		if !strings.HasPrefix(s.Path, "/") || strings.HasSuffix(s.Path, "/") {
-			p.addf(f+".path", "%q must start with / and not end with /", s.Path)
-		} else if paths[s.Path] {
-			p.addf(f+".path", "%q is used by another source", s.Path)
+	}
+	if s.TokensEnv != "" && lookup != nil {
+		if v, ok := lookup(s.TokensEnv); ok {
+			s.Tokens = splitSecrets(v)
 		}
-		paths[s.Path] = true
-		validFields(p, f+".id_fields", s.IDFields)
-		// Inherited values, filled in (after the source's own are checked)
-		// so that `config check` prints what the source uses; an empty
-		// id_fields list is not inherited.
-		if s.IDFields == nil {
-			s.IDFields = append([]string{}, w.IDFields...)
+	}
+	if sig := s.Signature; sig != nil {
+		validateSignature(p, f+".signature", sig, lookup)
+	}
+}
+
+// validateSignature checks a source's signature section (field is its
+// path) and reads its secrets through lookup (nil: not read).
+func validateSignature(p *problems, field string, sig *WebhookSignature, lookup func(string) (string, bool)) {
+	if sig.Scheme != "github" && sig.Scheme != "stripe" && sig.Scheme != "standard" {
+		p.addf(field+".scheme", "%q: want github, stripe or standard", sig.Scheme)
+	}
+	if sig.Tolerance == 0 {
+		sig.Tolerance = Duration(5 * 60e9)
+	}
+	if sig.SecretEnv == "" && len(sig.SecretEnvs) == 0 {
+		p.addf(field+".secret_env", "is required (or secret_envs)")
+	}
+	for j, name := range sig.SecretEnvs {
+		if name == "" {
+			p.addf(fmt.Sprintf("%s.secret_envs[%d]", field, j), "must name an environment variable")
 		}
-		if s.RoutingKey == "" {
-			s.RoutingKey = w.RoutingKey
-		}
-		for j, r := range s.RedactFields {
-			if r == "" || strings.Contains(r, ".") {
-				p.addf(fmt.Sprintf("%s.redact_fields[%d]", f, j), "%q: want a top-level field name", r)
-			}
-		}
-		if s.TokensEnv != "" && lookup != nil {
-			if v, ok := lookup(s.TokensEnv); ok {
-				s.Tokens = splitSecrets(v)
-			}
-		}
-		if sig := s.Signature; sig != nil {
-			if sig.Scheme != "github" && sig.Scheme != "stripe" && sig.Scheme != "standard" {
-				p.addf(f+".signature.scheme", "%q: want github, stripe or standard", sig.Scheme)
-			}
-			if sig.Tolerance == 0 {
-				sig.Tolerance = Duration(5 * 60e9)
-			}
-			if sig.SecretEnv == "" && len(sig.SecretEnvs) == 0 {
-				p.addf(f+".signature.secret_env", "is required (or secret_envs)")
-			}
-			for j, name := range sig.SecretEnvs {
-				if name == "" {
-					p.addf(fmt.Sprintf("%s.signature.secret_envs[%d]", f, j), "must name an environment variable")
-				}
-			}
-			if lookup != nil {
-				sig.Secrets = signingSecrets(sig.Scheme, sig.SecretEnv, sig.SecretEnvs, lookup)
-				sig.Unset = unsetVariables(append([]string{sig.SecretEnv}, sig.SecretEnvs...), lookup)
-			}
-		}
+	}
+	if lookup != nil {
+		sig.Secrets = signingSecrets(sig.Scheme, sig.SecretEnv, sig.SecretEnvs, lookup)
+		sig.Unset = unsetVariables(append([]string{sig.SecretEnv}, sig.SecretEnvs...), lookup)
 	}
 }
 

@@ -35,10 +35,12 @@ func routes(rs ...Route) Options { return Options{Routes: rs} }
 
 // testRoute is a route named name, on any host, for every path, to upstream
 // (an absolute URL), handing the portal session over as the portal's
-// routes do (sessionForward).
+// routes do (sessionForward) and tunnelling websocket, as the
+// configuration's routes do by default.
 func testRoute(t testing.TB, name, upstream string) Route {
 	t.Helper()
-	return Route{Name: name, Upstream: Upstream{URL: mustURL(t, upstream)}, Cookies: RouteCookies{Forward: sessionForward()}}
+	return Route{Name: name, Upstream: Upstream{URL: mustURL(t, upstream)}, Cookies: RouteCookies{Forward: sessionForward()},
+		Upgrades: []string{"websocket"}}
 }
 
 // sessionForward is the cookie policy of a portal route: olp_auth as

@@ -266,13 +266,10 @@ func (s *Server) buildRoutes(routes []Route) error {
 		if rc.EscapedSlashes != SlashesDefault && s.escapedSlashes != slashUnescape {
 			rt.escapedSlashes = rc.EscapedSlashes.action()
 		}
-		rt.upgrades = []string{"websocket"}
-		if rc.Upgrades != nil {
-			rt.upgrades = make([]string, 0, len(rc.Upgrades))
-			for _, u := range rc.Upgrades {
-				if !strings.EqualFold(u, "h2c") { // never tunnelled (docs/edge.md, "Routes")
-					rt.upgrades = append(rt.upgrades, u)
-				}
+		rt.upgrades = make([]string, 0, len(rc.Upgrades))
+		for _, u := range rc.Upgrades {
+			if !strings.EqualFold(u, "h2c") { // never tunnelled (docs/edge.md, "Routes")
+				rt.upgrades = append(rt.upgrades, u)
 			}
 		}
 		rp := s.newRouteProxy(rt, s.transport, pool)

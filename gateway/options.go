@@ -95,8 +95,9 @@ type Route struct {
 	// of sandbox tokens ("allow-scripts allow-popups") adds "sandbox"
 	// with them. Validated by the caller (configs).
 	Sandbox string
-	// Upgrades are the Upgrade protocols tunnelled (case-insensitive); nil:
-	// websocket only; empty: none. "h2c" is never tunnelled.
+	// Upgrades are the Upgrade protocols tunnelled (case-insensitive);
+	// nil or empty: none (routes[].upgrades defaults to websocket). "h2c"
+	// is never tunnelled.
 	Upgrades []string
 }
 

@@ -402,7 +402,7 @@ func headerNameIs(k, name string) bool {
 
 // allowsUpgrade reports whether the request's Upgrade is one the route
 // tunnels: exactly one Upgrade line holding one token, case-insensitively
-// in the route's upgrades ("websocket" by default). A list such as
+// in the route's upgrades (routes[].upgrades, "websocket" by default). A list such as
 // "websocket, h2c" is not: the upstream picks from it.
 func (rt *route) allowsUpgrade(in http.Header) bool {
 	vs := in["Upgrade"]

@@ -113,19 +113,22 @@ func TestUnsolicitedSwitchingProtocolsIsBadGateway(t *testing.T) {
 	}
 }
 
-// upgrades: [] tunnels nothing, not even websocket; upgrades lists are
-// matched case-insensitively.
+// upgrades: [] tunnels nothing, not even websocket, and neither does a
+// nil list (the websocket default is the configuration's); upgrades lists
+// are matched case-insensitively.
 func TestRouteUpgradesListDecidesWhatIsTunnelled(t *testing.T) {
 	t.Parallel()
 	up := newRecordingUpstream(t, nil)
 	none, custom := under(testRoute(t, "none", up.URL), "/none"), under(testRoute(t, "custom", up.URL), "/custom")
-	none.Upgrades, custom.Upgrades = []string{}, []string{"Custom-Proto"}
-	h := newHarness(t, routes(none, custom))
+	zero := under(testRoute(t, "zero", up.URL), "/zero")
+	none.Upgrades, custom.Upgrades, zero.Upgrades = []string{}, []string{"Custom-Proto"}, nil
+	h := newHarness(t, routes(none, custom, zero))
 	for _, tc := range []struct {
 		path, upgrade string
 		kept          bool
 	}{
 		{"/none", "websocket", false},
+		{"/zero", "websocket", false},
 		{"/custom", "websocket", false},
 		{"/custom", "custom-proto", true},
 	} {

@@ -1,15 +1,9 @@
 package identity
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
-	"encoding/json"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/MicahParks/jwkset"
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
 )
@@ -29,46 +23,6 @@ type verified struct {
 	id    Identity
 	until time.Time // the token's exp plus the leeway, or cached-at + verifiedCacheTTL, whichever is first
 	gen   uint64    // the key set's generation the token verified under
-}
-
-// keySet is the JWKS key storage; every replacement that changes the keys
-// (a fetch that added, removed or altered one) starts a new generation,
-// so tokens verified under the old keys are checked again.
-type keySet struct {
-	jwkset.Storage
-	gen atomic.Uint64
-
-	mu   sync.Mutex
-	last []byte // fingerprint of the keys of the last replacement
-}
-
-// generation returns the current generation; 0 on a nil keySet.
-func (k *keySet) generation() uint64 {
-	if k == nil {
-		return 0
-	}
-	return k.gen.Load()
-}
-
-// KeyReplaceAll replaces the keys and starts a new generation when they
-// differ from the previous ones.
-func (k *keySet) KeyReplaceAll(ctx context.Context, given []jwkset.JWK) error {
-	if err := k.Storage.KeyReplaceAll(ctx, given); err != nil {
-		return err
-	}
-	var fp bytes.Buffer
-	for _, j := range given {
-		b, _ := json.Marshal(j.Marshal()) // public parts only (no private key requested)
-		fp.Write(b)
-		fp.WriteByte('\n')
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if !bytes.Equal(fp.Bytes(), k.last) {
-		k.last = fp.Bytes()
-		k.gen.Add(1)
-	}
-	return nil
 }
 
 // verifiedCache remembers tokens that verified, keyed by their SHA-256,

@@ -199,12 +199,3 @@ func WriteTooManyRequests(w http.ResponseWriter, v Verdict) {
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write(append(body, '\n'))
 }
-
-// expandMessage replaces {retry_after} in msg with retry in whole seconds
-// (≥ 1).
-func expandMessage(msg string, retry time.Duration) string {
-	if !strings.Contains(msg, "{retry_after}") {
-		return msg
-	}
-	return strings.ReplaceAll(msg, "{retry_after}", strconv.FormatInt(max(ceilSeconds(retry), 1), 10))
-}

@@ -9,15 +9,6 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 )
 
-// Default PT-BR messages per scope, used when a rule sets no message.
-// {retry_after} is replaced by the whole seconds of Retry-After.
-var defaultMessages = map[Scope]string{
-	ScopeIP:     "Muitas requisições deste endereço. Tente novamente em {retry_after} segundos.",
-	ScopeUser:   "Você fez muitas requisições. Tente novamente em {retry_after} segundos.",
-	ScopeEscola: "Sua escola atingiu o limite de requisições. Tente novamente em {retry_after} segundos.",
-	ScopeRoute:  "Este serviço recebeu muitas requisições. Tente novamente em {retry_after} segundos.",
-}
-
 // alignedWindowExtra is how long a clock-aligned key outlives its window
 // (docs/rate-limiting.md, "Keys": a 1-minute window's key has TTL 2 min).
 const alignedWindowExtra = time.Minute

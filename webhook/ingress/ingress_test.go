@@ -248,6 +248,34 @@ func TestIngress503CarriesReasonAndForgetsTheEvent(t *testing.T) {
 	}
 }
 
+// TestLocalFailureIsNotReportedAsABrokerFailure: an envelope the ingress
+// could not build (here a receipt time past the years RFC 3339 writes) was
+// answered 503 BROKER_UNAVAILABLE and counted as one, sending an operator
+// to a healthy broker. It is 503 INTERNAL_ERROR, counted under that
+// reason, nothing reaches the publisher, and the retry is accepted once
+// the cause is gone.
+func TestLocalFailureIsNotReportedAsABrokerFailure(t *testing.T) {
+	pub := &fakePublisher{}
+	i, _ := newUnitIngress(t, unitConfig(), pub)
+	i.now = func() time.Time { return time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }
+	q := req{target: "/webhooks/whatsapp", headers: bearer("test-token"), body: `{"x":1}`}
+	w := q.do(i)
+	if a := decodeAnswer(t, w); w.Code != 503 || a.Status != StatusServiceUnavailable || a.Reason != ReasonInternalError {
+		t.Fatalf("answer = %d %s, want 503 SERVICE_UNAVAILABLE %s", w.Code, w.Body.String(), ReasonInternalError)
+	}
+	if n := len(pub.messages()); n != 0 {
+		t.Errorf("%d messages published", n)
+	}
+	if got := value(t, i.metrics.failures.WithLabelValues(ReasonInternalError)); got != 1 {
+		t.Errorf("publish_failures_total{INTERNAL_ERROR} = %v, want 1", got)
+	}
+	if got := value(t, i.metrics.failures.WithLabelValues(ReasonBrokerUnavailable)); got != 0 {
+		t.Errorf("publish_failures_total{BROKER_UNAVAILABLE} = %v, want 0", got)
+	}
+	i.now = time.Now
+	expect(t, q.do(i), 200, StatusPublishedConfirmed) // the claim was given up
+}
+
 func TestIngress429WhileInFlightThenAlreadyProcessed(t *testing.T) {
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)

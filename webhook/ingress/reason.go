@@ -6,8 +6,14 @@ import (
 	"github.com/olp-edu/borda/webhook/publish"
 )
 
-// Reasons of the ingress's 503 answers, one per publish failure.
+// Reasons of the ingress's 503 answers, one per publish failure, and
+// one for a failure of the ingress itself.
 const (
+	// ReasonInternalError: the event's envelope could not be built here
+	// (the configured redaction could not read the body, the receipt time
+	// could not be encoded); nothing reached the broker. Logged at error
+	// level; the provider's retry is accepted.
+	ReasonInternalError     = "INTERNAL_ERROR"
 	ReasonBrokerUnavailable = "BROKER_UNAVAILABLE"
 	ReasonBrokerBlocked     = "BROKER_BLOCKED"
 	ReasonConfirmTimeout    = "CONFIRM_TIMEOUT"
@@ -38,3 +44,27 @@ func Reason(err error) string {
 		return ReasonBrokerUnavailable
 	}
 }
+
+// Reasons of a 400 INVALID_PAYLOAD refusal of a body read as JSON that
+// parsers would read differently (docs/webhooks.md §3).
+const (
+	// ReasonInvalidUTF8: the body is not UTF-8 (RFC 8259 §8.1 requires
+	// it). encoding/json turns each invalid byte into U+FFFD, Python's
+	// json refuses the body: one event, two readings.
+	ReasonInvalidUTF8 = "INVALID_UTF8"
+	// ReasonDuplicateMember: an object names a member twice (names
+	// compared after decoding escapes, as encoding/json compares them).
+	// encoding/json, JavaScript's JSON.parse, Python's json and
+	// PostgreSQL's jsonb keep the last; gjson, jq's `first` paths and many
+	// streaming parsers the first: the id Borda derives and the id a
+	// consumer reads could differ (RFC 8259 §4: names SHOULD be unique).
+	ReasonDuplicateMember = "DUPLICATE_MEMBER"
+	// ReasonContentTypeRepeated: two Content-Type field lines (RFC 9110
+	// §5.3: it is a singleton field); which one a parser believes is
+	// undefined, so the body's kind would be too.
+	ReasonContentTypeRepeated = "CONTENT_TYPE_REPEATED"
+	// ReasonContentEncoding (415): a content coding other than identity;
+	// the ingress decodes none, and the envelope would carry the coded
+	// bytes under a media type that does not say so.
+	ReasonContentEncoding = "CONTENT_ENCODING_UNSUPPORTED"
+)

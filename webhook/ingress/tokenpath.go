@@ -200,3 +200,94 @@ func hasTokenMarker(rest string) bool {
 	}
 	return false
 }
+
+// RedactPath returns a request path fit for access logs, telemetry keys
+// and gateway_metrics: under a source's path (compared as the router
+// does, in any letter case), the token of the path form and every
+// spelling that reads as one is replaced by "[redacted]"
+// (redactTokenPath): "/webhooks/whatsapp/t/abc/messages-upsert" →
+// "/webhooks/whatsapp/t/[redacted]/messages-upsert", and so are
+// "/webhooks/whatsapp;x/t/abc", "/webhooks/whatsapp/.t/abc",
+// "/webhooks/whatsapp/T;x/abc" and "/Webhooks/WhatsApp/t/abc". Other paths
+// are returned unchanged. (Query strings carry ?token= too: never log
+// them.)
+//
+// Beyond those spellings, every segment of any path that is a configured
+// token (whole, without its ";params", or with dots and spaces around it
+// cut) is replaced by "[redacted]" wherever it sits (attack A74:
+// "/webhooks/whatsapp/TOKEN" without the "/t/", "/token/TOKEN", a path
+// prefix in front of the source, "/x/webhooks/whatsapp/t/TOKEN" on the
+// portal's route). The ingress holds only the tokens' digests, so a
+// segment is compared as the credential check compares one: its SHA-256
+// against every configured digest; only segments as long as some token
+// are hashed.
+func (i *Ingress) RedactPath(p string) string {
+	return i.known.redact(redactTokenPath(p, i.bases, i.paths))
+}
+
+// knownTokens are every source's tokens, for RedactPath.
+type knownTokens struct {
+	set            tokenSet
+	minLen, maxLen int
+}
+
+func newKnownTokens(srcs []Source) knownTokens {
+	var k knownTokens
+	for _, s := range srcs {
+		for _, t := range s.Tokens {
+			if t == "" {
+				continue
+			}
+			k.set = append(k.set, newTokenSet([]string{t})...)
+			if k.minLen == 0 || len(t) < k.minLen {
+				k.minLen = len(t)
+			}
+			k.maxLen = max(k.maxLen, len(t))
+		}
+	}
+	return k
+}
+
+// maxRedactSegments bounds the segments of one path compared with the
+// tokens (a path of thousands of segments costs no more than this).
+const maxRedactSegments = 64
+
+// redact replaces every segment of p that is a known token. It allocates
+// only for a path it changes.
+func (k knownTokens) redact(p string) string {
+	if len(k.set) == 0 {
+		return p
+	}
+	var segs []string
+	n := 0
+	for rest, idx := p, 0; rest != "" && n < maxRedactSegments; n++ {
+		seg, after, found := strings.Cut(rest, "/")
+		if k.isToken(seg) {
+			if segs == nil {
+				segs = strings.Split(p, "/")
+			}
+			segs[idx] = redactedSegment
+		}
+		if !found {
+			break
+		}
+		rest, idx = after, idx+1
+	}
+	if segs == nil {
+		return p
+	}
+	return strings.Join(segs, "/")
+}
+
+// isToken reports whether seg, or its core (no ";params", dots and spaces
+// around cut), is a known token.
+func (k knownTokens) isToken(seg string) bool {
+	for _, c := range []string{seg, paramless(seg), strings.Trim(paramless(seg), ". \t")} {
+		if len(c) >= k.minLen && len(c) <= k.maxLen && k.set.match(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func isMarked(marked []bool, k int) bool { return marked != nil && marked[k] }

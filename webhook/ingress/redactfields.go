@@ -70,16 +70,3 @@ func redactFields(body []byte, names []string) ([]byte, []string, error) {
 	out = append(out, body[at:]...)
 	return out, removed, nil
 }
-
-// skipComma returns the offset just past the ',' that follows i (after
-// whitespace), or i when the next byte is not a comma.
-func skipComma(b []byte, i int) int {
-	j := i
-	for j < len(b) && (b[j] == ' ' || b[j] == '\t' || b[j] == '\n' || b[j] == '\r') {
-		j++
-	}
-	if j < len(b) && b[j] == ',' {
-		return j + 1
-	}
-	return i
-}

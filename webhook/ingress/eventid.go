@@ -92,21 +92,6 @@ func bindBody(id string, body []byte) string {
 	return bounded(id + "~" + digestHex(body)[:bodyBindLen])
 }
 
-// bodyIsJSON reports whether the ingress reads body as JSON: a JSON media
-// type (its body is then checked valid), or any other accepted media type
-// whose body is a valid JSON object anyway. The event id and the
-// redaction so depend on the bytes, not on a Content-Type a replayer can
-// change on a captured signed delivery (attack B03: the same delivery
-// sent as application/x-www-form-urlencoded got the body-digest id, a new
-// event).
-func bodyIsJSON(kind int, body []byte) bool {
-	if kind == mediaJSON {
-		return true
-	}
-	i := skipSpace(body, 0)
-	return i < len(body) && body[i] == '{' && jsonValid(body)
-}
-
 // eventIDOf is eventID with its delivery-id headers, and the body paths
 // tried when fields do not resolve (one path each), given.
 func eventIDOf(headers []string, fallback [][]string, h http.Header, body []byte, isJSON bool, fields [][]string) string {
