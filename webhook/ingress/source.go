@@ -58,7 +58,7 @@ type source struct {
 	sig        verifier // nil: unsigned
 	idFields   [][]string
 	// idHeaders and idFallback: where a signed source's event id may come
-	// from besides idFields (identity.go, idOf).
+	// from besides idFields (eventid.go, idOf).
 	idHeaders  []string
 	idFallback [][]string
 	redact     []string
