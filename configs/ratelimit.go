@@ -103,12 +103,7 @@ func (c *Config) validateRateLimits(p *problems) {
 	for i := range rl.Rules {
 		r := &rl.Rules[i]
 		f := fmt.Sprintf("rate_limits.rules[%d]", i)
-		if !validName(r.Name) {
-			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", r.Name)
-		} else if names[r.Name] {
-			p.addf(f+".name", "%q is used by another rule", r.Name)
-		}
-		names[r.Name] = true
+		checkName(p, f+".name", r.Name, names, "is used by another rule")
 		validateRule(p, f, r)
 	}
 	c.validateRuleRoutes(p, names)

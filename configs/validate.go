@@ -183,6 +183,18 @@ func (c *Config) validateShutdownAndServer(p *problems) {
 	}
 }
 
+// checkName adds a problem to field when name is not a valid name
+// (validName) or is already in names (taken says by what), then records
+// it in names.
+func checkName(p *problems, field, name string, names map[string]bool, taken string) {
+	if !validName(name) {
+		p.addf(field, "%q: required; use letters, digits, '-' and '_'", name)
+	} else if names[name] {
+		p.addf(field, "%q %s", name, taken)
+	}
+	names[name] = true
+}
+
 // checkSecretURL checks that a connection URL parses and has one of the
 // schemes and a host, never echoing the URL (it carries a password).
 func checkSecretURL(p *problems, field string, v Secret, schemes ...string) {

@@ -170,12 +170,7 @@ func (c *Config) validateWebhook(p *problems, lookup func(string) (string, bool)
 	for i := range w.Sources {
 		s := &w.Sources[i]
 		f := fmt.Sprintf("webhook.sources[%d]", i)
-		if !validName(s.Name) {
-			p.addf(f+".name", "%q: required; use letters, digits, '-' and '_'", s.Name)
-		} else if names[s.Name] {
-			p.addf(f+".name", "%q is used by another source (the flat webhook section is \"whatsapp\")", s.Name)
-		}
-		names[s.Name] = true
+		checkName(p, f+".name", s.Name, names, `is used by another source (the flat webhook section is "whatsapp")`)
 		if !strings.HasPrefix(s.Path, "/") || strings.HasSuffix(s.Path, "/") {
 			p.addf(f+".path", "%q must start with / and not end with /", s.Path)
 		} else if paths[s.Path] {

@@ -107,10 +107,7 @@ func (m *module) add(dir string, f *ast.File) {
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.FuncDecl:
-			key := d.Name.Name
-			if recv := receiverType(d); recv != "" {
-				key = recv + "." + key
-			}
+			key := funcKey(d)
 			names[key] = true
 			fd := m.signature(dir, pkg, d.Type)
 			m.funcs[dir+" "+key] = fd
@@ -188,6 +185,14 @@ func (m *module) print(n ast.Node) string {
 	return b.String()
 }
 
+// funcKey is "Name" of a function, "Type.Name" of a method.
+func funcKey(d *ast.FuncDecl) string {
+	if recv := receiverType(d); recv != "" {
+		return recv + "." + d.Name.Name
+	}
+	return d.Name.Name
+}
+
 func receiverType(d *ast.FuncDecl) string {
 	if d.Recv == nil || len(d.Recv.List) == 0 {
 		return ""
@@ -223,11 +228,7 @@ func (m *module) declText(file, name string) (string, bool) {
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.FuncDecl:
-			key := d.Name.Name
-			if recv := receiverType(d); recv != "" {
-				key = recv + "." + key
-			}
-			if key == name {
+			if funcKey(d) == name {
 				return string(src[m.fset.Position(d.Pos()).Offset:m.fset.Position(d.End()).Offset]), true
 			}
 		case *ast.GenDecl:
