@@ -490,6 +490,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 	if ex.stopTimer() {
 		return errUpstreamTimeout
 	}
+	ex.served = true // the upstream answered this path (telemetry.Event.Served)
 	h := res.Header
 	p.s.addResponseVia(res)
 	p.dropEdgeOwned(h)

@@ -44,7 +44,7 @@ func TestEndpointCapOverflowsToOtherPerRoutePerMinute(t *testing.T) {
 	t.Parallel()
 	c := newEndpointCap(2)
 	get := func(route, path string, minute int64) string {
-		r, tmpl := c.endpoint(route, path, 200, minute)
+		r, tmpl := c.endpoint(route, path, 200, true, minute)
 		return r + ":" + tmpl
 	}
 	if got := get("portal", "/a", 100); got != "portal:/a" {
