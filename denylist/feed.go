@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/internal/startstop"
 )
 
@@ -61,7 +62,7 @@ func NewFeed(opts FeedOptions) *Feed {
 		opts.Timeout = 10 * time.Second
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{}
+		opts.Client = &http.Client{Transport: egress.Transport()}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

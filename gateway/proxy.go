@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/internal/egress"
 )
 
 // errUpstreamTimeout is the cancel cause of a route timeout.
@@ -36,6 +37,9 @@ func newTransport() *http.Transport {
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
+		// A hostile upstream's 9 MB head was buffered and relayed whole
+		// (fresh attack pass A050): past 64 KiB the exchange fails, 502.
+		MaxResponseHeaderBytes: egress.MaxResponseHeaderBytes,
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/internal/startstop"
 )
@@ -175,6 +176,7 @@ func NewVerifier(ctx context.Context, o Options, logger *slog.Logger) (*Verifier
 func (v *Verifier) loadJWKS(ctx context.Context, url string, logger *slog.Logger) error {
 	store, err := jwkset.NewStorageFromHTTP(url, jwkset.HTTPClientStorageOptions{
 		Ctx:                       ctx,
+		Client:                    &http.Client{Transport: egress.Transport()}, // jwkset's default reads 10 MB heads
 		HTTPTimeout:               jwksHTTPTimeout,
 		NoErrorReturnFirstHTTPReq: true,
 		Storage:                   v.keys,
