@@ -272,11 +272,13 @@ func isXForwarded(k string) bool {
 
 // clientClaimHeaders are the family's exact names, in lower case.
 var clientClaimHeaders = []string{
-	// Client IP claims (nginx realip, CDNs, cloud load balancers, WebLogic's
-	// Proxy-Client-IP and WL-Proxy-Client-IP that Java getClientIp helpers read).
+	// Client IP claims (nginx realip, CDNs: Alibaba's Ali-Cdn-Real-Ip and
+	// ChinaCache's Cdn-Src-Ip; cloud load balancers; WebLogic's
+	// Proxy-Client-IP that Java getClientIp helpers read).
 	"x-real-ip", "x-client-ip", "true-client-ip", "x-true-client-ip", "x-cluster-client-ip",
 	"x-originating-ip", "client-ip", "x-forwarded", "forwarded-for", "fastly-client-ip",
-	"fastly-ssl", "fastly-client", "fly-client-ip", "proxy-client-ip", "wl-proxy-client-ip",
+	"fastly-ssl", "fastly-client", "fly-client-ip", "proxy-client-ip", "cdn-src-ip",
+	"ali-cdn-real-ip",
 	// URL and method overrides (IIS, Symfony, Laravel read them in place
 	// of the request line): a path the route table never saw.
 	"x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override",
@@ -313,8 +315,13 @@ var clientClaimPrefixes = []string{
 	// ARR: X-ARR-SSL, X-ARR-ClientCert).
 	"x-original-", "x-arr-",
 	// Envoy's internal headers (Envoy itself strips x-envoy-* from
-	// untrusted peers).
-	"x-envoy-",
+	// untrusted peers); WebLogic's proxy plugin (WL-Proxy-Client-IP,
+	// WL-Proxy-SSL: the request is taken for HTTPS, WL-Proxy-Client-Cert:
+	// the request authenticates as that certificate); Sucuri's WAF
+	// (X-Sucuri-ClientIP, X-Sucuri-Country) and Imperva's (Incap-*);
+	// Next.js's internal X-Middleware-* and X-Invoke-* (X-Middleware-Subrequest
+	// skipped its middleware: CVE-2025-29927).
+	"x-envoy-", "wl-proxy-", "x-sucuri-", "incap-", "x-middleware-", "x-invoke-",
 	// Client-certificate details (X-SSL-Client-*, nginx ingress's
 	// Ssl-Client-*; Traefik's and Envoy's are X-Forwarded-*).
 	"x-ssl-", "ssl-client-",
