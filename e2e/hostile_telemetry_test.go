@@ -366,3 +366,28 @@ func rawOptions(t *testing.T, base, path string, lines ...string) (int, http.Hea
 	}
 	return resp.StatusCode, resp.Header, reply
 }
+
+// One-time secrets in portal paths (a magic-login link, a password reset
+// token) became telemetry keys and gateway_metrics rows kept for 90 days
+// (fresh attack pass A051). Token-like segments are templated to {id}:
+// no key holds the secret, and the endpoint is counted under its template.
+func TestHostileSecretsInPortalPathsNeverBecomeKeys(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	p := startServe(t, rig.serveWithoutDatabase())
+	secrets := []string{"Zx9_3kLq-8vT2mNbR7wYp4QsUe6", "c4rz9u-2f5a6b7c8d9e0f1a2b3c"}
+	for _, path := range []string{"/api/auth/magic/" + secrets[0], "/reset/MQ/" + secrets[1] + "/"} {
+		resp := get(t, p.public+path, "")
+		resp.Body.Close()
+	}
+	rig.waitForCounter(t, "m:app:/api/auth/magic/{id}:*")
+	rig.waitForCounter(t, "m:app:/reset/MQ/{id}/:*")
+	it := rig.rdb.Scan(t.Context(), 0, rig.ks.Prefix()+"*", 1000).Iterator()
+	for it.Next(t.Context()) {
+		for _, s := range secrets {
+			if strings.Contains(it.Val(), s) {
+				t.Errorf("key %q holds the secret %q", it.Val(), s)
+			}
+		}
+	}
+}

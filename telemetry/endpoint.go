@@ -11,14 +11,18 @@ const maxTemplateLen = 256
 // ("cafe", "added") stay as they are.
 const minHexIDLen = 16
 
-// Template returns path with every segment that looks like an id replaced
-// by "{id}": all-digit segments ("42"), UUIDs in their 8-4-4-4-12 hex form
-// (RFC 9562) and all-hex segments of at least 16 characters. A query or
-// fragment is cut off, and an empty path is "/". It allocates only when a
-// segment is replaced.
+// Template returns path with every segment that looks like an id or a
+// token replaced by "{id}": all-digit segments ("42"), UUIDs in their
+// 8-4-4-4-12 hex form (RFC 9562), all-hex segments of at least 16
+// characters, and token-like segments (isToken: magic-login, password
+// reset, invite and verification links, JWTs), so a bearer secret in a
+// path never becomes a key or a gateway_metrics row (fresh attack pass
+// A051). A query or fragment is cut off, and an empty path is "/". It
+// allocates only when a segment is replaced.
 //
 //	/api/alunos/42/notas                       → /api/alunos/{id}/notas
 //	/v1/files/0b7e5e0e-58a4-4b1c-9a0e-3f1c...  → /v1/files/{id}
+//	/auth/magic/Zx9_3kLq-8vT2mNbR7wYp4Qs      → /auth/magic/{id}
 func Template(path string) string {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
@@ -56,7 +60,7 @@ func isID(seg string) bool {
 	if seg == "" {
 		return false
 	}
-	if isUUID(seg) {
+	if isUUID(seg) || isToken(seg) {
 		return true
 	}
 	digits := true
@@ -70,6 +74,38 @@ func isID(seg string) bool {
 		}
 	}
 	return digits || len(seg) >= minHexIDLen
+}
+
+// minTokenLen and longTokenLen bound isToken: a segment of at least
+// minTokenLen token characters holding both a letter and a digit, or of at
+// least longTokenLen token characters, is a token. Words and slugs without
+// digits stay ("relatorio-mensal-consolidado").
+const (
+	minTokenLen  = 16
+	longTokenLen = 32
+)
+
+// isToken reports whether seg looks like a secret or an opaque id: only
+// base64url, base36 or JWT characters ([A-Za-z0-9_.~-]), and either at
+// least longTokenLen of them or at least minTokenLen with a letter and a
+// digit ("c4rz9u-2f5a6b7c8d9e0f1a2b3c", Django's password reset token).
+func isToken(seg string) bool {
+	if len(seg) < minTokenLen {
+		return false
+	}
+	letter, digit := false, false
+	for i := 0; i < len(seg); i++ {
+		switch c := seg[i]; {
+		case '0' <= c && c <= '9':
+			digit = true
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+			letter = true
+		case c == '_' || c == '-' || c == '.' || c == '~':
+		default:
+			return false
+		}
+	}
+	return len(seg) >= longTokenLen || (letter && digit)
 }
 
 func isUUID(s string) bool {
