@@ -516,6 +516,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 		// After the olp_* policy, which reads the lines as sent.
 		confineSetCookie(h, p.rt.cookiePath)
 	}
+	policeTrailers(res)
 	return nil
 }
 
