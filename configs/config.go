@@ -247,6 +247,7 @@ func Default() Config {
 		Forward:    defaultForward(),
 		Server:     Server{BodyTimeout: Duration(60e9), BodyMinRate: 500, SendTimeout: Duration(60e9), MaxConnections: 4096, MaxConnectionsPerIP: 1024, AdminMaxConnections: 64},
 		Shutdown:   Shutdown{Drain: Duration(5e9), ConfirmDrain: Duration(5e9)},
+		Deny:       Deny{MaxCoveragePercent: 10},
 	}
 }
 

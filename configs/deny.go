@@ -32,6 +32,14 @@ type Deny struct {
 	// AllowIPs (top level only) are addresses or prefixes the top-level
 	// lists never deny, such as a webhook provider's.
 	AllowIPs []string `yaml:"allow_ips"`
+	// MaxCoveragePercent (top level only) is the largest share of the
+	// public IPv4 or IPv6 space one list (a scope's inline entries and
+	// files together, or one feed answer) may deny, in percent (default
+	// 10; raise it to block large countries). A broader configured list is
+	// refused at start and on reload; a broader feed answer is a failed
+	// fetch. User-agent patterns that match a common browser or a webhook
+	// provider are refused the same way.
+	MaxCoveragePercent float64 `yaml:"max_coverage_percent"`
 }
 
 // DenyFeed is a deny list fetched from a URL.
@@ -44,7 +52,8 @@ type DenyFeed struct {
 	Refresh Duration `yaml:"refresh"`
 }
 
-// Empty reports whether d lists nothing.
+// Empty reports whether d lists nothing (MaxCoveragePercent is a bound,
+// not an entry).
 func (d Deny) Empty() bool {
 	return len(d.IPs)+len(d.IPFiles)+len(d.UserAgents)+len(d.UserAgentFiles)+len(d.Feeds)+len(d.AllowIPs) == 0
 }
@@ -62,6 +71,13 @@ func validateDeny(p *problems, path string, d Deny, top bool) {
 		}
 		if !validDenyAddr(s) {
 			p.addf(fmt.Sprintf("%s.allow_ips[%d]", path, i), "%q is not an IP address or CIDR prefix", s)
+		}
+	}
+	if d.MaxCoveragePercent != 0 {
+		if !top {
+			p.addf(path+".max_coverage_percent", "max_coverage_percent is a top-level setting (deny.max_coverage_percent)")
+		} else if d.MaxCoveragePercent < 0 || d.MaxCoveragePercent > 100 {
+			p.addf(path+".max_coverage_percent", "%v: want a percentage above 0 and at most 100", d.MaxCoveragePercent)
 		}
 	}
 	for i, s := range d.UserAgents {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/internal/startstop"
 )
 
@@ -36,12 +37,17 @@ type FeedOptions struct {
 	Logger *slog.Logger
 	// Name labels logs and the operator page (default the URL's host).
 	Name string
+	// MaxShare is the largest share (0-1] of the public address space an
+	// answer may cover (List.Check; default DefaultMaxShare); a broader
+	// answer is a failed fetch.
+	MaxShare float64
 }
 
 // Feed is a List fetched from a URL and refreshed on a timer. A failed
 // fetch (transport error, a status other than 200, a body over
-// MaxFeedBytes, an unparsable line, or an empty answer where the last
-// good list had entries) keeps the last good list: a feed is never
+// MaxFeedBytes, an unparsable line, an answer that denies too much
+// (List.Check), or an empty answer where the last good list had
+// entries) keeps the last good list: a feed is never
 // emptied by a failure, and until its first success it denies nothing.
 type Feed struct {
 	opts    FeedOptions
@@ -61,10 +67,13 @@ func NewFeed(opts FeedOptions) *Feed {
 		opts.Timeout = 10 * time.Second
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{}
+		opts.Client = &http.Client{Transport: egress.Transport()}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.MaxShare <= 0 {
+		opts.MaxShare = DefaultMaxShare
 	}
 	if opts.Name == "" {
 		opts.Name = opts.URL
@@ -134,7 +143,11 @@ func (f *Feed) fetch(ctx context.Context) (*List, error) {
 	if counted.n > MaxFeedBytes {
 		return nil, fmt.Errorf("answer larger than %d MiB", MaxFeedBytes>>20)
 	}
-	return b.List(), nil
+	l := b.List()
+	if err := l.Check(f.opts.MaxShare); err != nil {
+		return nil, fmt.Errorf("refused the answer: %w", err)
+	}
+	return l, nil
 }
 
 type countingReader struct {

@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+	"github.com/olp-edu/borda/ratelimit"
 )
 
 // ratelimitFleetConfig is a `borda serve` config on the shared Redis under
@@ -121,4 +125,52 @@ func TestHostileRateLimit_SlidingWindowHasNoEdgeBurstAcrossReplicas(t *testing.T
 			}
 		})
 	}
+}
+
+// A relax key in the store with a TTL past the 24 h a relax may last (a
+// stale or hand-made key: SET …cfg:relax:edge 100 PX <10 years>) relaxed
+// the rule ×100 for as long as the key lived: the readers checked the
+// factor's bound, not the duration's (fresh attack pass A026). Every
+// instance ignores such a key now: the rule keeps its own limit.
+func TestHostileRelaxKeyWithATenYearTTLIsIgnored(t *testing.T) {
+	redisURL := servicetest.RedisURL(t)
+	rdb := servicetest.RedisClient(t, redisURL, false)
+	prefix := servicetest.KeyPrefix(t)
+	ks := keyspace.MustNew(prefix)
+	if err := ratelimit.NewRedisStore(rdb).WriteRelax(t.Context(), ks.Relax("edge"), ratelimit.MaxRelaxFactor, 10*365*24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(context.Background(), ks.Relax("edge")) })
+	up := recordingUpstream(t)
+	p := startServe(t, ratelimitFleetConfig(up.URL, redisURL, prefix, "fixed_window", 5, time.Minute))
+	// The relax poll runs at start and every 5 s: wait for one that read
+	// the key (its Redis command is counted).
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(metricsText(t, p.admin), `borda_redis_commands_total{purpose="relax"} `) ||
+		strings.Contains(metricsText(t, p.admin), `borda_redis_commands_total{purpose="relax"} 0`) {
+		if time.Now().After(deadline) {
+			t.Fatal("no relax poll within 15 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	codes := map[int]int{}
+	for range 10 {
+		resp := get(t, p.public+"/x", "")
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[200] != 5 || codes[429] != 5 {
+		t.Errorf("10 requests against a limit of 5 with a 10-year relax ×100 in the store: %v, want 5 × 200 and 5 × 429", codes)
+	}
+	if !strings.Contains(p.logs.String(), "ignoring a relax longer than 24h") {
+		t.Errorf("no log line says the relax was ignored")
+	}
+}
+
+func metricsText(t *testing.T, admin string) string {
+	t.Helper()
+	resp := get(t, admin+"/metrics", "")
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,9 +91,10 @@ func (r *telemetryRig) serveWithoutDatabase() string {
 // combined output and exit code.
 func (r *telemetryRig) run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	bin := borda(t) // built before the command's 60 s start: a -race build on a loaded machine takes most of it
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, borda(t), append(args, "--config", r.file)...)
+	cmd := exec.CommandContext(ctx, bin, append(args, "--config", r.file)...)
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil && cmd.ProcessState == nil {
@@ -300,5 +302,92 @@ func TestHostileFormatCharactersDoNotReachTheDashboard(t *testing.T) {
 	}
 	if !other {
 		t.Errorf("no endpoint app:other row: the hostile paths were not counted")
+	}
+}
+
+// Answers the gateway makes on its own were counted as answered
+// endpoints (fresh attack pass A016): 250 CORS preflights on distinct
+// paths from one anonymous client (204, no rate-limit budget spent), or
+// OPTIONS with Max-Forwards: 0 (200), filled telemetry.max_endpoints_per_route
+// and the route's real endpoint counted as app:other for the rest of the
+// minute. Now they count like refused requests: at most 16 keys of their
+// own a minute, and the served endpoint keeps its key.
+func TestHostileGatewayAnswersFillTheEndpointCap(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	config := strings.Replace(rig.serveWithoutDatabase(), "routes:\n", `cors:
+  policies:
+    portal:
+      allowed_origins: ["https://portal.example"]
+routes:
+`, 1) + "    cors: portal\n"
+	p := startServe(t, config)
+	for i := range 250 {
+		code, _, _ := rawOptions(t, p.public, fmt.Sprintf("/api/zz%dw", i), "Origin: https://evil.example", "Access-Control-Request-Method: GET")
+		if code >= 500 {
+			t.Fatalf("preflight %d: %d", i, code)
+		}
+	}
+	for i := range 30 {
+		if code, _, _ := rawOptions(t, p.public, fmt.Sprintf("/mf%dq", i), "Max-Forwards: 0"); code != 200 {
+			t.Fatalf("OPTIONS Max-Forwards: 0: %d, want 200", code)
+		}
+	}
+	resp := get(t, p.public+"/api/alunos/42/notas", "")
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET the real endpoint: %d", resp.StatusCode)
+	}
+	rig.waitForCounter(t, "m:app:/api/alunos/{id}/notas:*")
+	n := 0
+	it := rig.rdb.Scan(t.Context(), 0, rig.ks.Prefix()+"m:app:*", 1000).Iterator()
+	for it.Next(t.Context()) {
+		n++
+	}
+	// The real endpoint, at most 16 refused templates, app:refused (the
+	// minute may turn during the test: twice that).
+	if n > 2*(1+16+1) {
+		t.Errorf("%d endpoint keys for app after 280 gateway-made answers, want at most %d", n, 2*(1+16+1))
+	}
+}
+
+// rawOptions sends OPTIONS path with the given header lines.
+func rawOptions(t *testing.T, base, path string, lines ...string) (int, http.Header, string) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "OPTIONS %s HTTP/1.1\r\nHost: gw.localhost\r\nConnection: close\r\n", path)
+	for _, l := range lines {
+		b.WriteString(l + "\r\n")
+	}
+	b.WriteString("\r\n")
+	resp, reply, err := rawExchange(t, base, b.String(), 10*time.Second)
+	if err != nil {
+		t.Fatalf("OPTIONS %s: %v", path, err)
+	}
+	return resp.StatusCode, resp.Header, reply
+}
+
+// One-time secrets in portal paths (a magic-login link, a password reset
+// token) became telemetry keys and gateway_metrics rows kept for 90 days
+// (fresh attack pass A051). Token-like segments are templated to {id}:
+// no key holds the secret, and the endpoint is counted under its template.
+func TestHostileSecretsInPortalPathsNeverBecomeKeys(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	p := startServe(t, rig.serveWithoutDatabase())
+	secrets := []string{"Zx9_3kLq-8vT2mNbR7wYp4QsUe6", "c4rz9u-2f5a6b7c8d9e0f1a2b3c"}
+	for _, path := range []string{"/api/auth/magic/" + secrets[0], "/reset/MQ/" + secrets[1] + "/"} {
+		resp := get(t, p.public+path, "")
+		resp.Body.Close()
+	}
+	rig.waitForCounter(t, "m:app:/api/auth/magic/{id}:*")
+	rig.waitForCounter(t, "m:app:/reset/MQ/{id}/:*")
+	it := rig.rdb.Scan(t.Context(), 0, rig.ks.Prefix()+"*", 1000).Iterator()
+	for it.Next(t.Context()) {
+		for _, s := range secrets {
+			if strings.Contains(it.Val(), s) {
+				t.Errorf("key %q holds the secret %q", it.Val(), s)
+			}
+		}
 	}
 }

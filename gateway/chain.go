@@ -137,6 +137,11 @@ func (s *Server) finish(ex *exchange, r *http.Request) {
 			Escola:     ex.identity.EscolaID,
 			Blocked:    ex.verdict.Blocked(),
 			WouldBlock: ex.verdict.WouldBlock(),
+			// The upstream's answer, or an event the ingress accepted;
+			// never an answer the gateway made on its own (a preflight,
+			// Max-Forwards: 0, a loop refusal, a 502/504): its path is the
+			// client's choice (fresh attack pass A016).
+			Served: ex.served || (ex.label == labelWebhook && status < 400),
 		})
 	}
 	lvl := slog.LevelInfo

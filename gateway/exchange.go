@@ -49,6 +49,10 @@ type exchange struct {
 	// headers arrive (routetimer.go); nil once stopped.
 	timer      *routeTimer
 	clientGone bool // the client went away before the upstream answered
+	// served: the upstream's response headers arrived in time
+	// (modifyResponse), so the answer is the upstream's, not one the
+	// gateway made (telemetry.Event.Served).
+	served bool
 	// ctx is the request's context from observe on: the exchange under
 	// exchangeKey over a context cancelled (cancel) when the request
 	// leaves the chain, by the route timeout (cause errUpstreamTimeout)

@@ -48,6 +48,10 @@ var forwardedIdentityFamily = []string{
 	"X-Authenticated-Email", "X-Remote-Email", "X-Auth-Email", "X-Token-Subject", "X-User-Id",
 	"X-Client-S-Dn", "Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Original-Remote-Addr", "X-Original-Proto",
 	"X-Is-Https", "Https", "X-Jwt-Claim-Sub",
+	// Fresh attack pass A003 (WebLogic's plugin, WAF and CDN client IPs,
+	// Next.js internals).
+	"WL-Proxy-SSL", "WL-Proxy-Client-Cert", "WL-Proxy-Client-Keysize", "Incap-Client-IP", "X-Sucuri-ClientIP",
+	"X-Sucuri-Country", "Cdn-Src-Ip", "Ali-Cdn-Real-Ip", "X-Middleware-Subrequest", "X-Middleware-Rewrite", "X-Invoke-Path",
 }
 
 // familyMembers is every member the gateway's lists name (each exact name

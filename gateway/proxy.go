@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/internal/egress"
 )
 
 // errUpstreamTimeout is the cancel cause of a route timeout.
@@ -36,6 +37,9 @@ func newTransport() *http.Transport {
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: time.Second,
 		DisableCompression:    true,
+		// A hostile upstream's 9 MB head was buffered and relayed whole
+		// (fresh attack pass A050): past 64 KiB the exchange fails, 502.
+		MaxResponseHeaderBytes: egress.MaxResponseHeaderBytes,
 	}
 }
 
@@ -270,11 +274,13 @@ func isXForwarded(k string) bool {
 
 // clientClaimHeaders are the family's exact names, in lower case.
 var clientClaimHeaders = []string{
-	// Client IP claims (nginx realip, CDNs, cloud load balancers, WebLogic's
-	// Proxy-Client-IP and WL-Proxy-Client-IP that Java getClientIp helpers read).
+	// Client IP claims (nginx realip, CDNs: Alibaba's Ali-Cdn-Real-Ip and
+	// ChinaCache's Cdn-Src-Ip; cloud load balancers; WebLogic's
+	// Proxy-Client-IP that Java getClientIp helpers read).
 	"x-real-ip", "x-client-ip", "true-client-ip", "x-true-client-ip", "x-cluster-client-ip",
 	"x-originating-ip", "client-ip", "x-forwarded", "forwarded-for", "fastly-client-ip",
-	"fastly-ssl", "fastly-client", "fly-client-ip", "proxy-client-ip", "wl-proxy-client-ip",
+	"fastly-ssl", "fastly-client", "fly-client-ip", "proxy-client-ip", "cdn-src-ip",
+	"ali-cdn-real-ip",
 	// URL and method overrides (IIS, Symfony, Laravel read them in place
 	// of the request line): a path the route table never saw.
 	"x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override",
@@ -311,8 +317,13 @@ var clientClaimPrefixes = []string{
 	// ARR: X-ARR-SSL, X-ARR-ClientCert).
 	"x-original-", "x-arr-",
 	// Envoy's internal headers (Envoy itself strips x-envoy-* from
-	// untrusted peers).
-	"x-envoy-",
+	// untrusted peers); WebLogic's proxy plugin (WL-Proxy-Client-IP,
+	// WL-Proxy-SSL: the request is taken for HTTPS, WL-Proxy-Client-Cert:
+	// the request authenticates as that certificate); Sucuri's WAF
+	// (X-Sucuri-ClientIP, X-Sucuri-Country) and Imperva's (Incap-*);
+	// Next.js's internal X-Middleware-* and X-Invoke-* (X-Middleware-Subrequest
+	// skipped its middleware: CVE-2025-29927).
+	"x-envoy-", "wl-proxy-", "x-sucuri-", "incap-", "x-middleware-", "x-invoke-",
 	// Client-certificate details (X-SSL-Client-*, nginx ingress's
 	// Ssl-Client-*; Traefik's and Envoy's are X-Forwarded-*).
 	"x-ssl-", "ssl-client-",
@@ -492,6 +503,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 	if ex.stopTimer() {
 		return errUpstreamTimeout
 	}
+	ex.served = true // the upstream answered this path (telemetry.Event.Served)
 	h := res.Header
 	p.s.addResponseVia(res)
 	p.dropEdgeOwned(h)
@@ -506,6 +518,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 		// After the olp_* policy, which reads the lines as sent.
 		confineSetCookie(h, p.rt.cookiePath)
 	}
+	policeTrailers(res)
 	return nil
 }
 

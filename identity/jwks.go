@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/MicahParks/keyfunc/v3"
 	"golang.org/x/time/rate"
 
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/internal/redact"
 )
 
@@ -75,6 +77,7 @@ func (k *keySet) KeyReplaceAll(ctx context.Context, given []jwkset.JWK) error {
 func (v *Verifier) loadJWKS(ctx context.Context, url string, logger *slog.Logger) error {
 	store, err := jwkset.NewStorageFromHTTP(url, jwkset.HTTPClientStorageOptions{
 		Ctx:                       ctx,
+		Client:                    &http.Client{Transport: egress.Transport()}, // jwkset's default reads 10 MB heads
 		HTTPTimeout:               jwksHTTPTimeout,
 		NoErrorReturnFirstHTTPReq: true,
 		Storage:                   v.keys,

@@ -118,7 +118,8 @@ const (
 
 // Handle applies one message body (an envelope). An error means the
 // database failed and the message must be retried; every other case is
-// final (ack).
+// final (ack), including an update whose values the database refuses
+// (SQLSTATE class 22 or 23: Malformed, logged at error).
 func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 	env, err := envelope.Decode(body)
 	if err != nil {
@@ -142,6 +143,10 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 		u.EventTime = limit
 	}
 	applied, err := c.store.Apply(ctx, u)
+	if errors.Is(err, errUnstorable) {
+		c.log.Error("connection.update the database refuses; acknowledged as malformed", "event_id", env.ID, "err", err)
+		return Malformed, nil
+	}
 	if err != nil {
 		return "", err
 	}
@@ -213,9 +218,18 @@ func (c *Consumer) session(ctx context.Context) error {
 	}
 }
 
+// poisonTries is the number of failed tries after which hold asks the
+// database whether it accepts a valid update (Store.Accepts): if it does,
+// the event is poison, not the database down. Two, so a transient failure
+// of one try (a connection reset) is never taken for poison.
+const poisonTries = 2
+
 // hold handles d; while the database refuses it, it keeps d in hand,
 // unacked, and tries again after Reconnect, doubling up to MaxHold. The
-// other prefetched deliveries wait unacked too. A nack with requeue per
+// other prefetched deliveries wait unacked too. From the poisonTries-th
+// try on, a failure while the database accepts a canary update
+// (Store.Accepts) ends the hold: the event is acknowledged as malformed.
+// A nack with requeue per
 // try (as before) spent one delivery per try, and the events queue has
 // no dead-letter target: under RabbitMQ 4's default delivery limit of 20
 // on quorum queues a database outage of about 40 s dropped every waiting
@@ -232,6 +246,18 @@ func (c *Consumer) hold(ctx, hctx context.Context, d amqp.Delivery) (Result, err
 				c.log.Info("the database accepts events again", "tries", tries)
 			}
 			return res, nil
+		}
+		if tries >= poisonTries {
+			if perr := c.store.Accepts(hctx); perr == nil {
+				// The database takes a valid update and refused this one
+				// poisonTries times: the event is at fault, and holding it
+				// would stall every instance's updates behind it (fresh
+				// attack pass A020). The forward queue keeps its own copy.
+				c.dbDown.Store(false)
+				c.log.Error("the database accepts other updates but refuses this event; acknowledged as malformed",
+					"message_id", d.MessageId, "tries", tries, "err", err)
+				return Malformed, nil
+			}
 		}
 		c.dbDown.Store(true)
 		c.log.Error("applying an event; holding it and trying again", "message_id", d.MessageId, "tries", tries, "in", wait, "err", err)

@@ -10,10 +10,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // EventConnectionUpdate is the normalized name of Evolution's
@@ -21,16 +23,29 @@ import (
 const EventConnectionUpdate = "connection.update"
 
 // ErrMalformed: a connection.update event without an instance, a state or
-// a parsable date_time.
+// a parsable date_time, or with a value whatsapp_instances cannot hold
+// (Update's field docs give each bound).
 var ErrMalformed = errors.New("instances: malformed connection.update")
+
+// Bounds of the text columns of whatsapp_instances as this package writes
+// them, in bytes. Evolution's instance names and states are short; a
+// longer value is a sender's mistake or an attack, and an index entry is
+// no place for it.
+const (
+	maxInstanceLen = 256
+	maxStateLen    = 64
+)
 
 // Update is one instance's state change.
 type Update struct {
+	// Instance is the instance's name: valid UTF-8 without NUL (PostgreSQL
+	// text refuses NUL), 1-256 bytes.
 	Instance string
-	// State is Evolution's state: open, connecting or close.
+	// State is Evolution's state (open, connecting or close): valid UTF-8
+	// without NUL, 1-64 bytes.
 	State string
 	// Reason is the statusReason (an HTTP-like code, 401 on logout); nil
-	// when absent.
+	// when absent, not an integer, or outside PostgreSQL's integer (int32).
 	Reason *int
 	// EventTime is the event's date_time (Evolution sends the server's local
 	// time with a "Z"; it is used only to order one instance's events).
@@ -75,14 +90,37 @@ func Parse(contentType string, body []byte) (u Update, ok bool, err error) {
 	if u.Instance == "" || u.State == "" {
 		return Update{}, true, fmt.Errorf("%w: no instance or state", ErrMalformed)
 	}
+	if err := storableText("instance", u.Instance, maxInstanceLen); err != nil {
+		return Update{}, true, err
+	}
+	if err := storableText("state", u.State, maxStateLen); err != nil {
+		return Update{}, true, err
+	}
 	if u.EventTime, err = time.Parse(time.RFC3339Nano, ev.DateTime); err != nil {
 		return Update{}, true, fmt.Errorf("%w: date_time %q", ErrMalformed, ev.DateTime)
 	}
-	var reason int
-	if len(ev.Data.StatusReason) > 0 && json.Unmarshal(ev.Data.StatusReason, &reason) == nil {
-		u.Reason = &reason
+	var reason int64
+	if len(ev.Data.StatusReason) > 0 && json.Unmarshal(ev.Data.StatusReason, &reason) == nil &&
+		reason >= math.MinInt32 && reason <= math.MaxInt32 {
+		r := int(reason)
+		u.Reason = &r
 	}
 	return u, true, nil
+}
+
+// storableText checks a value for a text column: valid UTF-8, no NUL, at
+// most max bytes; the error wraps ErrMalformed and quotes at most 64
+// bytes of the value.
+func storableText(field, v string, max int) error {
+	switch {
+	case len(v) > max:
+		return fmt.Errorf("%w: %s is %d bytes (at most %d)", ErrMalformed, field, len(v), max)
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrMalformed, field)
+	case strings.IndexByte(v, 0) >= 0:
+		return fmt.Errorf("%w: %s holds a NUL character", ErrMalformed, field)
+	}
+	return nil
 }
 
 // normalizeEvent maps CONNECTION_UPDATE and connection.update alike.

@@ -23,6 +23,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/olp-edu/borda/internal/egress"
 )
 
 // ProblemType is the RFC 9457 type a 429 must carry (IANA HTTP Problem
@@ -115,6 +117,7 @@ func (r Result) Failed() []Check {
 func (o Options) withDefaults(t Target) Options {
 	if o.Client == nil {
 		o.Client = &http.Client{
+			Transport:     egress.Transport(),
 			Timeout:       10 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}

@@ -101,6 +101,11 @@ func (l *Limiter) pollRelax(ctx context.Context) {
 			// Written by hand or by another tool: Relax refuses it, and so
 			// does every reader (a relax never turns a rule off).
 			l.log.Warn("ignoring a relax factor outside [1, 100]", "rule", name, "factor", v.Factor)
+		case v.TTL > MaxRelax+time.Minute:
+			// The same for its length (fresh attack pass A026: a key with
+			// a 10-year TTL relaxed the rule for ten years). A minute of
+			// slack for the store's clock.
+			l.log.Warn("ignoring a relax longer than 24h", "rule", name, "factor", v.Factor, "ttl", v.TTL.String())
 		default:
 			next[name] = relaxEntry{factor: v.Factor, until: now.Add(v.TTL)}
 		}

@@ -77,6 +77,30 @@ func TestRelax_FactorOutsideTheBoundInTheStoreIsIgnored(t *testing.T) {
 	}
 }
 
+// A relax key whose TTL is past MaxRelax (a stale or hand-made key: SET
+// … PX <10 years>) is ignored by every reader, as an out-of-range factor
+// is: it relaxed the rule ×100 for ten years (fresh attack pass A026).
+// The longest relax the CLI writes (24 h) still applies.
+func TestRelax_DurationOutsideTheBoundInTheStoreIsIgnored(t *testing.T) {
+	t.Parallel()
+	for _, d := range []time.Duration{MaxRelax + 2*time.Minute, 48 * time.Hour, 10 * 365 * 24 * time.Hour, MaxRelax, time.Minute} {
+		store := NewMemoryStore(0)
+		l, _ := newTestLimiter(t, rulesConfig(burstRule(2, 5*time.Second)), testKS, store)
+		ctx := context.Background()
+		if err := store.WriteRelax(ctx, testKS.Relax("burst"), MaxRelaxFactor, d); err != nil {
+			t.Fatal(err)
+		}
+		l.pollRelax(ctx)
+		want := int64(2)
+		if d <= MaxRelax {
+			want = 2 * MaxRelaxFactor
+		}
+		if v := l.Decide(ctx, Subject{Route: "portal", IP: "203.0.113.79"}); v.Decisions[0].Limit != want {
+			t.Errorf("relax of %v in the store: limit %d, want %d", d, v.Decisions[0].Limit, want)
+		}
+	}
+}
+
 // `borda limits relax --factor 1e308` was accepted: a relax may raise a
 // limit, never turn a rule off.
 func TestRelax_FactorAboveTheCapIsRefused(t *testing.T) {

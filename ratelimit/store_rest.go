@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/internal/redact"
 )
 
@@ -58,7 +59,7 @@ func NewRESTStore(baseURL string, token string, httpClient *http.Client) (*RESTS
 		return nil, errors.New("creating the upstash rest store: the token is empty")
 	}
 	if httpClient == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
+		t := egress.Transport()
 		t.MaxIdleConnsPerHost = 64
 		httpClient = &http.Client{Transport: t}
 	}

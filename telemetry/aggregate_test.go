@@ -71,9 +71,9 @@ func recordSome(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace) [
 	m1 := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
 	m2 := m1.Add(time.Minute)
 	for i := range 10 {
-		r.Record(Event{Time: m1.Add(time.Second), Route: "portal", Path: fmt.Sprintf("/api/alunos/%d", i), Status: 200, Escola: "e7", WouldBlock: i < 3})
+		r.Record(Event{Served: true, Time: m1.Add(time.Second), Route: "portal", Path: fmt.Sprintf("/api/alunos/%d", i), Status: 200, Escola: "e7", WouldBlock: i < 3})
 	}
-	r.Record(Event{Time: m2, Route: "portal", Path: "/login", Status: 429, Blocked: true})
+	r.Record(Event{Served: true, Time: m2, Route: "portal", Path: "/login", Status: 429, Blocked: true})
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}

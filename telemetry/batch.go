@@ -69,7 +69,7 @@ func (b *batch) add(e Event, now func() time.Time) {
 	if sec < 0 && sec%60 != 0 {
 		minute-- // floor, not truncation toward zero
 	}
-	route, tmpl := b.cap.endpoint(e.Route, e.Path, e.Status, minute)
+	route, tmpl := b.cap.endpoint(e.Route, e.Path, e.Status, e.Served, minute)
 	status := e.Status
 	if status < 100 || status > 999 {
 		status = 0 // not counted under status

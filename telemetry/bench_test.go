@@ -19,7 +19,7 @@ func BenchmarkRecord(b *testing.B) {
 	if err := r.Start(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	e := Event{Time: time.Now(), Route: "portal", Path: "/api/alunos/42", Status: 200, Escola: "e1"}
+	e := Event{Served: true, Time: time.Now(), Route: "portal", Path: "/api/alunos/42", Status: 200, Escola: "e1"}
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -40,7 +40,7 @@ func BenchmarkRecord(b *testing.B) {
 func BenchmarkFold(b *testing.B) {
 	bt := newBatch(200)
 	now := time.Now
-	e := Event{Time: time.Now(), Route: "portal", Path: "/api/alunos/42/notas", Status: 200, Escola: "e1", WouldBlock: true}
+	e := Event{Served: true, Time: time.Now(), Route: "portal", Path: "/api/alunos/42/notas", Status: 200, Escola: "e1", WouldBlock: true}
 	b.ReportAllocs()
 	for b.Loop() {
 		bt.add(e, now)
@@ -69,7 +69,7 @@ func BenchmarkRoundTripsPer100Events(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		<-tick.C
-		r.Record(Event{Route: "portal", Path: "/api/alunos/42", Status: 200, Escola: "e1"})
+		r.Record(Event{Served: true, Route: "portal", Path: "/api/alunos/42", Status: 200, Escola: "e1"})
 	}
 	_ = r.Stop(b.Context())
 	b.ReportMetric(float64(hook.n.Load())*100/float64(b.N), "roundtrips/100events")

@@ -11,14 +11,18 @@ const maxTemplateLen = 256
 // ("cafe", "added") stay as they are.
 const minHexIDLen = 16
 
-// Template returns path with every segment that looks like an id replaced
-// by "{id}": all-digit segments ("42"), UUIDs in their 8-4-4-4-12 hex form
-// (RFC 9562) and all-hex segments of at least 16 characters. A query or
-// fragment is cut off, and an empty path is "/". It allocates only when a
-// segment is replaced.
+// Template returns path with every segment that looks like an id or a
+// token replaced by "{id}": all-digit segments ("42"), UUIDs in their
+// 8-4-4-4-12 hex form (RFC 9562), all-hex segments of at least 16
+// characters, and token-like segments (isToken: magic-login, password
+// reset, invite and verification links, JWTs), so a bearer secret in a
+// path never becomes a key or a gateway_metrics row (fresh attack pass
+// A051). A query or fragment is cut off, and an empty path is "/". It
+// allocates only when a segment is replaced.
 //
 //	/api/alunos/42/notas                       → /api/alunos/{id}/notas
 //	/v1/files/0b7e5e0e-58a4-4b1c-9a0e-3f1c...  → /v1/files/{id}
+//	/auth/magic/Zx9_3kLq-8vT2mNbR7wYp4Qs      → /auth/magic/{id}
 func Template(path string) string {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
@@ -56,7 +60,7 @@ func isID(seg string) bool {
 	if seg == "" {
 		return false
 	}
-	if isUUID(seg) {
+	if isUUID(seg) || isToken(seg) {
 		return true
 	}
 	digits := true
@@ -70,6 +74,38 @@ func isID(seg string) bool {
 		}
 	}
 	return digits || len(seg) >= minHexIDLen
+}
+
+// minTokenLen and longTokenLen bound isToken: a segment of at least
+// minTokenLen token characters holding both a letter and a digit, or of at
+// least longTokenLen token characters, is a token. Words and slugs without
+// digits stay ("relatorio-mensal-consolidado").
+const (
+	minTokenLen  = 16
+	longTokenLen = 32
+)
+
+// isToken reports whether seg looks like a secret or an opaque id: only
+// base64url, base36 or JWT characters ([A-Za-z0-9_.~-]), and either at
+// least longTokenLen of them or at least minTokenLen with a letter and a
+// digit ("c4rz9u-2f5a6b7c8d9e0f1a2b3c", Django's password reset token).
+func isToken(seg string) bool {
+	if len(seg) < minTokenLen {
+		return false
+	}
+	letter, digit := false, false
+	for i := 0; i < len(seg); i++ {
+		switch c := seg[i]; {
+		case '0' <= c && c <= '9':
+			digit = true
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+			letter = true
+		case c == '_' || c == '-' || c == '.' || c == '~':
+		default:
+			return false
+		}
+	}
+	return len(seg) >= longTokenLen || (letter && digit)
 }
 
 func isUUID(s string) bool {
@@ -102,15 +138,35 @@ func isHex(c byte) bool {
 // never taking an answered endpoint's place.
 const maxRefusedTemplates = 16
 
-// refusedKey prefixes, in a minute's map, the route whose templates were
-// added by refused requests ('\x00' is in no route name).
-const refusedKey = "\x00refused:"
+// knownMinutes is how long a known template (endpointCap) keeps its
+// reserved place without being answered: an hour, the aggregation's
+// period.
+const knownMinutes = 60
+
+// routeMinute is one route's templates in one minute.
+type routeMinute struct {
+	placed  map[string]struct{} // templates with a place (served requests)
+	refused map[string]struct{} // templates only refused or unserved requests made
+	fresh   int                 // placed templates that were not known when placed
+}
 
 // endpointCap caps the distinct templates counted per route per minute.
 // It belongs to the flusher goroutine (no locking).
+//
+// Places are first come, first served within a minute, with one
+// reservation: a template answered in two different minutes less than
+// three minutes apart is known, and a known template always gets its
+// place for knownMinutes after it was last answered. Known templates take
+// at most three quarters of the cap per route; new ones get what the
+// known leave. A client spraying distinct paths at an upstream that
+// answers every path (a single-page app's catch-all) makes templates seen
+// once, so it fills at most the new places: the route's established
+// endpoints keep theirs.
 type endpointCap struct {
 	max     int
-	minutes map[int64]map[string]map[string]struct{} // minute → route → templates
+	minutes map[int64]map[string]*routeMinute // minute → route → templates
+	// known is route → template → the last minute it got a place.
+	known   map[string]map[string]int64
 	newest  int64
 	invalid int // templates counted as other for being too long or not ValidText
 	// overflow counts templates counted as other for being over the cap,
@@ -120,21 +176,27 @@ type endpointCap struct {
 }
 
 func newEndpointCap(max int) *endpointCap {
-	return &endpointCap{max: max, minutes: make(map[int64]map[string]map[string]struct{})}
+	return &endpointCap{max: max, minutes: make(map[int64]map[string]*routeMinute), known: make(map[string]map[string]int64)}
 }
+
+// maxKnown is the most known templates a route keeps: three quarters of
+// the cap (none when the cap is one place).
+func (c *endpointCap) maxKnown() int { return c.max * 3 / 4 }
 
 // endpoint returns the route and template to count a request under: the
 // event's route (or "unrouted") and its path template, or "other" once the
-// route already has max templates in that minute (counted in overflow),
-// or when the template is longer than maxTemplateLen or not ValidText
-// (counted in invalid). A refused request (refusedStatus) never takes a
-// place in the route's cap: it counts under a template answered requests
+// route has no place left for it in that minute (counted in overflow), or
+// when the template is longer than maxTemplateLen or not ValidText
+// (counted in invalid). A request no server answered (served false: the
+// gateway's own answers) or a refused one (refusedStatus) never takes a
+// place in the route's cap: it counts under a template served requests
 // made a key that minute, or adds one of at most maxRefusedTemplates of
 // its own, else counts as "refused" (counted in refused). So a client's
-// 429'd or 404'd paths can neither crowd out the route's endpoints nor
-// make more than a fixed number of keys a minute. Minutes more than two
-// behind the newest seen are forgotten.
-func (c *endpointCap) endpoint(route, path string, status int, minute int64) (string, string) {
+// preflights, 429'd or 404'd paths can neither crowd out the route's
+// endpoints nor make more than a fixed number of keys a minute, and known
+// templates keep their places (endpointCap). Minutes more than two behind
+// the newest seen are forgotten.
+func (c *endpointCap) endpoint(route, path string, status int, served bool, minute int64) (string, string) {
 	if route == "" {
 		return unroutedRoute, otherTemplate
 	}
@@ -147,47 +209,95 @@ func (c *endpointCap) endpoint(route, path string, status int, minute int64) (st
 		return route, otherTemplate
 	}
 	if minute > c.newest {
-		c.newest = minute
-		for m := range c.minutes {
-			if m < minute-2 {
-				delete(c.minutes, m)
-			}
-		}
+		c.advance(minute)
 	}
 	routes := c.minutes[minute]
 	if routes == nil {
-		routes = make(map[string]map[string]struct{})
+		routes = make(map[string]*routeMinute)
 		c.minutes[minute] = routes
 	}
-	seen := routes[route]
-	if seen == nil {
-		seen = make(map[string]struct{})
-		routes[route] = seen
+	rm := routes[route]
+	if rm == nil {
+		rm = &routeMinute{placed: make(map[string]struct{})}
+		routes[route] = rm
 	}
-	if _, ok := seen[tmpl]; ok {
+	if _, ok := rm.placed[tmpl]; ok {
 		return route, tmpl
 	}
-	if refusedStatus(status) {
-		rkey := refusedKey + route
-		rseen := routes[rkey]
-		if rseen == nil {
-			rseen = make(map[string]struct{})
-			routes[rkey] = rseen
-		}
-		if _, ok := rseen[tmpl]; ok {
+	if !served || refusedStatus(status) {
+		if _, ok := rm.refused[tmpl]; ok {
 			return route, tmpl
 		}
-		if len(rseen) >= maxRefusedTemplates {
+		if len(rm.refused) >= maxRefusedTemplates {
 			c.refused++
 			return route, refusedTemplate
 		}
-		rseen[tmpl] = struct{}{}
+		if rm.refused == nil {
+			rm.refused = make(map[string]struct{})
+		}
+		rm.refused[tmpl] = struct{}{}
 		return route, tmpl
 	}
-	if len(seen) >= c.max {
+	known := c.known[route]
+	if _, ok := known[tmpl]; ok {
+		known[tmpl] = minute
+		rm.placed[tmpl] = struct{}{}
+		return route, tmpl
+	}
+	if len(rm.placed) >= c.max {
 		c.overflow++
 		return route, otherTemplate
 	}
-	seen[tmpl] = struct{}{}
+	if len(known) < c.maxKnown() && c.placedBefore(route, tmpl, minute) {
+		// Served in an earlier minute too: known from now on.
+		if known == nil {
+			known = make(map[string]int64)
+			c.known[route] = known
+		}
+		known[tmpl] = minute
+		rm.placed[tmpl] = struct{}{}
+		return route, tmpl
+	}
+	// A new template: the places the route's known templates do not hold.
+	if rm.fresh >= c.max-len(known) {
+		c.overflow++
+		return route, otherTemplate
+	}
+	rm.placed[tmpl] = struct{}{}
+	rm.fresh++
 	return route, tmpl
+}
+
+// advance makes minute the newest: minutes more than two behind it and
+// known templates not answered for knownMinutes are forgotten.
+func (c *endpointCap) advance(minute int64) {
+	c.newest = minute
+	for m := range c.minutes {
+		if m < minute-2 {
+			delete(c.minutes, m)
+		}
+	}
+	for r, ts := range c.known {
+		for t, last := range ts {
+			if last <= minute-knownMinutes {
+				delete(ts, t)
+			}
+		}
+		if len(ts) == 0 {
+			delete(c.known, r)
+		}
+	}
+}
+
+// placedBefore reports whether tmpl got a place on route in one of the
+// two minutes before minute (the ones endpointCap still holds).
+func (c *endpointCap) placedBefore(route, tmpl string, minute int64) bool {
+	for m := minute - 2; m < minute; m++ {
+		if rm := c.minutes[m][route]; rm != nil {
+			if _, ok := rm.placed[tmpl]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }

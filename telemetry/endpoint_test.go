@@ -18,9 +18,9 @@ func TestTemplate(t *testing.T) {
 		{"/v1/files/0B7E5E0E-58A4-4B1C-9A0E-3F1C2D3E4F5A/raw", "/v1/files/{id}/raw"},
 		{"/objs/507f1f77bcf86cd799439011", "/objs/{id}"}, // Mongo ObjectID, 24 hex
 		{"/commits/da39a3ee5e6b4b0d3255bfef95601890afd80709", "/commits/{id}"},
-		{"/cafe/added/beef", "/cafe/added/beef"},                                         // short hex-looking words stay
-		{"/v2/users", "/v2/users"},                                                       // mixed segment stays
-		{"/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5", "/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5"}, // 35 chars: not a UUID
+		{"/cafe/added/beef", "/cafe/added/beef"},          // short hex-looking words stay
+		{"/v2/users", "/v2/users"},                        // mixed segment stays
+		{"/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5", "/{id}"}, // 35 chars: not a UUID, but token-like
 		{"/api/alunos/42?page=2", "/api/alunos/{id}"},
 		{"/a#frag", "/a"},
 		{"42", "{id}"},
@@ -28,6 +28,32 @@ func TestTemplate(t *testing.T) {
 		{"/{id}", "/{id}"},
 	}
 	for _, tt := range tests {
+		if got := Template(tt.path); got != tt.want {
+			t.Errorf("Template(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestTemplateKeepsSecretsOutOfKeys (fresh attack pass A051): one-time
+// secrets in portal paths (magic-login, password reset, invite and e-mail
+// verification links, a JWT) became telemetry keys and gateway_metrics
+// rows kept 90 days. Every token-like segment is {id}; words, slugs and
+// file names stay.
+func TestTemplateKeepsSecretsOutOfKeys(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ path, want string }{
+		{"/api/auth/magic/Zx9_3kLq-8vT2mNbR7wYp4QsUe6", "/api/auth/magic/{id}"},
+		{"/reset/MQ/c4rz9u-2f5a6b7c8d9e0f1a2b3c/", "/reset/MQ/{id}/"},                                                // Django
+		{"/password/reset/9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", "/password/reset/{id}"}, // Laravel
+		{"/convite/k3j4h5g6f7d8s9a0q1w2", "/convite/{id}"},                                                           // base36
+		{"/verify/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig-abc_DEF", "/verify/{id}"},                                 // a JWT
+		{"/s/aBcDeFgHiJkLmNoPqRsTuVwXyZaBcDeF", "/s/{id}"},                                                           // 32 letters
+		{"/api/relatorio-mensal-consolidado", "/api/relatorio-mensal-consolidado"},                                   // a slug without digits
+		{"/static/app.bundle.min.js", "/static/app.bundle.min.js"},                                                   // a file name
+		{"/api/v2/escolas/turmas", "/api/v2/escolas/turmas"},
+		{"/login", "/login"},
+		{"/a/ação-2024-especial", "/a/ação-2024-especial"}, // not token characters
+	} {
 		if got := Template(tt.path); got != tt.want {
 			t.Errorf("Template(%q) = %q, want %q", tt.path, got, tt.want)
 		}
@@ -44,7 +70,7 @@ func TestEndpointCapOverflowsToOtherPerRoutePerMinute(t *testing.T) {
 	t.Parallel()
 	c := newEndpointCap(2)
 	get := func(route, path string, minute int64) string {
-		r, tmpl := c.endpoint(route, path, 200, minute)
+		r, tmpl := c.endpoint(route, path, 200, true, minute)
 		return r + ":" + tmpl
 	}
 	if got := get("portal", "/a", 100); got != "portal:/a" {
@@ -68,7 +94,7 @@ func TestEndpointCapOverflowsToOtherPerRoutePerMinute(t *testing.T) {
 	if got := get("", "/anything", 101); got != "unrouted:other" {
 		t.Errorf("no route = %q, want unrouted:other", got)
 	}
-	if got := get("portal", "/"+strings.Repeat("x", maxTemplateLen), 101); got != "portal:other" {
+	if got := get("portal", strings.Repeat("/x", maxTemplateLen/2+1), 101); got != "portal:other" {
 		t.Errorf("overlong path = %q, want portal:other", got)
 	}
 	get("portal", "/z", 110)

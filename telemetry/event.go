@@ -25,4 +25,12 @@ type Event struct {
 	Blocked bool
 	// WouldBlock reports that a rule in observe mode would have blocked it.
 	WouldBlock bool
+	// Served reports that a server answered this path: the route's
+	// upstream sent the response, or the webhook ingress accepted the
+	// event. An answer the gateway made on its own (a CORS preflight, an
+	// OPTIONS with Max-Forwards: 0, a loop refusal, a 502/504 for a
+	// failed exchange, any refusal) is not served: its path is the
+	// client's choice, so it counts like a refused request and never
+	// takes an endpoint's place (docs/telemetry.md, "Endpoints").
+	Served bool
 }

@@ -35,6 +35,7 @@ func TestRedisCountsEqualEventsSent(t *testing.T) {
 			local := map[string]int64{}
 			for i := range 1000 {
 				e := Event{
+					Served:     true,
 					Time:       now,
 					Route:      []string{"portal", "api"}[i%2],
 					Path:       fmt.Sprintf("/alunos/%d/notas", i),
@@ -128,7 +129,7 @@ func TestAtMostOneRoundTripPer100Events(t *testing.T) {
 	tick := time.NewTicker(time.Millisecond) // ≈1 000/s
 	for i := range events {
 		<-tick.C
-		r.Record(Event{Route: "portal", Path: fmt.Sprintf("/x/%d", i), Status: 200, Escola: "e1"})
+		r.Record(Event{Served: true, Route: "portal", Path: fmt.Sprintf("/x/%d", i), Status: 200, Escola: "e1"})
 	}
 	tick.Stop()
 	if err := r.Stop(t.Context()); err != nil {
@@ -207,7 +208,7 @@ func TestRedisStoppedDuringTrafficThenBack(t *testing.T) {
 	for {
 		before := dropped(t, r, dropStoreError)
 		now := time.Now()
-		r.Record(Event{Time: now, Route: "portal", Path: "/back", Status: 200})
+		r.Record(Event{Served: true, Time: now, Route: "portal", Path: "/back", Status: 200})
 		time.Sleep(200 * time.Millisecond)
 		if n, _ := direct.Get(t.Context(), ks.Metric("portal:/back", now)).Int64(); n > 0 {
 			break
@@ -291,7 +292,7 @@ func recordFor(r *Recorder, d time.Duration) time.Duration {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(end); i++ {
 				start := time.Now()
-				r.Record(Event{Route: "portal", Path: fmt.Sprintf("/g%d/%d", g, i), Status: 200, Escola: "e1"})
+				r.Record(Event{Served: true, Route: "portal", Path: fmt.Sprintf("/g%d/%d", g, i), Status: 200, Escola: "e1"})
 				if el := int64(time.Since(start)); el > slowest.Load() {
 					slowest.Store(el)
 				}

@@ -115,9 +115,9 @@ func TestRecorderFoldsEveryDimension(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 3, 4, 5, 6, 59, 0, time.FixedZone("BRT", -3*3600))
-	r.Record(Event{Time: at, Route: "portal", Path: "/api/alunos/1", Status: 200, Escola: "e1"})
-	r.Record(Event{Time: at, Route: "portal", Path: "/api/alunos/2", Status: 429, Escola: "e1", Blocked: true})
-	r.Record(Event{Time: at, Route: "portal", Path: "/api/alunos/3", Status: 200, WouldBlock: true})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/api/alunos/1", Status: 200, Escola: "e1"})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/api/alunos/2", Status: 429, Escola: "e1", Blocked: true})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/api/alunos/3", Status: 200, WouldBlock: true})
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +151,14 @@ func TestRecordNeverBlocksWhenQueueIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Hang the flusher in a write, so only the queue takes events.
-	r.Record(Event{Route: "portal", Path: "/x", Status: 200})
+	r.Record(Event{Served: true, Route: "portal", Path: "/x", Status: 200})
 	for !sink.waiting.Load() {
 		time.Sleep(time.Millisecond)
 	}
 	done := make(chan struct{})
 	go func() {
 		for range 10_000 {
-			r.Record(Event{Route: "portal", Path: "/x", Status: 200})
+			r.Record(Event{Served: true, Route: "portal", Path: "/x", Status: 200})
 		}
 		close(done)
 	}()
@@ -184,7 +184,7 @@ func TestFailedBatchIsDroppedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 7 {
-		r.Record(Event{Route: "portal", Path: "/x", Status: 200})
+		r.Record(Event{Served: true, Route: "portal", Path: "/x", Status: 200})
 	}
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestFailedBatchIsDroppedAndCounted(t *testing.T) {
 	if n := series(t, reg, "borda_telemetry_flush_duration_seconds"); n != 1 {
 		t.Errorf("flush duration series = %d, want 1", n)
 	}
-	r.Record(Event{Route: "portal"})
+	r.Record(Event{Served: true, Route: "portal"})
 	if got := dropped(t, r, dropStopped); got != 1 {
 		t.Errorf("dropped{stopped} = %v after Stop, want 1", got)
 	}
@@ -213,7 +213,7 @@ func TestStopFlushesTheLastBatch(t *testing.T) {
 	}
 	now := time.Now()
 	for range 500 {
-		r.Record(Event{Time: now, Route: "portal", Path: "/x", Status: 204})
+		r.Record(Event{Served: true, Time: now, Route: "portal", Path: "/x", Status: 204})
 	}
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)
@@ -250,7 +250,7 @@ func TestCancelledStartContextFlushesAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	r.Record(Event{Time: now, Route: "portal", Path: "/x"})
+	r.Record(Event{Served: true, Time: now, Route: "portal", Path: "/x"})
 	cancel()
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestStopHonoursItsContext(t *testing.T) {
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	r.Record(Event{Route: "portal"})
+	r.Record(Event{Served: true, Route: "portal"})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	if err := r.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -279,7 +279,7 @@ func TestStopHonoursItsContext(t *testing.T) {
 func TestNilRecorderRecordsNothing(t *testing.T) {
 	t.Parallel()
 	var r *Recorder
-	r.Record(Event{Route: "portal"}) // must not panic
+	r.Record(Event{Served: true, Route: "portal"}) // must not panic
 }
 
 func TestNewRecorderRefusesBadConfig(t *testing.T) {
@@ -318,7 +318,7 @@ func TestBatchFlushesOnSize(t *testing.T) {
 	}
 	now := time.Now()
 	for i := range maxBatchShapes {
-		r.Record(Event{Time: now, Route: "portal", Path: fmt.Sprintf("/s%d", i)})
+		r.Record(Event{Served: true, Time: now, Route: "portal", Path: fmt.Sprintf("/s%d", i)})
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -339,7 +339,7 @@ func TestBatchFlushesOnSize(t *testing.T) {
 // Record allocates nothing: the gateway calls it on every request.
 func TestRecordDoesNotAllocate(t *testing.T) {
 	r, _ := newTestRecorder(t, testConfig(1<<16), keyspace.MustNew("olp-dev:t:"), &memSink{})
-	e := Event{Time: time.Now(), Route: "portal", Path: "/api/alunos/42", Status: 200, Escola: "e1"}
+	e := Event{Served: true, Time: time.Now(), Route: "portal", Path: "/api/alunos/42", Status: 200, Escola: "e1"}
 	if n := testing.AllocsPerRun(1000, func() { r.Record(e) }); n != 0 {
 		t.Errorf("Record: %v allocs per call, want 0", n)
 	}
@@ -353,11 +353,11 @@ func TestFoldDoesNotStarveTheFlushTickWhileProducersKeepUp(t *testing.T) {
 	t.Parallel()
 	r, _ := newTestRecorder(t, testConfig(100), keyspace.MustNew("olp-dev:t:"), &memSink{})
 	for range 10 {
-		r.events <- Event{Route: "portal", Path: "/x"} // zero Time: folding calls r.now
+		r.events <- Event{Served: true, Route: "portal", Path: "/x"} // zero Time: folding calls r.now
 	}
 	r.now = func() time.Time { // a producer as fast as the folder: one new event per event folded
 		select {
-		case r.events <- Event{Route: "portal", Path: "/y"}:
+		case r.events <- Event{Served: true, Route: "portal", Path: "/y"}:
 		default:
 		}
 		return time.Now()

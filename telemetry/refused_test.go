@@ -34,14 +34,14 @@ func TestRefusedRequestsOnManyDistinctPathsMakeFewKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 			at := time.Date(2026, 3, 4, 5, 6, 30, 0, time.UTC)
-			r.Record(Event{Time: at, Route: "portal", Path: "/api/alunos/1", Status: 200})
+			r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/api/alunos/1", Status: 200})
 			const flood = 5000
 			for i := range flood {
-				r.Record(Event{Time: at, Route: "portal", Path: fmt.Sprintf("/scan/w%dx", i), Status: status, Blocked: status == 429})
+				r.Record(Event{Served: true, Time: at, Route: "portal", Path: fmt.Sprintf("/scan/w%dx", i), Status: status, Blocked: status == 429})
 			}
-			r.Record(Event{Time: at, Route: "portal", Path: "/api/alunos/2", Status: status})
+			r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/api/alunos/2", Status: status})
 			for i := range 5 {
-				r.Record(Event{Time: at, Route: "portal", Path: fmt.Sprintf("/api/n%d", i), Status: 200})
+				r.Record(Event{Served: true, Time: at, Route: "portal", Path: fmt.Sprintf("/api/n%d", i), Status: 200})
 			}
 			if err := r.Stop(t.Context()); err != nil {
 				t.Fatal(err)
@@ -96,7 +96,7 @@ func TestAnsweredOverflowIsCounted(t *testing.T) {
 	}
 	at := time.Date(2026, 3, 4, 5, 6, 30, 0, time.UTC)
 	for i := range 50 {
-		r.Record(Event{Time: at, Route: "portal", Path: fmt.Sprintf("/p%d", i), Status: 200})
+		r.Record(Event{Served: true, Time: at, Route: "portal", Path: fmt.Sprintf("/p%d", i), Status: 200})
 	}
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)

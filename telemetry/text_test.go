@@ -115,13 +115,13 @@ func TestHostilePathsAndEscolaIDsNeverBecomeKeys(t *testing.T) {
 	}
 	at := time.Date(2026, 3, 4, 5, 6, 0, 0, time.UTC)
 	for _, p := range hostileTexts {
-		r.Record(Event{Time: at, Route: "portal", Path: p, Status: 200})
+		r.Record(Event{Served: true, Time: at, Route: "portal", Path: p, Status: 200})
 	}
-	r.Record(Event{Time: at, Route: "portal", Path: "/" + strings.Repeat("z", 300), Status: 200})
-	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "e\xff"})
-	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "e\u0085"})
-	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: strings.Repeat("9", 300)})
-	r.Record(Event{Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "3141"})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: strings.Repeat("/z", 150), Status: 200})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "e\xff"})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "e\u0085"})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: strings.Repeat("9", 300)})
+	r.Record(Event{Served: true, Time: at, Route: "portal", Path: "/ação", Status: 200, Escola: "3141"})
 	if err := r.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}

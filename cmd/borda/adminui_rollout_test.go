@@ -24,7 +24,10 @@ func TestOpsRolloutReadsTheLastDayOfGatewayMetrics(t *testing.T) {
 	if err := schema.Up(ctx, dbURL); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
+	// A fixed weekday: the generated month has school-day and weekend
+	// traffic, so the last day's suggestion on a Sunday differs (this test
+	// failed on 2026-12-06, a Sunday, with time.Now).
+	now := time.Date(2026, 11, 18, 15, 0, 0, 0, time.UTC)
 	if err := writeGeneratedMonth(ctx, pool, "staging", now, 3); err != nil {
 		t.Fatal(err)
 	}

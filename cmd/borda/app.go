@@ -15,6 +15,7 @@ import (
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/gateway"
 	"github.com/olp-edu/borda/identity"
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/redisconn"
@@ -144,7 +145,7 @@ func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	case "memory":
 		a.log.Warn("no Redis configured: rate limits use the embedded in-memory store, which counts for this instance only")
 	}
-	return newStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second})
+	return newStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second, Transport: egress.Transport()})
 }
 
 // aggregate runs the hourly aggregation when database.url and redis.url

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/olp-edu/borda/configs"
@@ -47,6 +48,13 @@ func runConfig(_ context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := r.Config
+	// The deny lists as serve builds them (files read, each entry's width
+	// and each list's coverage checked: denylist.List.Check), so a list
+	// serve would refuse is not reported valid here.
+	if _, err := (&denyLists{}).build(cfg, slog.New(slog.DiscardHandler)); err != nil {
+		fmt.Fprintf(stderr, "borda: invalid config %s: 1 problem(s):\n  %s\n", *path, redact.URLs(err.Error()))
+		return 2
+	}
 	out, err := cfg.Redacted()
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: rendering config: %v\n", err)

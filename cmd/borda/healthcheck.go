@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/olp-edu/borda/internal/egress"
 )
 
 // runHealthcheck implements `borda healthcheck [--port N] [--path P]
@@ -37,7 +39,7 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "borda healthcheck: building request: %v\n", err)
 		return 2
 	}
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, MaxResponseHeaderBytes: egress.MaxResponseHeaderBytes}}
 	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda healthcheck: probing %s: %v\n", url, err)

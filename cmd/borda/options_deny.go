@@ -20,8 +20,9 @@ type denyLists struct {
 }
 
 // staticDenyList builds the list of d's inline entries and files; an
-// unreadable file or a bad line is an error naming it.
-func staticDenyList(d configs.Deny) (*denylist.List, error) {
+// unreadable file, a bad line or a list that denies more than maxShare
+// (denylist.List.Check) is an error naming it.
+func staticDenyList(d configs.Deny, maxShare float64) (*denylist.List, error) {
 	var b denylist.Builder
 	for _, e := range d.IPs {
 		if err := b.Add(denylist.Addresses, e); err != nil {
@@ -53,7 +54,11 @@ func staticDenyList(d configs.Deny) (*denylist.List, error) {
 	if err := read(denylist.Agents, d.UserAgentFiles); err != nil {
 		return nil, err
 	}
-	return b.List(), nil
+	l := b.List()
+	if err := l.Check(maxShare); err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // build maps cfg's deny sections into the gateway's Deny, creating (not
@@ -62,8 +67,9 @@ func (dl *denyLists) build(cfg configs.Config, logger *slog.Logger) (gateway.Den
 	if dl.feeds == nil {
 		dl.feeds = map[string]*denylist.Feed{}
 	}
+	maxShare := denyMaxShare(cfg.Deny)
 	sources := func(scope string, d configs.Deny) ([]gateway.DenySource, error) {
-		static, err := staticDenyList(d)
+		static, err := staticDenyList(d, maxShare)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", scope, err)
 		}
@@ -81,7 +87,7 @@ func (dl *denyLists) build(cfg configs.Config, logger *slog.Logger) (gateway.Den
 			f := dl.feeds[key]
 			if f == nil {
 				f = denylist.NewFeed(denylist.FeedOptions{URL: fc.URL, Kind: kind, Every: fc.Refresh.D(), Name: name,
-					Logger: logger.With("component", "deny")})
+					Logger: logger.With("component", "deny"), MaxShare: maxShare})
 				dl.feeds[key] = f
 			}
 			out = append(out, gateway.DenySource{Name: name, List: f.List})
@@ -116,6 +122,15 @@ func (dl *denyLists) build(cfg configs.Config, logger *slog.Logger) (gateway.Den
 		deny.Routes[rc.Name] = src
 	}
 	return deny, nil
+}
+
+// denyMaxShare is deny.max_coverage_percent as a share (0-1], or
+// denylist.DefaultMaxShare when unset.
+func denyMaxShare(d configs.Deny) float64 {
+	if d.MaxCoveragePercent > 0 {
+		return d.MaxCoveragePercent / 100
+	}
+	return denylist.DefaultMaxShare
 }
 
 // start starts every feed (a second start of one is a no-op).

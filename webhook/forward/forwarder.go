@@ -23,6 +23,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/redis/go-redis/v9"
 	"github.com/sony/gobreaker/v2"
 
@@ -186,7 +187,7 @@ func New(opts Options) (*Forwarder, error) {
 	}
 	client := opts.HTTPClient
 	if client == nil {
-		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		client = &http.Client{Transport: egress.Transport(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
