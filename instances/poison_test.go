@@ -134,7 +134,7 @@ func TestConsumer_PoisonEventDoesNotStallOtherInstances(t *testing.T) {
 		}
 		conn.Close()
 	})
-	c, err := New(Options{AMQPURL: amqpURL, Queue: top.EventsQueue, DB: pool, Reconnect: 20 * time.Millisecond, MaxHold: 50 * time.Millisecond})
+	c, err := New(Options{AMQPURL: amqpURL, Queue: top.EventsQueue, DB: pool, Prefetch: 20, Reconnect: 20 * time.Millisecond, MaxHold: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
