@@ -225,8 +225,6 @@ func TestHostileIngressHostileEventIDsAreForwarded(t *testing.T) {
 		`"esc-%d\u001b[2J\u001b]0;pwned\u0007"`,
 		`"c1-%d\u009b31m"`,
 		`"del-%d\u007f"`,
-		`"surrogate-%d\ud800"`,
-		`"surrogate-%d\ud801"`,
 		`"long-%d-` + strings.Repeat("k", 220) + `"`,
 	}
 	for _, id := range bodyIDs {
@@ -239,8 +237,10 @@ func TestHostileIngressHostileEventIDsAreForwarded(t *testing.T) {
 		}
 	}
 	// Raw invalid UTF-8 in a JSON body is refused 400 INVALID_UTF8 (attack
-	// B18): the provider is told, nothing is acknowledged and lost.
-	for _, id := range []string{"\"badutf8-%d\xff\"", "\"badutf8-%d\xfe\""} {
+	// B18): the provider is told, nothing is acknowledged and lost; so is
+	// an escaped lone surrogate, which no downstream parser reads alike
+	// (fresh attack pass A036).
+	for _, id := range []string{"\"badutf8-%d\xff\"", "\"badutf8-%d\xfe\"", `"surrogate-%d\ud800"`, `"surrogate-%d\udc01x"`} {
 		body := `{"id":` + fmt.Sprintf(id, stamp) + `}`
 		if code, _, reply := ingressRaw(t, p.public, "/webhooks/whatsapp", body, "Authorization: Bearer "+ingressToken); code != 400 || !strings.Contains(reply, "INVALID_UTF8") {
 			t.Errorf("id %q: %d %s, want 400 INVALID_UTF8", id, code, reply)

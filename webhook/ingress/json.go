@@ -444,13 +444,52 @@ func skipComma(b []byte, i int) int {
 // is checked: the members Borda reads (id_fields, redact_fields,
 // Stripe's id) are not the only ones its consumers read.
 func jsonRefused(body []byte) string {
-	if !utf8.Valid(body) {
+	if !utf8.Valid(body) || jsonLoneSurrogate(body) {
 		return ReasonInvalidUTF8
 	}
 	if jsonDuplicateMember(body) {
 		return ReasonDuplicateMember
 	}
 	return ""
+}
+
+// jsonLoneSurrogate reports whether a string of b (valid JSON) holds a
+// \u escape of a surrogate that is not half of a pair ("\ud83d" alone,
+// a low one first). It is not text: Go reads it as U+FFFD, Python decodes
+// it and cannot encode it again, PostgreSQL's jsonb and PHP's json_decode
+// refuse the body, so an acknowledged event could never be delivered
+// (fresh attack pass A036); the same code point as raw bytes is invalid
+// UTF-8, already refused. In valid JSON a backslash occurs only inside a
+// string, so one pass over the escapes suffices.
+func jsonLoneSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+1 >= len(b) || b[i+1] != 'u' {
+			i++ // a two-byte escape: skip what it escapes (\\ included)
+			continue
+		}
+		r, ok := hex4(b[i+2:])
+		if !ok {
+			return false // not valid JSON: jsonValid refuses it
+		}
+		i += 5
+		switch {
+		case r >= 0xdc00 && r < 0xe000:
+			return true // a low surrogate first
+		case r >= 0xd800 && r < 0xdc00:
+			if i+6 >= len(b) || b[i+1] != '\\' || b[i+2] != 'u' {
+				return true
+			}
+			lo, ok := hex4(b[i+3:])
+			if !ok || lo < 0xdc00 || lo >= 0xe000 {
+				return true
+			}
+			i += 6
+		}
+	}
+	return false
 }
 
 // smallObject is how many member names an object's check compares

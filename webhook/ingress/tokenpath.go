@@ -249,18 +249,23 @@ func newKnownTokens(srcs []Source) knownTokens {
 }
 
 // maxRedactSegments bounds the segments of one path compared with the
-// tokens (a path of thousands of segments costs no more than this).
+// tokens (a path of thousands of segments costs no more than this); the
+// segments past it are never compared, so they are never printed either:
+// they become one redactedSegment (fresh attack pass A060: a token as the
+// 66th segment reached the access log).
 const maxRedactSegments = 64
 
-// redact replaces every segment of p that is a known token. It allocates
-// only for a path it changes.
+// redact replaces every segment of p that is a known token, and the
+// segments past maxRedactSegments as a whole. It allocates only for a path
+// it changes.
 func (k knownTokens) redact(p string) string {
 	if len(k.set) == 0 {
 		return p
 	}
 	var segs []string
-	n := 0
-	for rest, idx := p, 0; rest != "" && n < maxRedactSegments; n++ {
+	idx, off := 0, 0 // the segment rest starts with, and where in p
+	rest := p
+	for n := 0; rest != "" && n < maxRedactSegments; n++ {
 		seg, after, found := strings.Cut(rest, "/")
 		if k.isToken(seg) {
 			if segs == nil {
@@ -269,9 +274,18 @@ func (k knownTokens) redact(p string) string {
 			segs[idx] = redactedSegment
 		}
 		if !found {
+			rest = ""
 			break
 		}
-		rest, idx = after, idx+1
+		rest, idx, off = after, idx+1, off+len(seg)+1
+	}
+	if rest != "" {
+		// Past the bound: the unexamined tail becomes one redacted segment.
+		head := p[:off]
+		if segs != nil {
+			head = strings.Join(segs[:idx], "/") + "/"
+		}
+		return head + redactedSegment
 	}
 	if segs == nil {
 		return p

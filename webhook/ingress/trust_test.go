@@ -330,6 +330,30 @@ func TestJSONBodyWithInvalidUTF8IsRefused(t *testing.T) {
 	}
 }
 
+// A036: an escaped lone surrogate ("\ud83d", what JSON.stringify writes
+// for a string cut inside an emoji) was acknowledged, though Python,
+// PostgreSQL jsonb and PHP cannot read the body, while the same code
+// point as raw bytes was refused. Every unpaired surrogate escape, in a
+// value or a name, any case of hex, is 400 INVALID_UTF8; pairs and
+// escaped backslashes before a "u" are not surrogates.
+func TestJSONBodyWithALoneSurrogateIsRefused(t *testing.T) {
+	t.Parallel()
+	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+	lone := []string{`\ud83d`, `\uD83D`, `\udc00`, `\uDFFF`, `\ud800\u0041`, `\udbff\ud800`, `\ude00\ud83d`, `a\ud83d`, `\ud83dx`,
+		`\ud83d\`, `\\\ud83d`, `\ud83d\n`}
+	for _, bad := range lone {
+		for _, body := range []string{`{"text":"` + bad + `"}`, `{"` + bad + `":1}`, `{"data":["ok","` + bad + `"]}`} {
+			if !json.Valid([]byte(body)) {
+				continue // a spelling that is not JSON at all is refused as such
+			}
+			expectInvalid(t, req{target: "/webhooks/whatsapp", body: body, headers: bearer("test-token")}.do(i), ReasonInvalidUTF8, body)
+		}
+	}
+	for _, ok := range []string{`\ud83d\ude00`, `\uD83D\uDE00`, `\\ud83d`, `\\\\ud83d`, `\u00e9`, `x\\u`, `\udbff\udfff`} {
+		expect(t, req{target: "/webhooks/whatsapp", body: `{"text":"` + ok + `"}`, headers: bearer("test-token")}.do(i), http.StatusOK, StatusPublishedConfirmed)
+	}
+}
+
 // duplicateBodies name one member twice in one object, in every spelling
 // encoding/json takes for one name; uniqueBodies do not (same names in
 // different objects).
@@ -626,5 +650,43 @@ func TestTokenHolderCannotHoldMoreBodyMemoryThanTheBudget(t *testing.T) {
 				t.Fatalf("the budget was not released: %d bytes", got)
 			}
 		})
+	}
+}
+
+// A060: a configured token deeper than the 64th segment was printed
+// verbatim (the comparison stops there, silently). The segments past the
+// bound are never compared, so they become one redacted segment; a token
+// within the bound is redacted as before, and a path within the bound is
+// kept whole.
+func TestConfiguredTokenPastTheSegmentBoundNeverReachesTheLog(t *testing.T) {
+	t.Parallel()
+	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+	deep := func(at, total int, tok string) string {
+		segs := make([]string, total)
+		for j := range segs {
+			segs[j] = "a"
+		}
+		if at > 0 {
+			segs[at-1] = tok
+		}
+		return "/" + strings.Join(segs, "/")
+	}
+	for _, at := range []int{12, 63, 64, 65, 66, 200} {
+		for _, total := range []int{at, at + 1, at + 40} {
+			p := deep(at, total, "test-token")
+			got := i.RedactPath(p)
+			if strings.Contains(got, "test-token") {
+				t.Errorf("token as segment %d of %d: still there", at, total)
+			}
+			if strings.Count(got, "/") > maxRedactSegments+1 {
+				t.Errorf("token as segment %d of %d: %d segments printed", at, total, strings.Count(got, "/"))
+			}
+		}
+	}
+	if p := deep(0, maxRedactSegments-1, ""); i.RedactPath(p) != p {
+		t.Errorf("a path within the bound without a token changed")
+	}
+	if got := i.RedactPath(deep(0, 100, "")); !strings.HasSuffix(got, "/"+redactedSegment) || strings.Count(got, "/") != maxRedactSegments+1 {
+		t.Errorf("a path past the bound: %q", got)
 	}
 }
