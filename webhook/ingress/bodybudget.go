@@ -13,8 +13,19 @@ import (
 // arriving; the connection is closed and the provider retries.
 const ReasonBodyBudget = "BODY_BUDGET_EXHAUSTED"
 
-// errBodyBudget is what a budgetReader returns past the budget.
-var errBodyBudget = errors.New("ingress: the unauthenticated-body budget is spent")
+// ReasonBodyShare is the 429 reason of a delivery refused because its
+// client already holds its share of the body budget (a quarter) in bodies
+// still arriving: the client's own doing, so a 429 and not a 503, which
+// would count as the service's unavailability (fresh attack pass A035:
+// one address kept the broker-down alert firing).
+const ReasonBodyShare = "BODY_SHARE_EXHAUSTED"
+
+// errBodyBudget is what a budgetReader returns past the budget, and
+// errBodyShare past the client's share of it.
+var (
+	errBodyBudget = errors.New("ingress: the unauthenticated-body budget is spent")
+	errBodyShare  = errors.New("ingress: this client holds its share of the body budget")
+)
 
 // bodyBudget bounds the bytes that unauthenticated request bodies (a
 // signature-only source's, read whole before the signature can be
@@ -61,8 +72,8 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 	if n > 0 {
 		br.read += int64(n)
 		if over := br.read - br.held; over > 0 {
-			if !br.b.charge(br.client, over) {
-				return 0, errBodyBudget
+			if err := br.b.charge(br.client, over); err != nil {
+				return 0, err
 			}
 			br.held += over
 		}
@@ -72,35 +83,36 @@ func (br *budgetReader) Read(p []byte) (int, error) {
 
 // reserve charges n bytes at once, before any is read: what a buffer
 // allocated from the Content-Length holds (a token source's body is read
-// into one of that size). false: nothing charged, the budget is spent.
-func (br *budgetReader) reserve(n int64) bool {
+// into one of that size). An error (errBodyShare or errBodyBudget):
+// nothing charged.
+func (br *budgetReader) reserve(n int64) error {
 	if n <= 0 {
-		return true
+		return nil
 	}
-	if !br.b.charge(br.client, n) {
-		return false
+	if err := br.b.charge(br.client, n); err != nil {
+		return err
 	}
 	br.held += n
-	return true
+	return nil
 }
 
-// charge takes n bytes for client, false (nothing taken) past the
-// client's share or the whole budget.
-func (b *bodyBudget) charge(client string, n int64) bool {
+// charge takes n bytes for client; past the client's share it returns
+// errBodyShare, past the whole budget errBodyBudget, and takes nothing.
+func (b *bodyBudget) charge(client string, n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.limit > 0 && b.byClient[client]+n > max(b.share, b.limit/clientShare, 1) {
-		return false
+		return errBodyShare
 	}
 	if b.used.Add(n) > b.limit && b.limit > 0 {
 		b.used.Add(-n)
-		return false
+		return errBodyBudget
 	}
 	if b.byClient == nil {
 		b.byClient = map[string]int64{}
 	}
 	b.byClient[client] += n
-	return true
+	return nil
 }
 
 // release returns the bytes this reader charged (call once, when the

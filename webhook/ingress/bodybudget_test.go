@@ -89,25 +89,97 @@ func TestUnauthenticatedBodiesShareOneBudget(t *testing.T) {
 	}
 }
 
+// TestAClientPastItsShareIsTold429NotAnOutage (fresh attack pass A035):
+// one unauthenticated address holding its share of the budget in stalled
+// bodies got 503 SERVICE_UNAVAILABLE for every further request, and the
+// 503 rate fired the broker-down alert. Past its own share a client gets
+// 429 BODY_SHARE_EXHAUSTED (Retry-After, connection closed), counted as
+// TOO_MANY_REQUESTS and never as a publish failure; another client's body
+// still fits.
+func TestAClientPastItsShareIsTold429NotAnOutage(t *testing.T) {
+	const part = 4096
+	cfg := defaultOptions()
+	cfg.MaxBodyBytes = part // the share: max(largest body, a quarter)
+	cfg.UnauthenticatedBodyBytes = 8 * part
+	cfg.Sources = []Source{{Name: "x", Path: "/webhooks/x", Signature: &Signature{Scheme: "github", Tolerance: time.Minute, Secrets: []string{"s"}}}}
+	i, err := New(cfg, &fakePublisher{}, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i.SetClientIP(func(r *http.Request) string { return r.Header.Get("X-Test-Client") })
+	srv := httptest.NewServer(i)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	head := func(client string, n int) string {
+		return fmt.Sprintf("POST /webhooks/x HTTP/1.1\r\nHost: x\r\nX-Test-Client: %s\r\nContent-Type: application/json\r\nX-Hub-Signature-256: sha256=00\r\nContent-Length: %d\r\n\r\n", client, n)
+	}
+	// The attacker holds its share (2 × part) in two stalled bodies.
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprint(c, head("attacker", part)+strings.Repeat("a", part-1))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for i.budget.used.Load() < 2*(part-1) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := i.budget.used.Load(); got != 2*(part-1) {
+		t.Fatalf("budget used %d, want %d", got, 2*(part-1))
+	}
+	ask := func(client string) (*http.Response, string) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		go fmt.Fprint(c, head(client, 64)+strings.Repeat("b", 64))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", client, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	for range 3 {
+		resp, body := ask("attacker")
+		if resp.StatusCode != 429 || !resp.Close || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, ReasonBodyShare) {
+			t.Fatalf("the attacker past its share: %d close=%v Retry-After=%q %s", resp.StatusCode, resp.Close, resp.Header.Get("Retry-After"), body)
+		}
+	}
+	if resp, body := ask("provider"); resp.StatusCode == 429 || resp.StatusCode == 503 {
+		t.Fatalf("another client refused while the budget has room: %d %s", resp.StatusCode, body)
+	}
+	if got := value(t, i.metrics.requests.WithLabelValues(StatusTooManyRequests)); got != 3 {
+		t.Errorf("TOO_MANY_REQUESTS counted %v, want 3", got)
+	}
+	if got := value(t, i.metrics.requests.WithLabelValues(StatusServiceUnavailable)); got != 0 {
+		t.Errorf("SERVICE_UNAVAILABLE counted %v, want 0 (the alert's numerator)", got)
+	}
+}
+
 // One address with a few slow bodies spent the whole budget, and every
 // signed source's deliveries got 503 (fresh attack pass B11): a client
 // holds at most a quarter of it, so another client's body still fits.
 func TestOneClientHoldsAtMostItsShareOfTheBudget(t *testing.T) {
 	b := &bodyBudget{limit: 4000}
-	if !b.charge("greedy", 1000) || b.charge("greedy", 1) {
-		t.Fatal("a client may hold exactly a quarter of the budget")
+	if b.charge("greedy", 1000) != nil || b.charge("greedy", 1) != errBodyShare {
+		t.Fatal("a client may hold exactly a quarter of the budget, and past it is told it holds its share")
 	}
 	for _, c := range []string{"a", "b", "c"} {
-		if !b.charge(c, 1000) {
-			t.Fatalf("client %s refused while the budget has room", c)
+		if err := b.charge(c, 1000); err != nil {
+			t.Fatalf("client %s refused while the budget has room: %v", c, err)
 		}
 	}
-	if b.charge("d", 1) {
-		t.Fatal("the whole budget is spent, yet a byte was charged")
+	if b.charge("d", 1) != errBodyBudget {
+		t.Fatal("the whole budget is spent, yet a byte was charged (or the refusal blamed the client)")
 	}
 	r := &budgetReader{b: b, client: "greedy", held: 1000}
 	r.release()
-	if !b.charge("d", 1000) || b.used.Load() != 4000 {
+	if b.charge("d", 1000) != nil || b.used.Load() != 4000 {
 		t.Fatalf("release did not give the bytes back: used %d", b.used.Load())
 	}
 	if _, left := b.byClient["greedy"]; left {
@@ -115,7 +187,7 @@ func TestOneClientHoldsAtMostItsShareOfTheBudget(t *testing.T) {
 	}
 	// One body of the largest accepted size always fits one client.
 	big := &bodyBudget{limit: 4000, share: 3000}
-	if !big.charge("one", 3000) || big.charge("one", 1) {
+	if big.charge("one", 3000) != nil || big.charge("one", 1) == nil {
 		t.Error("the share is not the largest body when that exceeds a quarter")
 	}
 }
@@ -128,7 +200,7 @@ func TestZeroBudgetRefusesNothing(t *testing.T) {
 	t.Parallel()
 	b := &bodyBudget{}
 	r := b.reader(strings.NewReader(strings.Repeat("a", 1<<20)), "c")
-	if !r.reserve(1 << 30) {
+	if r.reserve(1<<30) != nil {
 		t.Fatal("reserve refused with no budget")
 	}
 	if _, err := io.Copy(io.Discard, r); err != nil {

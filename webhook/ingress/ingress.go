@@ -35,6 +35,7 @@ const (
 	StatusRequestInFlight      = "REQUEST_IN_FLIGHT"
 	StatusAlreadyProcessed     = "ALREADY_PROCESSED"
 	StatusServiceUnavailable   = "SERVICE_UNAVAILABLE"
+	StatusTooManyRequests      = "TOO_MANY_REQUESTS"
 	StatusPublishedConfirmed   = "PUBLISHED_CONFIRMED"
 	StatusNotFound             = "NOT_FOUND"
 	// StatusAuthThrottled (429): too many refused credentials from this

@@ -146,8 +146,8 @@ func (i *Ingress) receive(w http.ResponseWriter, r *http.Request, d *delivery, s
 	// authBudget, its Content-Length reserved at once since its buffer is
 	// allocated that size.
 	charged := budget.reader(http.MaxBytesReader(w, r.Body, i.maxBody), i.clientIP(r))
-	if !charged.reserve(hint) {
-		return charged, respondBudgetSpent(w)
+	if err := charged.reserve(hint); err != nil {
+		return charged, respondBudgetSpent(w, err)
 	}
 	body, err := readBodyInto(charged, hint, sc.body)
 	d.body = body
@@ -155,8 +155,8 @@ func (i *Ingress) receive(w http.ResponseWriter, r *http.Request, d *delivery, s
 	if err == nil {
 		return charged, ""
 	}
-	if errors.Is(err, errBodyBudget) {
-		return charged, respondBudgetSpent(w)
+	if errors.Is(err, errBodyBudget) || errors.Is(err, errBodyShare) {
+		return charged, respondBudgetSpent(w, err)
 	}
 	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
 		w.Header().Set("Connection", "close")
@@ -169,11 +169,16 @@ func (i *Ingress) receive(w http.ResponseWriter, r *http.Request, d *delivery, s
 	return charged, respond(w, http.StatusBadRequest, StatusInvalidPayload, "")
 }
 
-// respondBudgetSpent answers 503 BODY_BUDGET_EXHAUSTED and closes the
-// connection: the provider retries.
-func respondBudgetSpent(w http.ResponseWriter) string {
+// respondBudgetSpent answers a body the budget refused (err) and closes
+// the connection: 429 BODY_SHARE_EXHAUSTED when the client already holds
+// its share (its own doing), else 503 BODY_BUDGET_EXHAUSTED; Retry-After
+// 1 either way, so a provider retries.
+func respondBudgetSpent(w http.ResponseWriter, err error) string {
 	w.Header().Set("Connection", "close")
 	w.Header().Set("Retry-After", "1")
+	if errors.Is(err, errBodyShare) {
+		return respond(w, http.StatusTooManyRequests, StatusTooManyRequests, ReasonBodyShare)
+	}
 	return respond(w, http.StatusServiceUnavailable, StatusServiceUnavailable, ReasonBodyBudget)
 }
 
