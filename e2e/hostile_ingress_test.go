@@ -361,6 +361,10 @@ func TestHostileConfiguredTokenInAnyPathSegmentNeverReachesTheLog(t *testing.T) 
 		"/x/webhooks/whatsapp/t/" + ingressToken,
 		"/gw/webhooks/whatsapp/" + ingressToken + "/messages-upsert",
 		"/" + ingressToken + ";x",
+		// Past the 64 segments compared (fresh attack pass A060).
+		"/api" + strings.Repeat("/a", 62) + "/" + ingressToken,
+		"/api" + strings.Repeat("/a", 64) + "/" + ingressToken,
+		"/api" + strings.Repeat("/a", 200) + "/" + ingressToken + "/b",
 	}
 	for k, path := range paths {
 		code, _, reply := ingressRaw(t, p.public, path, fmt.Sprintf(`{"id":"segment-%d"}`, k))
