@@ -19,8 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNoURL is returned by New when Options.URL is empty.
-var ErrNoURL = errors.New("redisconn: redis.url is empty")
+// ErrNoURL is returned by New when Options.URL and Options.RESTURL are
+// both empty.
+var ErrNoURL = errors.New("redisconn: redis.url is empty (and no Upstash REST URL is set)")
 
 // Defaults of Options' zero values (the configuration's defaults too).
 const (
@@ -33,6 +34,12 @@ const (
 type Options struct {
 	// URL is redis:// or rediss:// (it may carry the password).
 	URL string
+	// RESTURL and RESTToken reach Upstash's Redis REST API instead, when
+	// URL is empty (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN): the
+	// client's connections are restconn's, one HTTPS request per command
+	// or pipeline (package restconn).
+	RESTURL   string
+	RESTToken string
 	// Cluster treats URL as a Redis Cluster seed
 	// (redis[s]://host:port?addr=host2:port2).
 	Cluster bool
@@ -40,7 +47,10 @@ type Options struct {
 	// (0: DefaultDialTimeout).
 	DialTimeout time.Duration
 	// ReadTimeout and WriteTimeout bound one command on the wire (0:
-	// DefaultReadTimeout, DefaultWriteTimeout).
+	// DefaultReadTimeout, DefaultWriteTimeout). On REST, ReadTimeout (or
+	// the context's deadline, when earlier) bounds the whole HTTPS request,
+	// a new TLS connection included (its dial and handshake are also
+	// bounded by DialTimeout).
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
 	// PoolSize is the connection pool size per node (0: 10 × GOMAXPROCS).
@@ -48,12 +58,15 @@ type Options struct {
 }
 
 // New returns a client for o.URL (redis:// or rediss://; a Redis Cluster
-// seed when o.Cluster). It does not dial: the first command does, so a
+// seed when o.Cluster), or, when o.URL is empty, for o.RESTURL over the
+// Upstash REST API (a *redis.Client: every command works as on RESP, but
+// those restconn refuses). It does not dial: the first command does, so a
 // gateway starts while Redis is down. Errors: ErrNoURL, or a parse error
-// naming the URL's problem (never the URL itself: it holds the password).
+// naming the URL's problem (never the URL itself: it holds the password),
+// or the REST URL's or token's problem.
 func New(o Options) (redis.UniversalClient, error) {
 	raw := o.URL
-	if raw == "" {
+	if raw == "" && o.RESTURL == "" {
 		return nil, ErrNoURL
 	}
 	pool := o.PoolSize
@@ -69,6 +82,9 @@ func New(o Options) (redis.UniversalClient, error) {
 	}
 	if write <= 0 {
 		write = DefaultWriteTimeout
+	}
+	if raw == "" {
+		return newREST(o, pool, dial, read, write)
 	}
 	opt := &redis.UniversalOptions{
 		ContextTimeoutEnabled: true,
