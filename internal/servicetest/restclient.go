@@ -3,6 +3,7 @@ package servicetest
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -14,7 +15,7 @@ import (
 const RESTToken = "servicetest-rest-token"
 
 // Redis transports: the two ways Borda reaches Redis. A conformance test
-// runs once over each (RedisTransports, RedisClientOver).
+// runs once over each (ForEachRedisTransport).
 const (
 	// RESP is redis:// (go-redis on a socket).
 	RESP = "resp"
@@ -37,12 +38,18 @@ func RESTFront(t testing.TB, url string) (*upstashtest.Server, string) {
 	return front, srv.URL
 }
 
-// RESTClient returns a client of restURL built exactly as production
-// builds it from UPSTASH_REDIS_REST_URL and _TOKEN alone (redisconn.New
-// with the default timeouts), closed at cleanup.
+// RESTReadTimeout is the read timeout of RESTClient: a request through
+// the in-process test server (HTTP, JSON, then Redis) under -race on a
+// loaded machine was seen to take 150 ms, past the 100 ms default, which
+// a RESP round trip to the same Redis never does.
+const RESTReadTimeout = time.Second
+
+// RESTClient returns a client of restURL built as production builds it
+// from UPSTASH_REDIS_REST_URL and _TOKEN alone (redisconn.New), with
+// RESTReadTimeout, closed at cleanup.
 func RESTClient(t testing.TB, restURL string) redis.UniversalClient {
 	t.Helper()
-	c, err := redisconn.New(redisconn.Options{RESTURL: restURL, RESTToken: RESTToken})
+	c, err := redisconn.New(redisconn.Options{RESTURL: restURL, RESTToken: RESTToken, ReadTimeout: RESTReadTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,19 +57,33 @@ func RESTClient(t testing.TB, restURL string) redis.UniversalClient {
 	return c
 }
 
-// RedisClientOver returns a client of the test Redis (RedisURL, or a skip)
-// over transport: RESP (RedisClient) or REST (RESTClient through a
-// RESTFront of its own).
-func RedisClientOver(t testing.TB, transport string) redis.UniversalClient {
+// RedisOver returns a client of the test Redis (RedisURL, or a skip) over
+// transport: RESP (RedisClient) or REST (RESTClient through a RESTFront
+// of its own, returned for tests that count requests; nil on RESP).
+func RedisOver(t testing.TB, transport string) (redis.UniversalClient, *upstashtest.Server) {
 	t.Helper()
 	url := RedisURL(t)
 	switch transport {
 	case RESP:
-		return RedisClient(t, url, false)
+		return RedisClient(t, url, false), nil
 	case REST:
-		_, restURL := RESTFront(t, url)
-		return RESTClient(t, restURL)
+		front, restURL := RESTFront(t, url)
+		return RESTClient(t, restURL), front
 	}
 	t.Fatalf("servicetest: unknown redis transport %q", transport)
-	return nil
+	return nil, nil
+}
+
+// ForEachRedisTransport runs fn once per transport (RESP, REST) as a
+// parallel subtest named after it, with RedisOver's client and front: the
+// conformance matrix of what Borda keeps in Redis.
+func ForEachRedisTransport(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, front *upstashtest.Server)) {
+	t.Helper()
+	for _, transport := range RedisTransports {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			rdb, front := RedisOver(t, transport)
+			fn(t, rdb, front)
+		})
+	}
 }

@@ -172,6 +172,24 @@ type harnessConfig struct {
 	Options  Options
 	Topology topology.Topology
 	RedisURL string
+	// Transport is how the forwarder reaches RedisURL: servicetest.RESP
+	// ("" too) or servicetest.REST (through internal/upstashtest).
+	Transport string
+}
+
+// over returns a mutate that sets the harness's Redis transport.
+func over(transport string) func(*harnessConfig) {
+	return func(c *harnessConfig) { c.Transport = transport }
+}
+
+// overEachTransport runs fn as a subtest per Redis transport (RESP, and
+// the Upstash REST API through internal/upstashtest): the idempotency
+// keys' conformance matrix.
+func overEachTransport(t *testing.T, fn func(t *testing.T, transport string)) {
+	t.Helper()
+	for _, transport := range servicetest.RedisTransports {
+		t.Run(transport, func(t *testing.T) { fn(t, transport) })
+	}
 }
 
 func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness {
@@ -228,8 +246,11 @@ func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness
 		}
 		conn.Close()
 	})
-	rdb, err := redisconn.New(redisconn.Options{URL: cfg.RedisURL, ReadTimeout: time.Second})
-	if err != nil {
+	var rdb redis.UniversalClient
+	if cfg.Transport == servicetest.REST {
+		_, restURL := servicetest.RESTFront(t, cfg.RedisURL)
+		rdb = servicetest.RESTClient(t, restURL)
+	} else if rdb, err = redisconn.New(redisconn.Options{URL: cfg.RedisURL, ReadTimeout: time.Second}); err != nil {
 		t.Fatalf("redis client: %v", err)
 	}
 	keys := keyspace.MustNew(servicetest.KeyPrefix(t))
