@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -193,35 +192,9 @@ rate_limits:
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("borda migrate: %v\n%s", err, out)
 	}
-	fwdAdmin := freePort(t)
-	fwdLogs := &syncBuffer{}
-	fw := exec.Command(borda(t), "forward", "--config", fwdCfg, "--admin", fwdAdmin)
-	fw.Env, fw.Stdout, fw.Stderr = append(cleanEnv(), env...), fwdLogs, fwdLogs
-	if err := fw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	fwExited := make(chan error, 1)
-	go func() { fwExited <- fw.Wait() }()
-	stopForward := func() {
-		if fw.ProcessState != nil {
-			return
-		}
-		_ = fw.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-fwExited:
-		case <-time.After(20 * time.Second):
-			_ = fw.Process.Kill() // only the process this test started
-			<-fwExited
-		}
-	}
-	t.Cleanup(func() {
-		stopForward()
-		if t.Failed() {
-			t.Logf("borda forward logs:\n%s", fwdLogs.String())
-		}
-	})
+	fwd := startForward(t, fwdCfg, env...)
 	eventually(t, 30*time.Second, "borda forward ready", func() bool {
-		resp, err := http.Get("http://" + fwdAdmin + "/readyz")
+		resp, err := http.Get("http://" + fwd.admin + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -303,7 +276,7 @@ rate_limits:
 	screenshot(t, ctx, "operator-page.png")
 
 	// Stop the forwarder so the replayed event stays in the forward queue.
-	stopForward()
+	fwd.stop()
 
 	page := body(srv.admin + "/ui/dead-letters")
 	for _, want := range []string{"rejected by the legacy endpoint", "HTTP 422", `{"error":"campo instance ausente <b>x</b>"}`,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
 	"github.com/olp-edu/borda/webhook/envelope"
@@ -156,9 +157,12 @@ type harness struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
 	rdb  redis.UniversalClient
-	keys keyspace.Keyspace
-	end  *legacy
-	reg  *prometheus.Registry
+	// front is the Upstash REST test server rdb goes through (Transport
+	// REST), for tests that count requests; nil on RESP.
+	front *upstashtest.Server
+	keys  keyspace.Keyspace
+	end   *legacy
+	reg   *prometheus.Registry
 }
 
 // harnessConfig is what a test may change before the harness declares
@@ -247,8 +251,10 @@ func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness
 		conn.Close()
 	})
 	var rdb redis.UniversalClient
+	var front *upstashtest.Server
 	if cfg.Transport == servicetest.REST {
-		_, restURL := servicetest.RESTFront(t, cfg.RedisURL)
+		var restURL string
+		front, restURL = servicetest.RESTFront(t, cfg.RedisURL)
 		rdb = servicetest.RESTClient(t, restURL)
 	} else if rdb, err = redisconn.New(redisconn.Options{URL: cfg.RedisURL, ReadTimeout: time.Second}); err != nil {
 		t.Fatalf("redis client: %v", err)
@@ -262,7 +268,7 @@ func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness
 		}
 		rdb.Close()
 	})
-	return &harness{t: t, cfg: cfg, top: top, conn: conn, ch: ch, rdb: rdb, keys: keys, end: end, reg: prometheus.NewRegistry()}
+	return &harness{t: t, cfg: cfg, top: top, conn: conn, ch: ch, rdb: rdb, front: front, keys: keys, end: end, reg: prometheus.NewRegistry()}
 }
 
 // options are the forwarder's options of the test, with the harness's

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -55,18 +56,36 @@ func TestForward_SameIDFromTwoSourcesIsPostedTwice(t *testing.T) {
 // TestForward_DuplicateIsLoggedCountedAndShown: an event whose (source,
 // id) was forwarded before is acked without a POST, and that is visible:
 // borda_forward_duplicates_total{source} and the Status the operator page
-// shows (count, key).
+// shows (count, key). On the Upstash REST store, what each costs: a
+// delivered event two requests (acquire, mark; one more each while the
+// scripts are not cached), a duplicate one.
 func TestForward_DuplicateIsLoggedCountedAndShown(t *testing.T) {
 	overEachTransport(t, func(t *testing.T, transport string) {
 		end := newLegacy(t, always(action{status: 200}))
 		h := newHarness(t, end, over(transport))
 		f := h.start(nil)
+		requests := func() int { return h.front.Stats().TotalRequests() }
+		if h.front == nil {
+			requests = func() int { return 0 }
+		}
 		h.publish(sourceEnvelope("whatsapp", "dup-1", `{"n":1}`))
 		eventually(t, 10*time.Second, "the first POST", func() bool { return len(end.all()) == 1 })
+		look := servicetest.RedisClient(t, h.cfg.RedisURL, false) // RESP: not counted
+		eventually(t, 10*time.Second, "the first marked forwarded", func() bool {
+			return look.Get(context.Background(), h.keys.ForwardEvent("whatsapp", "dup-1")).Val() == valueForwarded
+		})
+		delivered := requests()
 		h.publish(sourceEnvelope("whatsapp", "dup-1", `{"n":1}`))
 		eventually(t, 10*time.Second, "the duplicate counted", func() bool {
 			return value(f.m.duplicates.WithLabelValues("whatsapp")) == 1
 		})
+		if h.front != nil {
+			dup := requests() - delivered
+			t.Logf("REST requests: %d for the delivered event, %d for the duplicate", delivered, dup)
+			if delivered < 2 || delivered > 4 || dup != 1 {
+				t.Errorf("REST requests: %d for the delivered event, %d for the duplicate; want 2 to 4 and 1", delivered, dup)
+			}
+		}
 		if n := len(end.all()); n != 1 {
 			t.Errorf("POSTs = %d, want 1", n)
 		}
