@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/http"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -46,4 +47,17 @@ func startForward(t *testing.T, path string, env ...string) *forwardProcess {
 		}
 	})
 	return p
+}
+
+// waitReady waits (30 s at most) until the forwarder's /readyz answers 200.
+func (p *forwardProcess) waitReady(t *testing.T) {
+	t.Helper()
+	eventually(t, 30*time.Second, "borda forward ready", func() bool {
+		resp, err := http.Get("http://" + p.admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }

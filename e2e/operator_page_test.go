@@ -193,14 +193,7 @@ rate_limits:
 		t.Fatalf("borda migrate: %v\n%s", err, out)
 	}
 	fwd := startForward(t, fwdCfg, env...)
-	eventually(t, 30*time.Second, "borda forward ready", func() bool {
-		resp, err := http.Get("http://" + fwd.admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	fwd.waitReady(t)
 
 	srv := startServe(t, config, env...)
 	eventually(t, 30*time.Second, "the webhook ingress ready", func() bool {

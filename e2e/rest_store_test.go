@@ -111,15 +111,7 @@ forward:
 			t.Fatalf("serve on the REST store turned telemetry off:\n%s", p.logs.String())
 		}
 	}
-	fwd := startForward(t, oneshot, env...)
-	eventually(t, 30*time.Second, "borda forward ready", func() bool {
-		resp, err := http.Get("http://" + fwd.admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	startForward(t, oneshot, env...).waitReady(t)
 
 	for i := range 5 {
 		get(t, fmt.Sprintf("%s/alunos/%d", a.public, i), "").Body.Close()

@@ -83,9 +83,6 @@ func New(o Options) (redis.UniversalClient, error) {
 	if write <= 0 {
 		write = DefaultWriteTimeout
 	}
-	if raw == "" {
-		return newREST(o, pool, dial, read, write)
-	}
 	opt := &redis.UniversalOptions{
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
@@ -96,6 +93,9 @@ func New(o Options) (redis.UniversalClient, error) {
 		PoolTimeout:           dial,
 		PoolSize:              pool,
 		DisableIdentity:       true,
+	}
+	if raw == "" {
+		return newREST(o, opt)
 	}
 	if o.Cluster {
 		c, err := redis.ParseClusterURL(raw)

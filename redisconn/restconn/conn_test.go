@@ -312,7 +312,7 @@ func TestWhatRESTCannotDoIsRefusedByName(t *testing.T) {
 func TestAWrongTokenIsAnErrorNaming401(t *testing.T) {
 	t.Parallel()
 	_, restURL := servicetest.RESTFront(t, servicetest.RedisURL(t))
-	c := restClientWithToken(t, restURL, "not-the-token")
+	c := restClientWithToken(t, restURL, "not-the-token", servicetest.RESTReadTimeout)
 	err := c.Ping(context.Background()).Err()
 	if err == nil || !strings.Contains(err.Error(), "HTTP 401") || strings.Contains(err.Error(), "not-the-token") {
 		t.Fatalf("PING with a wrong token: %v; want an error naming HTTP 401 and not the token", err)
