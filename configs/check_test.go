@@ -77,7 +77,7 @@ func TestCheckWarnsOfPartsThatCannotWork(t *testing.T) {
 		t.Fatalf("errors: %v", findingLines(r.Errors))
 	}
 	sameLines(t, "warnings", findingLines(r.Warnings), []string{
-		"redis.url: `borda forward` will not start without Redis for its idempotency keys: set REDIS_URL (line 5)",
+		"redis.url: `borda forward` will not start without a shared store for its idempotency keys: set REDIS_URL, or UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN (line 5)",
 		"webhook.path: the ingress answers 503 to every webhook: no token to authenticate them; set WEBHOOK_TOKENS (comma-separated) (line 7)",
 		`webhook.sources[0].tokens_env: source "meta" answers 503: META_TOKENS is unset or empty; set META_TOKENS (comma-separated) (line 11)`,
 		`rate_limits.rules[0].scope: rule "api" counts per user, but with no key to verify a JWT no request has one, so the rule never applies: set AUTH_JWT_SECRET or AUTH_JWKS_URL (line 15)`,
@@ -90,6 +90,15 @@ func TestCheckWarnsOfPartsThatCannotWork(t *testing.T) {
 	}))
 	if len(r.Errors)+len(r.Warnings) != 0 {
 		t.Errorf("with every variable set: errors %v, warnings %v", findingLines(r.Errors), findingLines(r.Warnings))
+	}
+	// The Upstash REST URL and token alone serve the forwarder too.
+	r = checkFixture(t, "incomplete_pipeline.yaml", envMap(map[string]string{
+		"WEBHOOK_TOKENS": "t1", "META_TOKENS": "t2", "UPSTASH_REDIS_REST_URL": "https://eu1-local.upstash.io",
+		"UPSTASH_REDIS_REST_TOKEN": "rest-token-0123456789abcdef0123456789",
+		"LEGACY_WEBHOOK_URL":       "https://legacy.example.org/hook", "LEGACY_WEBHOOK_HMAC_SECRET": "s", "AUTH_JWT_SECRET": "j",
+	}))
+	if len(r.Errors)+len(r.Warnings) != 0 {
+		t.Errorf("with the REST store: errors %v, warnings %v", findingLines(r.Errors), findingLines(r.Warnings))
 	}
 }
 

@@ -127,14 +127,18 @@ type Redis struct {
 	KeyPrefix string `yaml:"key_prefix"`
 	// RestURL and RestToken reach Upstash over its REST API
 	// (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN). Used only when
-	// URL is empty.
+	// URL is empty; then everything that uses Redis runs over REST (rate
+	// limits, telemetry, aggregation, the forwarder, the operator page).
 	RestURL   string `yaml:"rest_url"`
 	RestToken Secret `yaml:"rest_token"`
 	// DialTimeout bounds a new connection (default 200ms).
 	DialTimeout Duration `yaml:"dial_timeout"`
 	// ReadTimeout and WriteTimeout bound one command on the wire
 	// (default 100ms each). The request path adds its own, shorter,
-	// deadline (rate_limits.timeout).
+	// deadline (rate_limits.timeout). On the Upstash REST store
+	// ReadTimeout bounds each HTTPS request of the shared client (a
+	// telemetry flush, a forwarder script, a SCAN page), a new TLS
+	// connection included: raise it when Upstash is far.
 	ReadTimeout  Duration `yaml:"read_timeout"`
 	WriteTimeout Duration `yaml:"write_timeout"`
 	// PoolSize is the connection pool size per node (default 10 × GOMAXPROCS).

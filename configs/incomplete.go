@@ -19,8 +19,9 @@ import (
 //   - a webhook source whose tokens_env or signature.secret_env variable is
 //     unset, or that has neither and no WEBHOOK_TOKENS to fall back on;
 //   - the ingress on and `borda forward` unable to start: no forward.url
-//     (LEGACY_WEBHOOK_URL), no LEGACY_WEBHOOK_HMAC_SECRET, no redis.url
-//     (REDIS_URL) for its idempotency keys;
+//     (LEGACY_WEBHOOK_URL), no LEGACY_WEBHOOK_HMAC_SECRET, no shared store
+//     for its idempotency keys (REDIS_URL, or UPSTASH_REDIS_REST_URL and
+//     its token: everything that uses Redis works on either);
 //   - a rate-limit rule counting users or schools with no JWT key
 //     (auth.jwt_secret_env's variable or AUTH_JWKS_URL) to verify tokens
 //     with, so no request carries a user or a school;
@@ -83,14 +84,9 @@ func (c Config) Incomplete() []Finding {
 		if c.Forward.HMACSecret == "" {
 			add("forward", "`borda forward` will not start without the secret that signs each POST: set LEGACY_WEBHOOK_HMAC_SECRET")
 		}
-		if c.Redis.URL == "" {
-			add("redis.url", "`borda forward` will not start without Redis for its idempotency keys: set REDIS_URL")
+		if c.StoreKind() == "memory" {
+			add("redis.url", "`borda forward` will not start without a shared store for its idempotency keys: set REDIS_URL, or UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN")
 		}
-	}
-	// The REST store serves rate limits and relaxes only
-	// (docs/rate-limiting.md, "Upstash REST").
-	if c.StoreKind() == "upstash-rest" {
-		add("redis.rest_url", "the Upstash REST store serves rate limits and relaxes only: telemetry counters, `borda aggregate`, `borda forward`'s idempotency keys and the operator page's forwarders and would-block endpoints need RESP; set REDIS_URL=rediss://… (the same database's TLS endpoint)")
 	}
 	// The operator page's replay (docs/operations.md, "Replaying").
 	if c.AdminToken != "" {

@@ -239,11 +239,13 @@ func TestLocalConfigHasAShortRetryLadder(t *testing.T) {
 	}
 }
 
-// TestCheckSaysWhatTheRESTStoreCannotServe: production.yaml with the
-// Upstash REST store checks valid and warns that telemetry, aggregate,
-// forward and the page's forwarders need rediss://; with REDIS_URL set it
-// does not.
-func TestCheckSaysWhatTheRESTStoreCannotServe(t *testing.T) {
+// TestCheckDoesNotWarnThatTheRESTStoreServesLess (issue 27 item 4):
+// production.yaml with only the Upstash REST URL and token checks valid
+// with no warning about the store. It used to warn that telemetry,
+// aggregate, forward and the page's forwarders needed rediss://; they run
+// over REST now (redisconn/restconn). With REDIS_URL set, no warning
+// either.
+func TestCheckDoesNotWarnThatTheRESTStoreServesLess(t *testing.T) {
 	t.Parallel()
 	data, err := os.ReadFile("production.yaml")
 	if err != nil {
@@ -262,14 +264,8 @@ func TestCheckSaysWhatTheRESTStoreCannotServe(t *testing.T) {
 	if len(r.Errors) > 0 {
 		t.Fatal(r.Errors)
 	}
-	found := false
-	for _, w := range r.Warnings {
-		if w.Path == "redis.rest_url" && strings.Contains(w.Message, "rediss://") && strings.Contains(w.Message, "borda aggregate") {
-			found = true
-		}
-	}
-	if !found {
-		t.Errorf("no warning naming what needs rediss://: %v", r.Warnings)
+	if r.Config.StoreKind() != "upstash-rest" {
+		t.Fatalf("store %s, want upstash-rest", r.Config.StoreKind())
 	}
 	withRESP := configs.Check(data, func(name string) (string, bool) {
 		if name == "REDIS_URL" {
@@ -277,9 +273,11 @@ func TestCheckSaysWhatTheRESTStoreCannotServe(t *testing.T) {
 		}
 		return rest(name)
 	})
-	for _, w := range withRESP.Warnings {
-		if w.Path == "redis.rest_url" {
-			t.Errorf("warned with REDIS_URL set: %v", w)
+	for _, c := range []configs.Report{r, withRESP} {
+		for _, w := range c.Warnings {
+			if strings.HasPrefix(w.Path, "redis.") || strings.Contains(w.Message, "rediss://") {
+				t.Errorf("warned about the store: %v", w)
+			}
 		}
 	}
 }

@@ -6,11 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,26 +74,7 @@ forward:
 	if err := os.WriteFile(path, []byte(strings.NewReplacer("{LISTEN}", freePort(t), "{ADMIN}", freePort(t)).Replace(config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
-	fw := exec.Command(borda(t), "forward", "--config", path, "--admin", freePort(t))
-	fw.Env, fw.Stdout, fw.Stderr = append(cleanEnv(), env...), logs, logs
-	if err := fw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- fw.Wait() }()
-	t.Cleanup(func() {
-		_ = fw.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = fw.Process.Kill() // only the process this test started
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("borda forward logs:\n%s", logs.String())
-		}
-	})
+	startForward(t, path, env...)
 
 	waitReady(t, srv.public+"/readyz/webhook")
 	id := "msg_1-" + n.prefix

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -193,41 +192,8 @@ rate_limits:
 	if out, err := migrate.CombinedOutput(); err != nil {
 		t.Fatalf("borda migrate: %v\n%s", err, out)
 	}
-	fwdAdmin := freePort(t)
-	fwdLogs := &syncBuffer{}
-	fw := exec.Command(borda(t), "forward", "--config", fwdCfg, "--admin", fwdAdmin)
-	fw.Env, fw.Stdout, fw.Stderr = append(cleanEnv(), env...), fwdLogs, fwdLogs
-	if err := fw.Start(); err != nil {
-		t.Fatal(err)
-	}
-	fwExited := make(chan error, 1)
-	go func() { fwExited <- fw.Wait() }()
-	stopForward := func() {
-		if fw.ProcessState != nil {
-			return
-		}
-		_ = fw.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-fwExited:
-		case <-time.After(20 * time.Second):
-			_ = fw.Process.Kill() // only the process this test started
-			<-fwExited
-		}
-	}
-	t.Cleanup(func() {
-		stopForward()
-		if t.Failed() {
-			t.Logf("borda forward logs:\n%s", fwdLogs.String())
-		}
-	})
-	eventually(t, 30*time.Second, "borda forward ready", func() bool {
-		resp, err := http.Get("http://" + fwdAdmin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	fwd := startForward(t, fwdCfg, env...)
+	fwd.waitReady(t)
 
 	srv := startServe(t, config, env...)
 	eventually(t, 30*time.Second, "the webhook ingress ready", func() bool {
@@ -303,7 +269,7 @@ rate_limits:
 	screenshot(t, ctx, "operator-page.png")
 
 	// Stop the forwarder so the replayed event stays in the forward queue.
-	stopForward()
+	fwd.stop()
 
 	page := body(srv.admin + "/ui/dead-letters")
 	for _, want := range []string{"rejected by the legacy endpoint", "HTTP 422", `{"error":"campo instance ausente <b>x</b>"}`,

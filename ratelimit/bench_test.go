@@ -102,3 +102,56 @@ func BenchmarkWriteHeaders(b *testing.B) {
 		WriteHeaders(rec.Header(), v)
 	}
 }
+
+// BenchmarkDecide_REST_ThreeRules compares the two ways a decision can
+// reach Upstash's REST API (docs/rate-limiting.md, "Upstash REST"): the
+// RESTStore (its own HTTP client, one POST of EVALSHA per decision) and
+// the RedisStore over go-redis whose connections are restconn's (the
+// client telemetry, forward and aggregate use). Both through
+// internal/upstashtest in front of the local Redis; requests/op is what
+// the server counted.
+func BenchmarkDecide_REST_ThreeRules(b *testing.B) {
+	url := servicetest.RedisURL(b)
+	for _, tc := range []struct {
+		name  string
+		store func(b *testing.B, restURL string) Store
+	}{
+		{"RESTStore", func(b *testing.B, restURL string) Store {
+			s, err := NewRESTStore(restURL, servicetest.RESTToken, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		}},
+		{"RedisStore_over_restconn", func(b *testing.B, restURL string) Store {
+			return NewRedisStore(servicetest.RESTClient(b, restURL))
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			prefix := servicetest.KeyPrefix(b)
+			front, restURL := servicetest.RESTFront(b, url)
+			b.Cleanup(func() { checkTTLsAndClean(b, newRedis(b, url), prefix) })
+			cfg := seedRules()
+			for i := range cfg.Rules {
+				cfg.Rules[i].Limit = 1 << 40
+			}
+			cfg.Timeout = time.Second // a loaded machine must not fail open here
+			l, _ := newTestLimiter(b, cfg, keyspace.MustNew(prefix), tc.store(b, restURL))
+			s := Subject{Route: "portal", IP: "203.0.113.9", User: "u-1", Escola: "e-1"}
+			l.Decide(context.Background(), s) // the script is cached from here on
+			before := front.Stats().TotalRequests()
+			b.ReportAllocs()
+			var failed atomic.Int64
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if v := l.Decide(context.Background(), s); v.Decisions[0].Outcome != OutcomeAllow {
+						failed.Add(1)
+					}
+				}
+			})
+			b.ReportMetric(float64(failed.Load())/float64(b.N), "failopen/op")
+			b.ReportMetric(float64(front.Stats().TotalRequests()-before)/float64(b.N), "requests/op")
+		})
+	}
+}

@@ -19,13 +19,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNoURL is returned by New when Options.URL is empty.
-var ErrNoURL = errors.New("redisconn: redis.url is empty")
+// ErrNoURL is returned by New when Options.URL and Options.RESTURL are
+// both empty.
+var ErrNoURL = errors.New("redisconn: redis.url is empty (and no Upstash REST URL is set)")
 
 // Options configures New.
 type Options struct {
 	// URL is redis:// or rediss:// (it may carry the password).
 	URL string
+	// RESTURL and RESTToken reach Upstash's Redis REST API instead, when
+	// URL is empty (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN): the
+	// client's connections are restconn's, one HTTPS request per command
+	// or pipeline (package restconn).
+	RESTURL   string
+	RESTToken string
 	// Cluster treats URL as a Redis Cluster seed
 	// (redis[s]://host:port?addr=host2:port2).
 	Cluster bool
@@ -34,7 +41,10 @@ type Options struct {
 	// defaults are the configuration's (redis.dial_timeout, 200ms;
 	// redis.read_timeout and redis.write_timeout, 100ms); 0 leaves
 	// go-redis's own (5 s dial, 3 s read and write, a pooled connection
-	// waited for up to the read timeout plus 1 s).
+	// waited for up to the read timeout plus 1 s). On REST, ReadTimeout (or
+	// the context's deadline, when earlier) bounds the whole HTTPS request,
+	// a new TLS connection included (its dial and handshake are also
+	// bounded by DialTimeout).
 	DialTimeout  time.Duration
 	ReadTimeout  time.Duration
 	WriteTimeout time.Duration
@@ -43,12 +53,15 @@ type Options struct {
 }
 
 // New returns a client for o.URL (redis:// or rediss://; a Redis Cluster
-// seed when o.Cluster). It does not dial: the first command does, so a
+// seed when o.Cluster), or, when o.URL is empty, for o.RESTURL over the
+// Upstash REST API (a *redis.Client: every command works as on RESP, but
+// those restconn refuses). It does not dial: the first command does, so a
 // gateway starts while Redis is down. Errors: ErrNoURL, or a parse error
-// naming the URL's problem (never the URL itself: it holds the password).
+// naming the URL's problem (never the URL itself: it holds the password),
+// or the REST URL's or token's problem.
 func New(o Options) (redis.UniversalClient, error) {
 	raw := o.URL
-	if raw == "" {
+	if raw == "" && o.RESTURL == "" {
 		return nil, ErrNoURL
 	}
 	pool := o.PoolSize
@@ -65,6 +78,9 @@ func New(o Options) (redis.UniversalClient, error) {
 		PoolTimeout:           o.DialTimeout,
 		PoolSize:              pool,
 		DisableIdentity:       true,
+	}
+	if raw == "" {
+		return newREST(o, opt)
 	}
 	if o.Cluster {
 		c, err := redis.ParseClusterURL(raw)

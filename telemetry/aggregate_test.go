@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/schema"
 )
@@ -90,132 +91,132 @@ func recordSome(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace) [
 
 func TestAggregatingTwiceGivesTheSameRows(t *testing.T) {
 	t.Parallel()
-	rdb, ks := testRedis(t)
-	cleanKeys(t, rdb, ks)
-	db := migratedDB(t)
-	want := recordSome(t, rdb, ks)
-	a := newTestAggregator(t, rdb, db, ks)
+	overEachTransport(t, func(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace, _ *upstashtest.Server) {
+		db := migratedDB(t)
+		want := recordSome(t, rdb, ks)
+		a := newTestAggregator(t, rdb, db, ks)
 
-	rep, err := a.Aggregate(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("first run: %+v", rep)
-	first := readRows(t, db, "development")
-	if !reflect.DeepEqual(first, want) {
-		t.Fatalf("rows after the first run:\n got %v\nwant %v", first, want)
-	}
-	if rep.Rows != len(want) || rep.Changed != int64(len(want)) || rep.Keys != len(want) || rep.Minutes != 2 {
-		t.Errorf("first report = %+v, want %d rows, all changed, 2 minutes", rep, len(want))
-	}
-	if !rep.First.Equal(want[1].Minute) || !rep.Last.Equal(want[0].Minute) {
-		t.Errorf("report covers %v..%v, want %v..%v", rep.First, rep.Last, want[1].Minute, want[0].Minute)
-	}
+		rep, err := a.Aggregate(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("first run: %+v", rep)
+		first := readRows(t, db, "development")
+		if !reflect.DeepEqual(first, want) {
+			t.Fatalf("rows after the first run:\n got %v\nwant %v", first, want)
+		}
+		if rep.Rows != len(want) || rep.Changed != int64(len(want)) || rep.Keys != len(want) || rep.Minutes != 2 {
+			t.Errorf("first report = %+v, want %d rows, all changed, 2 minutes", rep, len(want))
+		}
+		if !rep.First.Equal(want[1].Minute) || !rep.Last.Equal(want[0].Minute) {
+			t.Errorf("report covers %v..%v, want %v..%v", rep.First, rep.Last, want[1].Minute, want[0].Minute)
+		}
 
-	rep, err = a.Aggregate(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second := readRows(t, db, "development"); !reflect.DeepEqual(second, first) {
-		t.Errorf("rows after the second run differ:\n got %v\nwant %v", second, first)
-	}
-	if rep.Rows != len(want) || rep.Changed != 0 {
-		t.Errorf("second report = %+v, want %d rows upserted, 0 changed", rep, len(want))
-	}
-	if v := gaugeValue(t, a.lastSuccess); v < float64(time.Now().Add(-time.Minute).Unix()) {
-		t.Errorf("last success gauge = %v, want about now", v)
-	}
-	if n, _ := rdb.Exists(t.Context(), ks.AggregateLock()).Result(); n != 0 {
-		t.Error("Aggregate left the lock behind")
-	}
+		rep, err = a.Aggregate(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second := readRows(t, db, "development"); !reflect.DeepEqual(second, first) {
+			t.Errorf("rows after the second run differ:\n got %v\nwant %v", second, first)
+		}
+		if rep.Rows != len(want) || rep.Changed != 0 {
+			t.Errorf("second report = %+v, want %d rows upserted, 0 changed", rep, len(want))
+		}
+		if v := gaugeValue(t, a.lastSuccess); v < float64(time.Now().Add(-time.Minute).Unix()) {
+			t.Errorf("last success gauge = %v, want about now", v)
+		}
+		if n, _ := rdb.Exists(t.Context(), ks.AggregateLock()).Result(); n != 0 {
+			t.Error("Aggregate left the lock behind")
+		}
+	})
 }
 
 // A counter that grew since the last run updates its row (the upsert sets
 // the total; it does not add).
 func TestAggregateSetsTheGrownTotal(t *testing.T) {
 	t.Parallel()
-	rdb, ks := testRedis(t)
-	cleanKeys(t, rdb, ks)
-	db := migratedDB(t)
-	a := newTestAggregator(t, rdb, db, ks)
-	minute := time.Now().UTC().Truncate(time.Minute)
-	key := ks.Metric("escola:e1", minute)
-	ctx := t.Context()
-	rdb.Set(ctx, key, 5, time.Hour)
-	if _, err := a.Aggregate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rdb.IncrBy(ctx, key, 3)
-	if _, err := a.Aggregate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := readRows(t, db, "development"); len(got) != 1 || got[0].Count != 8 {
-		t.Errorf("rows = %v, want one escola row with count 8", got)
-	}
-	// A Redis that lost counts (restart, failover) never lowers a row.
-	rdb.Set(ctx, key, 2, time.Hour)
-	if _, err := a.Aggregate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := readRows(t, db, "development"); len(got) != 1 || got[0].Count != 8 {
-		t.Errorf("rows after Redis lost counts = %v, want count 8 kept", got)
-	}
+	overEachTransport(t, func(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace, _ *upstashtest.Server) {
+		db := migratedDB(t)
+		a := newTestAggregator(t, rdb, db, ks)
+		minute := time.Now().UTC().Truncate(time.Minute)
+		key := ks.Metric("escola:e1", minute)
+		ctx := t.Context()
+		rdb.Set(ctx, key, 5, time.Hour)
+		if _, err := a.Aggregate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rdb.IncrBy(ctx, key, 3)
+		if _, err := a.Aggregate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := readRows(t, db, "development"); len(got) != 1 || got[0].Count != 8 {
+			t.Errorf("rows = %v, want one escola row with count 8", got)
+		}
+		// A Redis that lost counts (restart, failover) never lowers a row.
+		rdb.Set(ctx, key, 2, time.Hour)
+		if _, err := a.Aggregate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := readRows(t, db, "development"); len(got) != 1 || got[0].Count != 8 {
+			t.Errorf("rows after Redis lost counts = %v, want count 8 kept", got)
+		}
+	})
 }
 
 // Two replicas' turns at once: one writes, the other finds the run lock
 // and skips; afterwards the interval is marked done and the lock is free.
 func TestTwoAggregatorsAtOnceWriteOnce(t *testing.T) {
 	t.Parallel()
-	rdb, ks := testRedis(t)
-	cleanKeys(t, rdb, ks)
-	db := migratedDB(t)
-	want := recordSome(t, rdb, ks)
-	aggs := []*Aggregator{newTestAggregator(t, rdb, db, ks), newTestAggregator(t, rdb, db, ks)}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	reps := make([]Report, 2)
-	errs := make([]error, 2)
-	for i, a := range aggs {
-		wg.Go(func() {
-			<-start
-			// As in Run: the winner keeps the lock for the period.
-			reps[i], errs[i] = a.aggregate(t.Context(), time.Minute)
-		})
-	}
-	close(start)
-	wg.Wait()
-	var wrote, skipped int
-	var changed int64
-	for i := range aggs {
-		switch {
-		case errs[i] == nil:
-			wrote++
-			changed += reps[i].Changed
-		case errors.Is(errs[i], ErrLocked):
-			skipped++
-		default:
-			t.Fatalf("aggregator %d: %v", i, errs[i])
+	overEachTransport(t, func(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace, _ *upstashtest.Server) {
+		db := migratedDB(t)
+		want := recordSome(t, rdb, ks)
+		aggs := []*Aggregator{newTestAggregator(t, rdb, db, ks), newTestAggregator(t, rdb, db, ks)}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		reps := make([]Report, 2)
+		errs := make([]error, 2)
+		for i, a := range aggs {
+			wg.Go(func() {
+				<-start
+				// As in Run: the winner keeps the lock for the period.
+				reps[i], errs[i] = a.aggregate(t.Context(), time.Minute)
+			})
 		}
-	}
-	if wrote != 1 || skipped != 1 {
-		t.Fatalf("%d wrote, %d skipped; want 1 and 1", wrote, skipped)
-	}
-	if changed != int64(len(want)) {
-		t.Errorf("rows changed = %d, want %d", changed, len(want))
-	}
-	if got := readRows(t, db, "development"); !reflect.DeepEqual(got, want) {
-		t.Errorf("rows:\n got %v\nwant %v", got, want)
-	}
-	if n, _ := rdb.Exists(t.Context(), ks.AggregateLock()).Result(); n != 0 {
-		t.Error("the run lock outlived the run")
-	}
-	ttl, err := rdb.PTTL(t.Context(), ks.AggregateInterval()).Result()
-	if err != nil || ttl <= 0 || ttl > time.Minute {
-		t.Errorf("interval marker TTL = %v (%v), want 0 < TTL ≤ 1m", ttl, err)
-	}
-	if _, err := aggs[0].aggregate(t.Context(), time.Minute); !errors.Is(err, errIntervalDone) {
-		t.Errorf("a replica's turn during the interval = %v, want errIntervalDone", err)
-	}
+		close(start)
+		wg.Wait()
+		var wrote, skipped int
+		var changed int64
+		for i := range aggs {
+			switch {
+			case errs[i] == nil:
+				wrote++
+				changed += reps[i].Changed
+			case errors.Is(errs[i], ErrLocked):
+				skipped++
+			default:
+				t.Fatalf("aggregator %d: %v", i, errs[i])
+			}
+		}
+		if wrote != 1 || skipped != 1 {
+			t.Fatalf("%d wrote, %d skipped; want 1 and 1", wrote, skipped)
+		}
+		if changed != int64(len(want)) {
+			t.Errorf("rows changed = %d, want %d", changed, len(want))
+		}
+		if got := readRows(t, db, "development"); !reflect.DeepEqual(got, want) {
+			t.Errorf("rows:\n got %v\nwant %v", got, want)
+		}
+		if n, _ := rdb.Exists(t.Context(), ks.AggregateLock()).Result(); n != 0 {
+			t.Error("the run lock outlived the run")
+		}
+		ttl, err := rdb.PTTL(t.Context(), ks.AggregateInterval()).Result()
+		if err != nil || ttl <= 0 || ttl > time.Minute {
+			t.Errorf("interval marker TTL = %v (%v), want 0 < TTL ≤ 1m", ttl, err)
+		}
+		if _, err := aggs[0].aggregate(t.Context(), time.Minute); !errors.Is(err, errIntervalDone) {
+			t.Errorf("a replica's turn during the interval = %v, want errIntervalDone", err)
+		}
+	})
 }
 
 // Without gateway_metrics the run fails, says so, and frees the lock so a
@@ -287,45 +288,45 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 // Keys under {prefix}m: that no Recorder writes are skipped, not fatal.
 func TestAggregateSkipsForeignKeys(t *testing.T) {
 	t.Parallel()
-	rdb, ks := testRedis(t)
-	cleanKeys(t, rdb, ks)
-	db := migratedDB(t)
-	ctx := t.Context()
-	minute := time.Now().UTC().Truncate(time.Minute)
-	rdb.Set(ctx, ks.Metric("status:200", minute), 4, time.Hour)
-	rdb.Set(ctx, ks.Metric("status:200", minute)+"x", 1, time.Hour) // bad minute
-	rdb.Set(ctx, ks.Metric("nodimension", minute), 1, time.Hour)
-	rdb.Set(ctx, ks.Metric("escola:e1", minute), "NaN", time.Hour)
-	a := newTestAggregator(t, rdb, db, ks)
-	rep, err := a.Aggregate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Rows != 1 || rep.Skipped != 3 {
-		t.Errorf("report = %+v, want 1 row and 3 skipped", rep)
-	}
+	overEachTransport(t, func(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace, _ *upstashtest.Server) {
+		db := migratedDB(t)
+		ctx := t.Context()
+		minute := time.Now().UTC().Truncate(time.Minute)
+		rdb.Set(ctx, ks.Metric("status:200", minute), 4, time.Hour)
+		rdb.Set(ctx, ks.Metric("status:200", minute)+"x", 1, time.Hour) // bad minute
+		rdb.Set(ctx, ks.Metric("nodimension", minute), 1, time.Hour)
+		rdb.Set(ctx, ks.Metric("escola:e1", minute), "NaN", time.Hour)
+		a := newTestAggregator(t, rdb, db, ks)
+		rep, err := a.Aggregate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Rows != 1 || rep.Skipped != 3 {
+			t.Errorf("report = %+v, want 1 row and 3 skipped", rep)
+		}
+	})
 }
 
 // The lock is released only by its holder (compare-and-delete).
 func TestLockReleaseKeepsAnotherHoldersLock(t *testing.T) {
 	t.Parallel()
-	rdb, ks := testRedis(t)
-	cleanKeys(t, rdb, ks)
-	ctx := t.Context()
-	l, err := acquireLock(ctx, rdb, ks.AggregateLock(), time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := acquireLock(ctx, rdb, ks.AggregateLock(), time.Minute); !errors.Is(err, ErrLocked) {
-		t.Fatalf("second acquire = %v, want ErrLocked", err)
-	}
-	rdb.Set(ctx, ks.AggregateLock(), "someone-else", time.Minute) // ours expired, another took it
-	if err := l.release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := rdb.Get(ctx, ks.AggregateLock()).Result(); v != "someone-else" {
-		t.Errorf("release deleted another holder's lock (now %q)", v)
-	}
+	overEachTransport(t, func(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace, _ *upstashtest.Server) {
+		ctx := t.Context()
+		l, err := acquireLock(ctx, rdb, ks.AggregateLock(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := acquireLock(ctx, rdb, ks.AggregateLock(), time.Minute); !errors.Is(err, ErrLocked) {
+			t.Fatalf("second acquire = %v, want ErrLocked", err)
+		}
+		rdb.Set(ctx, ks.AggregateLock(), "someone-else", time.Minute) // ours expired, another took it
+		if err := l.release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := rdb.Get(ctx, ks.AggregateLock()).Result(); v != "someone-else" {
+			t.Errorf("release deleted another holder's lock (now %q)", v)
+		}
+	})
 }
 
 func TestBackoffDoublesUpToTheInterval(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/schema"
 )
@@ -137,4 +138,17 @@ func (p *faultProxy) restore() {
 	p.mu.Lock()
 	p.down = false
 	p.mu.Unlock()
+}
+
+// overEachTransport runs fn over RESP and over the Upstash REST API
+// (servicetest.ForEachRedisTransport: the same Redis behind
+// internal/upstashtest), each with a keyspace of its own whose keys are
+// deleted at cleanup; front is the REST server (nil on RESP).
+func overEachTransport(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace, front *upstashtest.Server)) {
+	t.Helper()
+	servicetest.ForEachRedisTransport(t, func(t *testing.T, rdb redis.UniversalClient, front *upstashtest.Server) {
+		ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+		cleanKeys(t, rdb, ks)
+		fn(t, rdb, ks, front)
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -20,73 +21,72 @@ import (
 // blocked and would-block, when nothing is dropped; every key has a TTL.
 func TestRedisCountsEqualEventsSent(t *testing.T) {
 	t.Parallel()
-	rdb, ks := testRedis(t)
-	cleanKeys(t, rdb, ks)
-	r, _ := newTestRecorder(t, testConfig(100_000), ks, NewRedisSink(rdb))
-	if err := r.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	want := map[string]int64{}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for g := range 8 {
-		wg.Go(func() {
-			local := map[string]int64{}
-			for i := range 1000 {
-				e := Event{
-					Served:     true,
-					Time:       now,
-					Route:      []string{"portal", "api"}[i%2],
-					Path:       fmt.Sprintf("/alunos/%d/notas", i),
-					Status:     []int{200, 404, 429}[i%3],
-					Escola:     fmt.Sprintf("e%d", (g+i)%5),
-					Blocked:    i%3 == 2,
-					WouldBlock: i%7 == 0,
-				}
-				if i%11 == 0 {
-					e.Escola = ""
-				}
-				r.Record(e)
-				ep := e.Route + ":/alunos/{id}/notas"
-				local[ks.Metric(ep, now)]++
-				local[ks.Metric("status:"+fmt.Sprint(e.Status), now)]++
-				if e.Escola != "" {
-					local[ks.Metric("escola:"+e.Escola, now)]++
-				}
-				if e.Blocked {
-					local[ks.Metric("blocked:"+ep, now)]++
-				}
-				if e.WouldBlock {
-					local[ks.Metric("would_block:"+ep, now)]++
-				}
-			}
-			mu.Lock()
-			for k, n := range local {
-				want[k] += n
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if err := r.Stop(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if d := dropped(t, r, dropQueueFull) + dropped(t, r, dropStoreError); d != 0 {
-		t.Fatalf("%v events dropped; the test needs none", d)
-	}
-	ctx := t.Context()
-	for k, n := range want {
-		got, err := rdb.Get(ctx, k).Int64()
-		if err != nil || got != n {
-			t.Errorf("%s = %d (%v), want %d", k, got, err, n)
+	overEachTransport(t, func(t *testing.T, rdb redis.UniversalClient, ks keyspace.Keyspace, _ *upstashtest.Server) {
+		r, _ := newTestRecorder(t, testConfig(100_000), ks, NewRedisSink(rdb))
+		if err := r.Start(t.Context()); err != nil {
+			t.Fatal(err)
 		}
-	}
-	keys := scanKeys(t, ctx, rdb, ks.MetricPattern())
-	if len(keys) != len(want) {
-		t.Errorf("Redis has %d counters, want %d", len(keys), len(want))
-	}
-	assertTTLs(t, rdb, keys)
+		now := time.Now().UTC()
+		want := map[string]int64{}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for g := range 8 {
+			wg.Go(func() {
+				local := map[string]int64{}
+				for i := range 1000 {
+					e := Event{
+						Time:       now,
+						Route:      []string{"portal", "api"}[i%2],
+						Path:       fmt.Sprintf("/alunos/%d/notas", i),
+						Status:     []int{200, 404, 429}[i%3],
+						Escola:     fmt.Sprintf("e%d", (g+i)%5),
+						Blocked:    i%3 == 2,
+						WouldBlock: i%7 == 0,
+					}
+					if i%11 == 0 {
+						e.Escola = ""
+					}
+					r.Record(e)
+					ep := e.Route + ":/alunos/{id}/notas"
+					local[ks.Metric(ep, now)]++
+					local[ks.Metric("status:"+fmt.Sprint(e.Status), now)]++
+					if e.Escola != "" {
+						local[ks.Metric("escola:"+e.Escola, now)]++
+					}
+					if e.Blocked {
+						local[ks.Metric("blocked:"+ep, now)]++
+					}
+					if e.WouldBlock {
+						local[ks.Metric("would_block:"+ep, now)]++
+					}
+				}
+				mu.Lock()
+				for k, n := range local {
+					want[k] += n
+				}
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if err := r.Stop(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if d := dropped(t, r, dropQueueFull) + dropped(t, r, dropStoreError); d != 0 {
+			t.Fatalf("%v events dropped; the test needs none", d)
+		}
+		ctx := t.Context()
+		for k, n := range want {
+			got, err := rdb.Get(ctx, k).Int64()
+			if err != nil || got != n {
+				t.Errorf("%s = %d (%v), want %d", k, got, err, n)
+			}
+		}
+		keys := scanKeys(t, ctx, rdb, ks.MetricPattern())
+		if len(keys) != len(want) {
+			t.Errorf("Redis has %d counters, want %d", len(keys), len(want))
+		}
+		assertTTLs(t, rdb, keys)
+	})
 }
 
 // assertTTLs checks 0 < TTL ≤ 2h on every key.
@@ -140,6 +140,40 @@ func TestAtMostOneRoundTripPer100Events(t *testing.T) {
 	t.Logf("%d events → %d Redis round trips (%.2f per 100 events)", events, n, per100)
 	if per100 > 1 {
 		t.Errorf("%.2f round trips per 100 events, want ≤ 1", per100)
+	}
+}
+
+// On the Upstash REST store a flush is one HTTPS request: one POST
+// /multi-exec carrying INCRBY + EXPIRE per counter, so Upstash bills two
+// commands per counter and the flush costs one round trip (issue 27 item
+// 4).
+func TestAFlushIsOneRESTRequest(t *testing.T) {
+	t.Parallel()
+	rdb, front := servicetest.RedisOver(t, servicetest.REST)
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	cleanKeys(t, rdb, ks)
+	cfg := defaultOptions()
+	cfg.FlushEvery = time.Hour // only Stop flushes: one batch
+	r, _ := newTestRecorder(t, cfg, ks, NewRedisSink(rdb))
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i := range 300 {
+		r.Record(Event{Served: true, Time: now, Route: fmt.Sprintf("r%d", i%10), Path: "/x", Status: 200, Escola: fmt.Sprintf("e%d", i%5)})
+	}
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	counters := len(scanKeys(t, t.Context(), rdb, ks.MetricPattern()))
+	st := front.Stats()
+	t.Logf("300 events, %d counters: %v requests, %v commands", counters, st.Requests, st.Commands)
+	if counters != 16 { // 10 endpoints, 5 schools, 1 status
+		t.Fatalf("%d counters, want 16", counters)
+	}
+	// The SCAN just above is the only other request.
+	if st.Requests["/multi-exec"] != 1 || st.Commands["/multi-exec"] != 2*counters {
+		t.Errorf("the flush sent %v requests, %v commands; want one /multi-exec of %d (INCRBY + EXPIRE per counter)", st.Requests, st.Commands, 2*counters)
 	}
 }
 

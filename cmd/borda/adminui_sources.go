@@ -187,7 +187,7 @@ func (l *opsLimiter) relaxes(ctx context.Context, cfg *configs.Config, st *admin
 func (l *opsLimiter) top(ctx context.Context, cfg *configs.Config, st *adminui.LimiterState) {
 	switch {
 	case l.redis == nil:
-		st.TopNote = "unknown: the would-block counters are telemetry counters, kept in Redis (redis.url), and this gateway has none"
+		st.TopNote = "unknown: the would-block counters are telemetry counters, kept in the shared store (redis.url or the Upstash REST URL), and this gateway has none (embedded store)"
 		return
 	case !cfg.Telemetry.Enabled:
 		st.TopNote = "unknown: telemetry counters are off (telemetry.enabled: false)"
@@ -322,7 +322,7 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 func (p *opsPipeline) forwarders(ctx context.Context) ([]adminui.Forwarder, string) {
 	if p.redis == nil {
-		return nil, "unknown: the forwarders share their state through Redis (redis.url), and this gateway has none (embedded store)"
+		return nil, "unknown: the forwarders share their state through the shared store (redis.url or the Upstash REST URL), and this gateway has none (embedded store)"
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

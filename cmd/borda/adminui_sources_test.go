@@ -19,7 +19,8 @@ import (
 // counters of the last minutes. It read them with one SCAN and an MGET
 // per page, which on a Redis Cluster (redis.cluster) walks one master only
 // and fails with CROSSSLOT as soon as a page holds keys of two slots; it
-// now reads through telemetry.ScanCounters, as the aggregator does.
+// now reads through telemetry.ScanCounters, as the aggregator does. On
+// the Upstash REST store it reads them too (it used to say "unknown").
 func TestTopWouldBlockSumsTheCountersOnRedisAndOnACluster(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -30,6 +31,10 @@ func TestTopWouldBlockSumsTheCountersOnRedisAndOnACluster(t *testing.T) {
 		}},
 		{"cluster", func(t *testing.T) redis.UniversalClient {
 			return servicetest.RedisClient(t, servicetest.StartedRedisCluster(t).URL, true)
+		}},
+		{"upstash-rest", func(t *testing.T) redis.UniversalClient {
+			rdb, _ := servicetest.RedisOver(t, servicetest.REST)
+			return rdb
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

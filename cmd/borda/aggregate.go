@@ -17,7 +17,8 @@ import (
 
 // runAggregate is `borda aggregate --config FILE`: one aggregation of the
 // Redis telemetry counters into PostgreSQL gateway_metrics, for cron. It
-// needs redis.url (REDIS_URL) and database.url (DATABASE_URL). Exit 0 when
+// needs the shared store, redis.url (REDIS_URL) or the Upstash REST URL
+// and token, and database.url (DATABASE_URL). Exit 0 when
 // it aggregated or another run was in progress right now, 1 on failure, 2
 // on usage or config errors. An interval a `borda serve` already
 // aggregated does not stop it (docs/telemetry.md).
@@ -30,8 +31,8 @@ func runAggregate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !ok {
 		return code
 	}
-	if cfg.Redis.URL == "" {
-		fmt.Fprintln(stderr, "borda: aggregate needs redis.url (or REDIS_URL): the counters live in Redis")
+	if cfg.StoreKind() == "memory" {
+		fmt.Fprintln(stderr, "borda: aggregate needs redis.url (REDIS_URL) or the Upstash REST URL and token (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN): the counters live there")
 		return 2
 	}
 	if cfg.Database.URL == "" {

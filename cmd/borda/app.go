@@ -29,7 +29,7 @@ import (
 type app struct {
 	log        *slog.Logger
 	registry   *prometheus.Registry
-	redis      redis.UniversalClient // nil on the embedded or REST store
+	redis      redis.UniversalClient // nil on the embedded store; over restconn on the REST store
 	db         *pgxpool.Pool         // nil without database.url
 	limiter    *ratelimit.Limiter
 	limitStore ratelimit.Store     // the limiter's store (the operator page reads relaxes from it)
@@ -67,7 +67,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	case !cfg.Telemetry.Enabled:
 		logger.Info("telemetry counters off (telemetry.enabled: false)")
 	case a.redis == nil:
-		logger.Info("telemetry counters off: they need redis.url (the embedded and REST stores do not keep them)")
+		logger.Info("telemetry counters off: they need a shared store, redis.url or the Upstash REST URL and token (the embedded store does not keep them)")
 	default:
 		a.recorder, err = telemetry.NewRecorder(recorderOptions(cfg.Telemetry), ks, telemetry.NewRedisSink(a.redis), a.registry, logger)
 		if err != nil {
@@ -133,10 +133,14 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 }
 
 // store picks the rate-limit store: Redis (redis.url), Upstash REST
-// (rest_url + rest_token), or the embedded in-memory store.
+// (rest_url + rest_token), or the embedded in-memory store. On Redis and
+// on REST it also builds the shared client (a.redis) the telemetry, the
+// aggregation and the operator page use; on REST that client's
+// connections are restconn's (one HTTPS request per command, pipeline or
+// transaction).
 func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	switch cfg.StoreKind() {
-	case "redis":
+	case "redis", "upstash-rest":
 		rdb, err := redisconn.New(redisOptions(cfg.Redis))
 		if err != nil {
 			return nil, err
@@ -148,8 +152,9 @@ func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	return newStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second, Transport: egress.Transport()})
 }
 
-// aggregate runs the hourly aggregation when database.url and redis.url
-// are set; it returns when ctx ends.
+// aggregate runs the hourly aggregation when database.url and a shared
+// store (redis.url or the Upstash REST URL) are set; it returns when ctx
+// ends.
 func (a *app) aggregate(ctx context.Context, cfg configs.Config, ks keyspace.Keyspace) {
 	if cfg.Database.URL == "" || a.redis == nil || !cfg.Telemetry.Enabled {
 		return

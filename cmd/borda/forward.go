@@ -46,7 +46,7 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	}()
 	rdb, err := redisconn.New(redisOptions(cfg.Redis))
 	if err != nil {
-		fmt.Fprintf(stderr, "borda: forward needs redis.url (REDIS_URL) for its idempotency keys: %v\n", err)
+		fmt.Fprintf(stderr, "borda: forward needs redis.url (REDIS_URL) or the Upstash REST URL and token (UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN) for its idempotency keys: %v\n", err)
 		return 2
 	}
 	defer rdb.Close()

@@ -73,15 +73,15 @@ var helps = map[string]commandHelp{
 		about: []string{
 			"Re-delivers the webhooks of forward.queue to the legacy endpoint, HMAC-signed, with a retry",
 			"ladder (forward.retry_delays), a dead-letter queue and a circuit breaker. Needs redis.url",
-			"for its idempotency keys; --admin-listen (alias --admin; default $BORDA_ADMIN_LISTEN, else",
+			"or the Upstash REST URL and token for its idempotency keys; --admin-listen (alias --admin; default $BORDA_ADMIN_LISTEN, else",
 			"127.0.0.1:9092) serves /metrics, /healthz and /readyz (503 naming what it waits for: amqp,",
 			"redis, breaker, publish, consumer). It has no public listener.",
 		},
 		signals: []string{
 			stopSignals + "  stop consuming, give buffered deliveries back, finish the ones in flight, exit 0",
 		},
-		env: []string{"BORDA_CONFIG", "BORDA_ADMIN_LISTEN", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "AMQP_URL",
-			"LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET"},
+		env: []string{"BORDA_CONFIG", "BORDA_ADMIN_LISTEN", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
+			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET"},
 	},
 	"consume-events": {
 		usage: "borda consume-events [--config FILE] [--admin ADDR]",
@@ -101,7 +101,7 @@ var helps = map[string]commandHelp{
 			"serve` also does it every telemetry.aggregate_every). Exits 0 too when another process holds",
 			"the aggregation lock.",
 		},
-		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "DATABASE_URL"},
+		env: []string{"BORDA_CONFIG", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN", "DATABASE_URL"},
 	},
 	"migrate": {
 		usage: "borda migrate [--config FILE]",

@@ -5,12 +5,23 @@
 //   - POST / with a JSON command array → 200 {"result": …}
 //   - POST /pipeline with an array of command arrays → an array of
 //     {"result": …} / {"error": …}, not atomic
-//   - POST /multi-exec, same shapes, atomic (MULTI/EXEC)
+//   - POST /multi-exec, same shapes, atomic (MULTI/EXEC); a transaction
+//     that fails as a whole (a command Redis refused to queue: EXECABORT)
+//     → 400 {"error": …}
 //   - "Authorization: Bearer <token>" required (401 otherwise); other
 //     methods than HEAD/GET/POST/PUT → 405
 //   - errors → 400 {"error": "ERR …"}
 //   - "Upstash-Encoding: base64" → every string in the reply base64
 //     except "OK"
+//   - replies in RESP2's shapes whatever protocol the Redis client speaks:
+//     a map is a flat array of keys and values, a double its text, a
+//     boolean 1 or 0
+//   - every reply carries an "Upstash-Sync-Token" header (read-your-writes
+//     on a global database), a counter here; Stats says what clients sent
+//     back
+//
+// Stats counts the requests and commands per endpoint, so tests measure
+// what a component costs on Upstash (billed per command).
 package upstashtest
 
 import (
@@ -22,7 +33,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,6 +44,72 @@ import (
 type Server struct {
 	rdb   redis.UniversalClient
 	token string
+
+	mu     sync.Mutex
+	stats  Stats
+	issued int // the last sync token handed out
+}
+
+// Stats counts what a Server was sent, by endpoint.
+type Stats struct {
+	// Requests is the number of authorized requests to "/", "/pipeline"
+	// and "/multi-exec".
+	Requests map[string]int
+	// Commands is the number of commands they carried (what Upstash
+	// bills).
+	Commands map[string]int
+	// SyncTokens is the number of requests that sent back an
+	// Upstash-Sync-Token this server had issued.
+	SyncTokens int
+}
+
+// Stats returns the counts so far.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Stats{Requests: map[string]int{}, Commands: map[string]int{}, SyncTokens: s.stats.SyncTokens}
+	for k, v := range s.stats.Requests {
+		out.Requests[k] = v
+	}
+	for k, v := range s.stats.Commands {
+		out.Commands[k] = v
+	}
+	return out
+}
+
+// TotalRequests is the sum of Requests.
+func (st Stats) TotalRequests() int {
+	n := 0
+	for _, v := range st.Requests {
+		n += v
+	}
+	return n
+}
+
+// TotalCommands is the sum of Commands.
+func (st Stats) TotalCommands() int {
+	n := 0
+	for _, v := range st.Commands {
+		n += v
+	}
+	return n
+}
+
+// count records one request of n commands to endpoint and the sync token
+// it carried, and returns the token of its reply.
+func (s *Server) count(endpoint string, n int, sent string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stats.Requests == nil {
+		s.stats.Requests, s.stats.Commands = map[string]int{}, map[string]int{}
+	}
+	s.stats.Requests[endpoint]++
+	s.stats.Commands[endpoint] += n
+	if t, err := strconv.Atoi(sent); err == nil && t >= 1 && t <= s.issued {
+		s.stats.SyncTokens++
+	}
+	s.issued++
+	return strconv.Itoa(s.issued)
 }
 
 // New returns a Server forwarding to rdb and accepting token.
@@ -59,6 +138,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(r.Body)
 	dec.UseNumber()
 	ctx := r.Context()
+	sent := r.Header.Get("Upstash-Sync-Token")
 	switch strings.TrimRight(r.URL.Path, "/") {
 	case "":
 		var cmd []any
@@ -66,6 +146,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "ERR failed to parse command"})
 			return
 		}
+		w.Header().Set("Upstash-Sync-Token", s.count("/", 1, sent))
 		res, err := s.rdb.Do(ctx, args(cmd)...).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
@@ -78,7 +159,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": "ERR failed to parse pipeline request"})
 			return
 		}
-		s.pipeline(ctx, w, cmds, r.URL.Path == "/multi-exec", b64)
+		atomic := strings.TrimRight(r.URL.Path, "/") == "/multi-exec"
+		w.Header().Set("Upstash-Sync-Token", s.count(strings.TrimRight(r.URL.Path, "/"), len(cmds), sent))
+		s.pipeline(ctx, w, cmds, atomic, b64)
 	default:
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "ERR unknown endpoint"})
 	}
@@ -97,8 +180,11 @@ func (s *Server) pipeline(ctx context.Context, w http.ResponseWriter, cmds [][]a
 	}
 	_, err := p.Exec(ctx)
 	if atomic && err != nil && !errors.Is(err, redis.Nil) {
+		// A transport failure, or a transaction Redis discarded (a command
+		// it refused to queue): the whole request fails, as on Upstash.
+		// Errors of commands that ran (WRONGTYPE…) are answered per command.
 		var rerr redis.Error
-		if !errors.As(err, &rerr) {
+		if !errors.As(err, &rerr) || strings.HasPrefix(err.Error(), "EXECABORT") {
 			writeJSON(w, http.StatusBadRequest, map[string]any{"error": err.Error()})
 			return
 		}
@@ -132,7 +218,9 @@ func args(cmd []any) []any {
 	return out
 }
 
-// encode maps a go-redis reply to its JSON shape.
+// encode maps a go-redis reply to its JSON shape, in RESP2's types (what
+// Upstash answers): a RESP3 map is a flat array, a double its shortest
+// text, a boolean 1 or 0.
 func encode(v any, b64 bool) any {
 	switch x := v.(type) {
 	case nil:
@@ -148,6 +236,19 @@ func encode(v any, b64 bool) any {
 			out[i] = encode(e, b64)
 		}
 		return out
+	case map[any]any:
+		out := make([]any, 0, 2*len(x))
+		for k, e := range x {
+			out = append(out, encode(k, b64), encode(e, b64))
+		}
+		return out
+	case float64:
+		return encode(strconv.FormatFloat(x, 'f', -1, 64), b64)
+	case bool:
+		if x {
+			return 1
+		}
+		return 0
 	case redis.Error:
 		return x.Error()
 	default:

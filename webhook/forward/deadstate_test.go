@@ -14,102 +14,106 @@ import (
 )
 
 // The dedup state machine of docs/forwarder.md ("The dedup state
-// machine"): each row of its table is one case here, against real Redis.
+// machine"): each row of its table is one case here, against real Redis,
+// over RESP and over the Upstash REST API.
 func TestStore_DedupStateMachine(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, newLegacy(t, always(action{status: 200})), nil)
-	const lease, retention = 3 * time.Second, time.Hour
-	s := NewStore(h.rdb, h.keys, lease, retention, "")
-	ctx := context.Background()
+	overEachTransport(t, func(t *testing.T, transport string) {
+		t.Parallel()
+		h := newHarness(t, newLegacy(t, always(action{status: 200})), over(transport))
+		const lease, retention = 3 * time.Second, time.Hour
+		s := NewStore(h.rdb, h.keys, lease, retention, "")
+		ctx := context.Background()
 
-	cases := []struct {
-		name          string
-		before        string // "" absent
-		forced        string // forcedReplay
-		replay        string // replayID
-		want          Claim
-		after         string // the value afterwards; "lease" for this attempt's lease
-		markDead      bool   // after Acquired, MarkDead and expect afterDead
-		markForwarded bool   // after Acquired, MarkForwarded and expect afterDead
-		afterMark     string
-	}{
-		{name: "absent/new delivery", want: Acquired, after: "lease"},
-		{name: "in flight/another copy", before: "processing:other", want: Held, after: "processing:other"},
-		{name: "in flight/a replay", before: "processing:other", replay: "7", want: Held, after: "processing:other"},
-		{name: "forwarded/another copy", before: "forwarded", want: AlreadyForwarded, after: "forwarded"},
-		{name: "forwarded/a replay without force", before: "forwarded", replay: "7", want: AlreadyForwarded, after: "forwarded"},
-		{name: "forwarded/a forced replay", before: "forwarded", forced: "7", replay: "7", want: Acquired, after: "lease", markForwarded: true, afterMark: "forwarded:7"},
-		{name: "forwarded by that forced replay/its redelivery", before: "forwarded:7", forced: "7", replay: "7", want: AlreadyForwarded, after: "forwarded:7"},
-		{name: "dead/another copy", before: "dead", want: AlreadyDead, after: "dead"},
-		{name: "dead/a replay", before: "dead", replay: "7", want: Acquired, after: "lease", markForwarded: true, afterMark: "forwarded"},
-		{name: "dead/a replay dead-lettered again", before: "dead", replay: "7", want: Acquired, after: "lease", markDead: true, afterMark: "dead:7"},
-		{name: "dead by a replay/its redelivery", before: "dead:7", replay: "7", want: AlreadyDead, after: "dead:7"},
-		{name: "dead by a replay/a later replay", before: "dead:7", replay: "8", want: Acquired, after: "lease"},
-		{name: "dead by a replay/another copy", before: "dead:7", want: AlreadyDead, after: "dead:7"},
-		{name: "absent/dead-lettered", want: Acquired, after: "lease", markDead: true, afterMark: "dead"},
-		{name: "absent/delivered", want: Acquired, after: "lease", markForwarded: true, afterMark: "forwarded"},
-	}
-	for i, c := range cases {
-		id := "sm-" + string(rune('a'+i))
-		key := h.keys.ForwardEvent("evolution", id)
-		if c.before != "" {
-			h.rdb.Set(ctx, key, c.before, retention)
+		cases := []struct {
+			name          string
+			before        string // "" absent
+			forced        string // forcedReplay
+			replay        string // replayID
+			want          Claim
+			after         string // the value afterwards; "lease" for this attempt's lease
+			markDead      bool   // after Acquired, MarkDead and expect afterDead
+			markForwarded bool   // after Acquired, MarkForwarded and expect afterDead
+			afterMark     string
+		}{
+			{name: "absent/new delivery", want: Acquired, after: "lease"},
+			{name: "in flight/another copy", before: "processing:other", want: Held, after: "processing:other"},
+			{name: "in flight/a replay", before: "processing:other", replay: "7", want: Held, after: "processing:other"},
+			{name: "forwarded/another copy", before: "forwarded", want: AlreadyForwarded, after: "forwarded"},
+			{name: "forwarded/a replay without force", before: "forwarded", replay: "7", want: AlreadyForwarded, after: "forwarded"},
+			{name: "forwarded/a forced replay", before: "forwarded", forced: "7", replay: "7", want: Acquired, after: "lease", markForwarded: true, afterMark: "forwarded:7"},
+			{name: "forwarded by that forced replay/its redelivery", before: "forwarded:7", forced: "7", replay: "7", want: AlreadyForwarded, after: "forwarded:7"},
+			{name: "dead/another copy", before: "dead", want: AlreadyDead, after: "dead"},
+			{name: "dead/a replay", before: "dead", replay: "7", want: Acquired, after: "lease", markForwarded: true, afterMark: "forwarded"},
+			{name: "dead/a replay dead-lettered again", before: "dead", replay: "7", want: Acquired, after: "lease", markDead: true, afterMark: "dead:7"},
+			{name: "dead by a replay/its redelivery", before: "dead:7", replay: "7", want: AlreadyDead, after: "dead:7"},
+			{name: "dead by a replay/a later replay", before: "dead:7", replay: "8", want: Acquired, after: "lease"},
+			{name: "dead by a replay/another copy", before: "dead:7", want: AlreadyDead, after: "dead:7"},
+			{name: "absent/dead-lettered", want: Acquired, after: "lease", markDead: true, afterMark: "dead"},
+			{name: "absent/delivered", want: Acquired, after: "lease", markForwarded: true, afterMark: "forwarded"},
 		}
-		claim, l, _, err := s.Acquire(ctx, "evolution", id, "tok", c.forced, c.replay)
-		if err != nil {
-			t.Fatalf("%s: Acquire: %v", c.name, err)
+		for i, c := range cases {
+			id := "sm-" + string(rune('a'+i))
+			key := h.keys.ForwardEvent("evolution", id)
+			if c.before != "" {
+				h.rdb.Set(ctx, key, c.before, retention)
+			}
+			claim, l, _, err := s.Acquire(ctx, "evolution", id, "tok", c.forced, c.replay)
+			if err != nil {
+				t.Fatalf("%s: Acquire: %v", c.name, err)
+			}
+			if claim != c.want {
+				t.Errorf("%s: claim %d, want %d", c.name, claim, c.want)
+				continue
+			}
+			want := c.after
+			if want == "lease" {
+				want = valueLeasePrefixed + "tok"
+			}
+			if got := h.rdb.Get(ctx, key).Val(); got != want {
+				t.Errorf("%s: key %q after Acquire, want %q", c.name, got, want)
+			}
+			if !c.markDead && !c.markForwarded {
+				continue
+			}
+			var ok bool
+			if c.markDead {
+				ok, err = s.MarkDead(ctx, l)
+			} else {
+				ok, err = s.MarkForwarded(ctx, l)
+			}
+			if err != nil || !ok {
+				t.Errorf("%s: mark = %v, %v", c.name, ok, err)
+			}
+			if got, ttl := h.rdb.Get(ctx, key).Val(), h.rdb.PTTL(ctx, key).Val(); got != c.afterMark || ttl <= lease || ttl > retention {
+				t.Errorf("%s: key %q (TTL %s) after the mark, want %q with the retention TTL", c.name, got, ttl, c.afterMark)
+			}
 		}
-		if claim != c.want {
-			t.Errorf("%s: claim %d, want %d", c.name, claim, c.want)
-			continue
-		}
-		want := c.after
-		if want == "lease" {
-			want = valueLeasePrefixed + "tok"
-		}
-		if got := h.rdb.Get(ctx, key).Val(); got != want {
-			t.Errorf("%s: key %q after Acquire, want %q", c.name, got, want)
-		}
-		if !c.markDead && !c.markForwarded {
-			continue
-		}
-		var ok bool
-		if c.markDead {
-			ok, err = s.MarkDead(ctx, l)
-		} else {
-			ok, err = s.MarkForwarded(ctx, l)
-		}
-		if err != nil || !ok {
-			t.Errorf("%s: mark = %v, %v", c.name, ok, err)
-		}
-		if got, ttl := h.rdb.Get(ctx, key).Val(), h.rdb.PTTL(ctx, key).Val(); got != c.afterMark || ttl <= lease || ttl > retention {
-			t.Errorf("%s: key %q (TTL %s) after the mark, want %q with the retention TTL", c.name, got, ttl, c.afterMark)
-		}
-	}
 
-	// The marks are compare-and-set: a lease that expired and was taken
-	// by another worker moves nothing, and a dead mark never overwrites
-	// forwarded; a delivery whose lease expired while another copy was
-	// dead-lettered records that it was POSTed (forwarded, wasDead).
-	key := h.keys.ForwardEvent("evolution", "cas")
-	_, l, _, _ := s.Acquire(ctx, "evolution", "cas", "mine", "", "")
-	h.rdb.Set(ctx, key, "processing:theirs", lease)
-	if ok, err := s.MarkDead(ctx, l); ok || err != nil {
-		t.Errorf("MarkDead over another lease = %v, %v; want false", ok, err)
-	}
-	h.rdb.Set(ctx, key, "forwarded", retention)
-	if ok, _ := s.MarkDead(ctx, l); ok || h.rdb.Get(ctx, key).Val() != "forwarded" {
-		t.Errorf("MarkDead over forwarded = %v, key %q; want false and forwarded kept", ok, h.rdb.Get(ctx, key).Val())
-	}
-	h.rdb.Set(ctx, key, "dead", retention)
-	if ok, wasDead, err := s.markForwarded(ctx, l); !ok || !wasDead || err != nil || h.rdb.Get(ctx, key).Val() != "forwarded" {
-		t.Errorf("markForwarded over dead = %v, %v, %v, key %q; want forwarded, wasDead", ok, wasDead, err, h.rdb.Get(ctx, key).Val())
-	}
-	// Retried through the ladder: the lease is released, the key absent.
-	_, l2, _, _ := s.Acquire(ctx, "evolution", "ladder", "tok", "", "")
-	if err := s.Release(ctx, l2); err != nil || h.rdb.Exists(ctx, h.keys.ForwardEvent("evolution", "ladder")).Val() != 0 {
-		t.Errorf("Release before a retry: %v; want the key gone", err)
-	}
+		// The marks are compare-and-set: a lease that expired and was taken
+		// by another worker moves nothing, and a dead mark never overwrites
+		// forwarded; a delivery whose lease expired while another copy was
+		// dead-lettered records that it was POSTed (forwarded, wasDead).
+		key := h.keys.ForwardEvent("evolution", "cas")
+		_, l, _, _ := s.Acquire(ctx, "evolution", "cas", "mine", "", "")
+		h.rdb.Set(ctx, key, "processing:theirs", lease)
+		if ok, err := s.MarkDead(ctx, l); ok || err != nil {
+			t.Errorf("MarkDead over another lease = %v, %v; want false", ok, err)
+		}
+		h.rdb.Set(ctx, key, "forwarded", retention)
+		if ok, _ := s.MarkDead(ctx, l); ok || h.rdb.Get(ctx, key).Val() != "forwarded" {
+			t.Errorf("MarkDead over forwarded = %v, key %q; want false and forwarded kept", ok, h.rdb.Get(ctx, key).Val())
+		}
+		h.rdb.Set(ctx, key, "dead", retention)
+		if ok, wasDead, err := s.markForwarded(ctx, l); !ok || !wasDead || err != nil || h.rdb.Get(ctx, key).Val() != "forwarded" {
+			t.Errorf("markForwarded over dead = %v, %v, %v, key %q; want forwarded, wasDead", ok, wasDead, err, h.rdb.Get(ctx, key).Val())
+		}
+		// Retried through the ladder: the lease is released, the key absent.
+		_, l2, _, _ := s.Acquire(ctx, "evolution", "ladder", "tok", "", "")
+		if err := s.Release(ctx, l2); err != nil || h.rdb.Exists(ctx, h.keys.ForwardEvent("evolution", "ladder")).Val() != 0 {
+			t.Errorf("Release before a retry: %v; want the key gone", err)
+		}
+	})
 }
 
 // settled waits until the forwarder counted n duplicates or the DLQ or

@@ -20,6 +20,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
 	"github.com/olp-edu/borda/webhook/envelope"
@@ -156,9 +157,12 @@ type harness struct {
 	conn *amqp.Connection
 	ch   *amqp.Channel
 	rdb  redis.UniversalClient
-	keys keyspace.Keyspace
-	end  *legacy
-	reg  *prometheus.Registry
+	// front is the Upstash REST test server rdb goes through (Transport
+	// REST), for tests that count requests; nil on RESP.
+	front *upstashtest.Server
+	keys  keyspace.Keyspace
+	end   *legacy
+	reg   *prometheus.Registry
 }
 
 // harnessConfig is what a test may change before the harness declares
@@ -172,6 +176,24 @@ type harnessConfig struct {
 	Options  Options
 	Topology topology.Topology
 	RedisURL string
+	// Transport is how the forwarder reaches RedisURL: servicetest.RESP
+	// ("" too) or servicetest.REST (through internal/upstashtest).
+	Transport string
+}
+
+// over returns a mutate that sets the harness's Redis transport.
+func over(transport string) func(*harnessConfig) {
+	return func(c *harnessConfig) { c.Transport = transport }
+}
+
+// overEachTransport runs fn as a subtest per Redis transport (RESP, and
+// the Upstash REST API through internal/upstashtest): the idempotency
+// keys' conformance matrix.
+func overEachTransport(t *testing.T, fn func(t *testing.T, transport string)) {
+	t.Helper()
+	for _, transport := range servicetest.RedisTransports {
+		t.Run(transport, func(t *testing.T) { fn(t, transport) })
+	}
 }
 
 func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness {
@@ -228,8 +250,13 @@ func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness
 		}
 		conn.Close()
 	})
-	rdb, err := redisconn.New(redisconn.Options{URL: cfg.RedisURL, ReadTimeout: time.Second})
-	if err != nil {
+	var rdb redis.UniversalClient
+	var front *upstashtest.Server
+	if cfg.Transport == servicetest.REST {
+		var restURL string
+		front, restURL = servicetest.RESTFront(t, cfg.RedisURL)
+		rdb = servicetest.RESTClient(t, restURL)
+	} else if rdb, err = redisconn.New(redisconn.Options{URL: cfg.RedisURL, ReadTimeout: time.Second}); err != nil {
 		t.Fatalf("redis client: %v", err)
 	}
 	keys := keyspace.MustNew(servicetest.KeyPrefix(t))
@@ -241,7 +268,7 @@ func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness
 		}
 		rdb.Close()
 	})
-	return &harness{t: t, cfg: cfg, top: top, conn: conn, ch: ch, rdb: rdb, keys: keys, end: end, reg: prometheus.NewRegistry()}
+	return &harness{t: t, cfg: cfg, top: top, conn: conn, ch: ch, rdb: rdb, front: front, keys: keys, end: end, reg: prometheus.NewRegistry()}
 }
 
 // options are the forwarder's options of the test, with the harness's

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -55,24 +56,44 @@ func TestForward_SameIDFromTwoSourcesIsPostedTwice(t *testing.T) {
 // TestForward_DuplicateIsLoggedCountedAndShown: an event whose (source,
 // id) was forwarded before is acked without a POST, and that is visible:
 // borda_forward_duplicates_total{source} and the Status the operator page
-// shows (count, key).
+// shows (count, key). On the Upstash REST store, what each costs: a
+// delivered event two requests (acquire, mark; one more each while the
+// scripts are not cached), a duplicate one.
 func TestForward_DuplicateIsLoggedCountedAndShown(t *testing.T) {
-	end := newLegacy(t, always(action{status: 200}))
-	h := newHarness(t, end, nil)
-	f := h.start(nil)
-	h.publish(sourceEnvelope("whatsapp", "dup-1", `{"n":1}`))
-	eventually(t, 10*time.Second, "the first POST", func() bool { return len(end.all()) == 1 })
-	h.publish(sourceEnvelope("whatsapp", "dup-1", `{"n":1}`))
-	eventually(t, 10*time.Second, "the duplicate counted", func() bool {
-		return value(f.m.duplicates.WithLabelValues("whatsapp")) == 1
+	overEachTransport(t, func(t *testing.T, transport string) {
+		end := newLegacy(t, always(action{status: 200}))
+		h := newHarness(t, end, over(transport))
+		f := h.start(nil)
+		requests := func() int { return h.front.Stats().TotalRequests() }
+		if h.front == nil {
+			requests = func() int { return 0 }
+		}
+		h.publish(sourceEnvelope("whatsapp", "dup-1", `{"n":1}`))
+		eventually(t, 10*time.Second, "the first POST", func() bool { return len(end.all()) == 1 })
+		look := servicetest.RedisClient(t, h.cfg.RedisURL, false) // RESP: not counted
+		eventually(t, 10*time.Second, "the first marked forwarded", func() bool {
+			return look.Get(context.Background(), h.keys.ForwardEvent("whatsapp", "dup-1")).Val() == valueForwarded
+		})
+		delivered := requests()
+		h.publish(sourceEnvelope("whatsapp", "dup-1", `{"n":1}`))
+		eventually(t, 10*time.Second, "the duplicate counted", func() bool {
+			return value(f.m.duplicates.WithLabelValues("whatsapp")) == 1
+		})
+		if h.front != nil {
+			dup := requests() - delivered
+			t.Logf("REST requests: %d for the delivered event, %d for the duplicate", delivered, dup)
+			if delivered < 2 || delivered > 4 || dup != 1 {
+				t.Errorf("REST requests: %d for the delivered event, %d for the duplicate; want 2 to 4 and 1", delivered, dup)
+			}
+		}
+		if n := len(end.all()); n != 1 {
+			t.Errorf("POSTs = %d, want 1", n)
+		}
+		s := f.Status()
+		if s.Duplicates != 1 || s.LastDuplicate.Key != h.keys.ForwardEvent("whatsapp", "dup-1") || s.LastDuplicate.Source != "whatsapp" {
+			t.Errorf("status duplicates %d, last %+v", s.Duplicates, s.LastDuplicate)
+		}
 	})
-	if n := len(end.all()); n != 1 {
-		t.Errorf("POSTs = %d, want 1", n)
-	}
-	s := f.Status()
-	if s.Duplicates != 1 || s.LastDuplicate.Key != h.keys.ForwardEvent("whatsapp", "dup-1") || s.LastDuplicate.Source != "whatsapp" {
-		t.Errorf("status duplicates %d, last %+v", s.Duplicates, s.LastDuplicate)
-	}
 }
 
 // TestForward_LegacyKeyHonouredOnlyForTheLegacySource: a source-less key
@@ -80,37 +101,39 @@ func TestForward_DuplicateIsLoggedCountedAndShown(t *testing.T) {
 // deduplicating the legacy source's event until it expires, and never
 // drops another source's event with the same id.
 func TestForward_LegacyKeyHonouredOnlyForTheLegacySource(t *testing.T) {
-	end := newLegacy(t, always(action{status: 200}))
-	h := newHarness(t, end, nil)
-	ctx := context.Background()
-	h.rdb.Set(ctx, h.keys.Forward("old-1"), valueForwarded, time.Minute)
-	opts := h.options()
-	opts.LegacySource = "whatsapp"
-	f, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	overEachTransport(t, func(t *testing.T, transport string) {
+		end := newLegacy(t, always(action{status: 200}))
+		h := newHarness(t, end, over(transport))
+		ctx := context.Background()
+		h.rdb.Set(ctx, h.keys.Forward("old-1"), valueForwarded, time.Minute)
+		opts := h.options()
+		opts.LegacySource = "whatsapp"
+		f, err := New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = f.Run(runCtx) }()
+		t.Cleanup(func() { cancel(); <-done })
 
-	h.publish(sourceEnvelope("whatsapp", "old-1", `{"legacy":"same source"}`))
-	h.publish(sourceEnvelope("zapster", "old-1", `{"legacy":"other source"}`))
-	eventually(t, 10*time.Second, "both settled", func() bool {
-		return h.depth(h.top.ForwardQueue) == 0 &&
-			value(f.m.outcomes.WithLabelValues("delivered", "2xx"))+value(f.m.outcomes.WithLabelValues("duplicate", "none")) >= 2
+		h.publish(sourceEnvelope("whatsapp", "old-1", `{"legacy":"same source"}`))
+		h.publish(sourceEnvelope("zapster", "old-1", `{"legacy":"other source"}`))
+		eventually(t, 10*time.Second, "both settled", func() bool {
+			return h.depth(h.top.ForwardQueue) == 0 &&
+				value(f.m.outcomes.WithLabelValues("delivered", "2xx"))+value(f.m.outcomes.WithLabelValues("duplicate", "none")) >= 2
+		})
+		got := postedBodies(end)
+		if got[`{"legacy":"same source"}`] != 0 || got[`{"legacy":"other source"}`] != 1 {
+			t.Fatalf("POSTs by body = %v: want the legacy source's event deduplicated by the old key, the other source's POSTed", got)
+		}
+		if s := f.Status(); s.LastDuplicate.Legacy != h.keys.Forward("old-1") {
+			t.Errorf("last duplicate %+v, want it attributed to the legacy key", s.LastDuplicate)
+		}
+		if v := h.rdb.Get(ctx, h.keys.ForwardEvent("whatsapp", "old-1")).Val(); v != valueForwarded {
+			t.Errorf("the legacy duplicate's new key = %q, want forwarded (its redeliveries stop there)", v)
+		}
 	})
-	got := postedBodies(end)
-	if got[`{"legacy":"same source"}`] != 0 || got[`{"legacy":"other source"}`] != 1 {
-		t.Fatalf("POSTs by body = %v: want the legacy source's event deduplicated by the old key, the other source's POSTed", got)
-	}
-	if s := f.Status(); s.LastDuplicate.Legacy != h.keys.Forward("old-1") {
-		t.Errorf("last duplicate %+v, want it attributed to the legacy key", s.LastDuplicate)
-	}
-	if v := h.rdb.Get(ctx, h.keys.ForwardEvent("whatsapp", "old-1")).Val(); v != valueForwarded {
-		t.Errorf("the legacy duplicate's new key = %q, want forwarded (its redeliveries stop there)", v)
-	}
 }
 
 // TestForward_EveryDistinctSourceAndIDIsPostedOnce is the generative
