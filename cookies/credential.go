@@ -31,6 +31,14 @@ type Resolved struct {
 	// Cookie is the value the upstream receives as the olp_auth cookie on a
 	// route that forwards olp_auth as a cookie; "" when none.
 	Cookie string
+	// Scheme is the token the client sent under an Authorization scheme
+	// other than Bearer ("JWT <token>", "Token <token>": Django REST
+	// framework's and other frameworks' spellings), when that token is a
+	// JWS: the upstream receives the client's header as it came, so the
+	// limiter keys on it too (attack pass A03: a JWT under "JWT" was
+	// counted anonymous while the upstream took it as the user's). ""
+	// otherwise.
+	Scheme string
 	// dropBearer removes the client's Bearer Authorization header: it held
 	// a candidate that lost to the verified one.
 	dropBearer bool
@@ -39,7 +47,7 @@ type Resolved struct {
 // Forwarded reports whether the upstream receives Token in some form (false
 // for a token read from an olp_auth cookie the route does not forward,
 // which the limiter may still key on).
-func (r Resolved) Forwarded() bool { return r.Bearer != "" || r.Cookie != "" }
+func (r Resolved) Forwarded() bool { return r.Bearer != "" || r.Cookie != "" || r.Scheme != "" }
 
 // Resolve returns the single credential of the request header h on a route
 // with cookie policy forward, the one place where the limiter's identity and
@@ -71,11 +79,15 @@ func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (
 	var cands candidates
 	var r Resolved
 	hasAuth := false
+	schemeTok := ""
 	if auth := h.Get("Authorization"); auth != "" {
 		hasAuth = true
 		if tok, ok := bearerToken(auth); ok && usableToken(tok, false) {
 			cands.add(tok)
 			r.Bearer = tok
+		} else if tok, ok := schemeJWS(auth); ok {
+			cands.add(tok)
+			schemeTok = tok
 		}
 	}
 	var unforwarded candidates
@@ -131,7 +143,29 @@ func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (
 	if authCookies.has(chosen) {
 		r.Cookie = chosen
 	}
+	switch {
+	case schemeTok == chosen:
+		r.Scheme = chosen
+	case schemeTok != "":
+		r.dropBearer = true // the client's header held a candidate that lost
+	}
 	return r, nil
+}
+
+// schemeJWS returns the credentials of an Authorization value under a
+// scheme other than Bearer when they are one usable JWS (three base64url
+// parts): what a framework reading "JWT <token>" or "Token <token>" takes
+// as the user's token. Basic and Digest credentials are no JWS.
+func schemeJWS(auth string) (string, bool) {
+	i := strings.IndexAny(auth, " \t")
+	if i <= 0 || strings.EqualFold(auth[:i], "Bearer") {
+		return "", false
+	}
+	tok := strings.Trim(auth[i:], " \t")
+	if strings.Count(tok, ".") != 2 || strings.ContainsAny(tok, " \t,") || !usableToken(tok, false) {
+		return "", false
+	}
+	return tok, true
 }
 
 // candidates are distinct credential values in the order they came.

@@ -26,6 +26,10 @@ func upstreamCredentials(h http.Header) []string {
 	var out []string
 	if f := strings.Fields(h.Get("Authorization")); len(f) >= 2 && strings.EqualFold(f[0], "bearer") {
 		out = append(out, strings.Trim(f[1], `",`))
+	} else if len(f) >= 2 && strings.Count(f[1], ".") == 2 {
+		// Django REST framework's "JWT <token>", "Token <token>" and any
+		// other scheme whose credentials are a JWS (attack pass A03).
+		out = append(out, strings.Trim(f[1], `",`))
 	}
 	line := strings.Join(h["Cookie"], "; ")
 	if line == "" {
@@ -114,6 +118,52 @@ const (
 	jwtB = "okB.eyJzdWIiOiJiIn0.c2ln" // verifies, another user
 	bad  = "bad.eyJzdWIiOiJ4In0.c2ln" // does not verify
 )
+
+// A JWT under an Authorization scheme other than Bearer ("JWT", "Token",
+// any case) was counted anonymous by the limiter while the upstream took
+// it as the user's (attack pass A03). It is a candidate like a Bearer
+// token: the limiter's identity when it is the only one, reduced or
+// refused beside another, and never a split; Basic credentials and
+// non-JWS values stay the client's own business.
+func TestResolveReadsAJWTUnderAnyAuthorizationScheme(t *testing.T) {
+	t.Parallel()
+	asCookie := []Forward{{Cookie: AuthCookie}}
+	for _, scheme := range []string{"JWT", "jwt", "Token", "JWS", "Custom-Scheme"} {
+		for _, tc := range []struct {
+			name     string
+			auth     string
+			cookie   string
+			forward  []Forward
+			token    string
+			conflict bool
+		}{
+			{"alone", scheme + " " + jwtA, "", portalForward(), jwtA, false},
+			{"alone, extra spaces", scheme + "   " + jwtA + " ", "", portalForward(), jwtA, false},
+			{"a decoy cookie beside it", scheme + " " + jwtA, "olp_auth=" + bad, asCookie, jwtA, false},
+			{"the verified cookie beside a decoy header", scheme + " " + bad, "olp_auth=" + jwtA, asCookie, jwtA, false},
+			{"two users", scheme + " " + jwtA, "olp_auth=" + jwtB, asCookie, "", true},
+			{"not a JWS", scheme + " abc", "", portalForward(), "", false},
+		} {
+			h := http.Header{"Authorization": {tc.auth}}
+			if tc.cookie != "" {
+				h["Cookie"] = []string{tc.cookie}
+			}
+			r, err := checkOneCredential(t, h, tc.forward, verifiesOK)
+			if tc.conflict {
+				if err == nil {
+					t.Errorf("%s %s: resolved %+v, want ErrConflict", scheme, tc.name, r)
+				}
+				continue
+			}
+			if err != nil || r.Token != tc.token {
+				t.Errorf("%s %s: token %q err %v, want %q", scheme, tc.name, r.Token, err, tc.token)
+			}
+		}
+	}
+	if r, err := Resolve(http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}, portalForward(), verifiesOK); err != nil || r.Token != "" {
+		t.Errorf("Basic credentials resolved to %+v, %v", r, err)
+	}
+}
 
 // The spellings common parsers accept, each on a route turning olp_auth
 // into the Bearer token (default) and on one forwarding it as a cookie.

@@ -415,3 +415,28 @@ func TestHostileDecoyAuthCookieSplitsTheLimiterFromTheUpstream(t *testing.T) {
 		})
 	}
 }
+
+// A JWT under an Authorization scheme other than Bearer ("JWT <token>",
+// Django REST framework's spelling) was counted anonymous by the limiter
+// while the upstream took it as the user's: a per-user limit of 5 let
+// every request through (attack pass A03). Now the limiter keys on it, in
+// every scheme case, and the per-user limit holds.
+func TestHostileJWTUnderAnotherSchemeSkipsTheUserLimit(t *testing.T) {
+	const five = `rate_limits:
+  rules:
+    - {name: peruser, scope: user, algorithm: fixed_window, limit: 5, window: 50s, mode: enforce}
+`
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", five), "AUTH_JWT_SECRET="+identitySecret)
+	for _, scheme := range []string{"JWT", "token", "Jwt"} {
+		tok := identityToken(t, "u-scheme-"+scheme, 0)
+		var got []int
+		for range 7 {
+			status, _, _ := identityGet(t, p.public, "Authorization: "+scheme+" "+tok)
+			got = append(got, status)
+		}
+		if !slices.Equal(got, []int{200, 200, 200, 200, 200, 429, 429}) {
+			t.Errorf("%s scheme: statuses %v, want 5 × 200 then 429", scheme, got)
+		}
+	}
+}

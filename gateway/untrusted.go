@@ -39,7 +39,7 @@ func dropPortalCredential(h http.Header, u *url.URL, ex *exchange) {
 	if token == "" {
 		return
 	}
-	if ex.credential.Bearer == token {
+	if ex.credential.Bearer == token || ex.credential.Scheme == token {
 		delete(h, "Authorization")
 	}
 	if q := withoutQueryToken(u.RawQuery, token); q != u.RawQuery {
