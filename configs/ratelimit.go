@@ -11,9 +11,13 @@ type RateLimits struct {
 	// Timeout is the hard deadline of one store decision on the request
 	// path (default 30ms); passing it fails open.
 	Timeout Duration `yaml:"timeout"`
-	// OnStoreError is "allow" (default: the request passes) or "local"
-	// (every rule keeps an in-process per-instance limit while the store
-	// fails, passes the timeout or its breaker is open).
+	// OnStoreError is what decides when the store does not.
+	// "local_while_open" (default): a call that fails or passes the
+	// timeout lets its request through, and while the breaker is open
+	// every rule keeps an in-process per-instance limit (its own limit, on
+	// each instance). "allow": every failure fails open, the open breaker
+	// too (no limit until the store answers). "local": every failure,
+	// a single one too, is decided on the per-instance limits.
 	OnStoreError string `yaml:"on_store_error"`
 	// Breaker stops calling a failing store.
 	Breaker Breaker `yaml:"breaker"`
@@ -81,12 +85,14 @@ var (
 	RuleScopes     = []string{"ip", "user", "escola", "route"}
 	RuleAlgorithms = []string{"fixed_window", "gcra", "sliding_window"}
 	RuleModes      = []string{"enforce", "observe", "off"}
+	// StoreErrorFallbacks are the values of rate_limits.on_store_error.
+	StoreErrorFallbacks = []string{"local_while_open", "allow", "local"}
 )
 
 func defaultRateLimits() RateLimits {
 	return RateLimits{
 		Timeout:      Duration(30e6),
-		OnStoreError: "allow",
+		OnStoreError: "local_while_open",
 		Breaker:      Breaker{Failures: 5, OpenFor: Duration(2e9)},
 		RelaxPoll:    Duration(5e9),
 	}
@@ -97,8 +103,8 @@ func (c *Config) validateRateLimits(p *problems) {
 	if rl.Timeout <= 0 {
 		p.addf("rate_limits.timeout", "must be positive")
 	}
-	if rl.OnStoreError != "allow" && rl.OnStoreError != "local" {
-		p.addf("rate_limits.on_store_error", "%q: want allow or local", rl.OnStoreError)
+	if !oneOf(rl.OnStoreError, StoreErrorFallbacks) {
+		p.addf("rate_limits.on_store_error", "%q: want one of %s", rl.OnStoreError, strings.Join(StoreErrorFallbacks, ", "))
 	}
 	if rl.Breaker.Failures < 1 {
 		p.addf("rate_limits.breaker.failures", "must be at least 1")

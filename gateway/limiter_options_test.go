@@ -15,9 +15,7 @@ func testLimiterOptions(cfg configs.Config) ratelimit.Options {
 	modes := map[string]ratelimit.Mode{"enforce": ratelimit.Enforce, "observe": ratelimit.Observe, "off": ratelimit.Off}
 	rl := cfg.RateLimits
 	o := ratelimit.Options{Timeout: rl.Timeout.D(), BreakerFailures: rl.Breaker.Failures, BreakerOpenFor: rl.Breaker.OpenFor.D(), RelaxPoll: rl.RelaxPoll.D()}
-	if rl.OnStoreError == "local" {
-		o.OnStoreError = ratelimit.LocalIP
-	}
+	o.OnStoreError = map[string]ratelimit.Fallback{"allow": ratelimit.FailOpen, "local": ratelimit.LocalIP}[rl.OnStoreError] // else LocalWhileOpen
 	for _, c := range rl.Rules {
 		r := ratelimit.Rule{Name: c.Name, Scope: scopes[c.Scope], Algorithm: algorithms[c.Algorithm], Mode: modes[c.Mode],
 			Limit: c.Limit, ObserveLimit: c.ObserveLimit, Window: c.Window.D(), Routes: slices.Clone(c.Routes), Message: c.Message}

@@ -65,7 +65,7 @@ func NewMemoryStore(maxKeys int) *MemoryStore {
 }
 
 // SetClock makes now the store's clock (nil: time.Now). The Limiter's
-// on_store_error: local fallback uses it to share the Limiter's clock;
+// local limits of on_store_error use it to share the Limiter's clock;
 // tests use it to drive time.
 func (s *MemoryStore) SetClock(now func() time.Time) {
 	if now == nil {

@@ -24,9 +24,7 @@ func limiterOptions(cfg configs.Config) ratelimit.Options {
 		BreakerOpenFor:  rl.Breaker.OpenFor.D(),
 		RelaxPoll:       rl.RelaxPoll.D(),
 		Sync:            rl.Sync.D(),
-	}
-	if rl.OnStoreError == "local" {
-		o.OnStoreError = ratelimit.LocalIP
+		OnStoreError:    storeFallbacks[rl.OnStoreError],
 	}
 	return o
 }
@@ -67,6 +65,9 @@ var (
 	}
 	ruleModes = map[string]ratelimit.Mode{
 		"": ratelimit.Enforce, "enforce": ratelimit.Enforce, "observe": ratelimit.Observe, "off": ratelimit.Off,
+	}
+	storeFallbacks = map[string]ratelimit.Fallback{
+		"": ratelimit.LocalWhileOpen, "local_while_open": ratelimit.LocalWhileOpen, "allow": ratelimit.FailOpen, "local": ratelimit.LocalIP,
 	}
 )
 
