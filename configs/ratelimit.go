@@ -24,6 +24,13 @@ type RateLimits struct {
 	// RelaxPoll is how often each instance reads relax factors
 	// ({prefix}cfg:relax:{rule}) from the store (default 5s).
 	RelaxPoll Duration `yaml:"relax_poll"`
+	// DenyCacheSize is how many keys over their limit each instance
+	// remembers, so their requests are refused without a store call
+	// (default 65536, from 1024 to 4194304; about 150 bytes each: 10 MB
+	// at the default). Past it the cache keeps the keys refused most often
+	// and lets the others go to the store (docs/rate-limiting.md, "Local
+	// deny cache").
+	DenyCacheSize int `yaml:"deny_cache_size"`
 	// Sync, when set (50ms is a good value), takes the store off the
 	// request path: each replica decides on its own counts plus the other
 	// replicas' counts as last read, and every Sync sends what it counted,
@@ -91,10 +98,11 @@ var (
 
 func defaultRateLimits() RateLimits {
 	return RateLimits{
-		Timeout:      Duration(30e6),
-		OnStoreError: "local_while_open",
-		Breaker:      Breaker{Failures: 5, OpenFor: Duration(2e9)},
-		RelaxPoll:    Duration(5e9),
+		Timeout:       Duration(30e6),
+		OnStoreError:  "local_while_open",
+		Breaker:       Breaker{Failures: 5, OpenFor: Duration(2e9)},
+		RelaxPoll:     Duration(5e9),
+		DenyCacheSize: 1 << 16,
 	}
 }
 
@@ -114,6 +122,9 @@ func (c *Config) validateRateLimits(p *problems) {
 	}
 	if rl.RelaxPoll <= 0 {
 		p.addf("rate_limits.relax_poll", "must be positive")
+	}
+	if rl.DenyCacheSize < 1<<10 || rl.DenyCacheSize > 1<<22 {
+		p.addf("rate_limits.deny_cache_size", "%d: want 1024 to 4194304 keys", rl.DenyCacheSize)
 	}
 	if rl.Sync < 0 || rl.Sync.D() > 10*time.Second {
 		p.addf("rate_limits.sync", "%s: want 0 (a store round trip per request) or an interval up to 10s", rl.Sync)

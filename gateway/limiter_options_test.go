@@ -14,7 +14,7 @@ func testLimiterOptions(cfg configs.Config) ratelimit.Options {
 	algorithms := map[string]ratelimit.Algorithm{"fixed_window": ratelimit.FixedWindow, "gcra": ratelimit.GCRA, "sliding_window": ratelimit.SlidingWindow}
 	modes := map[string]ratelimit.Mode{"enforce": ratelimit.Enforce, "observe": ratelimit.Observe, "off": ratelimit.Off}
 	rl := cfg.RateLimits
-	o := ratelimit.Options{Timeout: rl.Timeout.D(), BreakerFailures: rl.Breaker.Failures, BreakerOpenFor: rl.Breaker.OpenFor.D(), RelaxPoll: rl.RelaxPoll.D()}
+	o := ratelimit.Options{Timeout: rl.Timeout.D(), BreakerFailures: rl.Breaker.Failures, BreakerOpenFor: rl.Breaker.OpenFor.D(), RelaxPoll: rl.RelaxPoll.D(), DenyCacheSize: rl.DenyCacheSize}
 	o.OnStoreError = map[string]ratelimit.Fallback{"allow": ratelimit.FailOpen, "local": ratelimit.LocalIP}[rl.OnStoreError] // else LocalWhileOpen
 	for _, c := range rl.Rules {
 		r := ratelimit.Rule{Name: c.Name, Scope: scopes[c.Scope], Algorithm: algorithms[c.Algorithm], Mode: modes[c.Mode],

@@ -28,9 +28,6 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 )
 
-// DenyCacheSize bounds the local deny cache (keys over their limit).
-const DenyCacheSize = 1 << 16
-
 // Limiter decides requests against the configured rules. It is safe for
 // concurrent use; Reload swaps the rules atomically.
 type Limiter struct {
@@ -114,6 +111,9 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 	if opts.RelaxPoll <= 0 {
 		opts.RelaxPoll = DefaultRelaxPoll
 	}
+	if opts.DenyCacheSize <= 0 {
+		opts.DenyCacheSize = DefaultDenyCacheSize
+	}
 	if opts.OnStoreError > LocalIP {
 		return nil, fmt.Errorf("creating the rate limiter: unknown on_store_error %v", opts.OnStoreError)
 	}
@@ -133,11 +133,11 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		ks:        ks,
 		store:     store,
 		memory:    memory,
-		local:     NewMemoryStore(DenyCacheSize),
+		local:     NewMemoryStore(0),
 		onError:   opts.OnStoreError,
 		timeout:   opts.Timeout,
 		relaxPoll: opts.RelaxPoll,
-		deny:      newDenyCache(DenyCacheSize),
+		deny:      newDenyCache(opts.DenyCacheSize),
 		m:         m,
 		log:       logger.With("component", "ratelimit"),
 		now:       time.Now,

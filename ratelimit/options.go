@@ -152,6 +152,8 @@ type Rule struct {
 const (
 	DefaultTimeout   = 30 * time.Millisecond
 	DefaultRelaxPoll = 5 * time.Second
+	// DefaultDenyCacheSize is the keys the local deny cache holds.
+	DefaultDenyCacheSize = 1 << 16
 )
 
 // Options configures a Limiter (New).
@@ -174,6 +176,9 @@ type Options struct {
 	// RelaxPoll is how often relax factors are read from the store. 0:
 	// DefaultRelaxPoll.
 	RelaxPoll time.Duration
+	// DenyCacheSize is how many keys over their limit the local deny cache
+	// holds (about 150 bytes each; deny.go). 0: DefaultDenyCacheSize.
+	DenyCacheSize int
 	// Sync, when > 0, takes the store off the request path: the Limiter
 	// decides on its own view of the counts and sends what it counted to
 	// the store every Sync, for all keys in one round trip, reading the

@@ -23,6 +23,7 @@ func limiterOptions(cfg configs.Config) ratelimit.Options {
 		BreakerFailures: rl.Breaker.Failures,
 		BreakerOpenFor:  rl.Breaker.OpenFor.D(),
 		RelaxPoll:       rl.RelaxPoll.D(),
+		DenyCacheSize:   rl.DenyCacheSize,
 		Sync:            rl.Sync.D(),
 		OnStoreError:    storeFallbacks[rl.OnStoreError],
 	}
