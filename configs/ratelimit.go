@@ -28,8 +28,8 @@ type RateLimits struct {
 	// remembers, so their requests are refused without a store call
 	// (default 65536, from 1024 to 4194304; about 150 bytes each: 10 MB
 	// at the default). Past it the cache keeps the keys refused most often
-	// and lets the others go to the store (docs/rate-limiting.md, "Local
-	// deny cache").
+	// and lets the others go to the store (docs/rate-limiting.md, "Failure
+	// behaviour", local deny cache). Not reloaded.
 	DenyCacheSize int `yaml:"deny_cache_size"`
 	// Sync, when set (50ms is a good value), takes the store off the
 	// request path: each replica decides on its own counts plus the other

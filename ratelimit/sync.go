@@ -10,11 +10,13 @@ import (
 )
 
 // SyncKeys bounds the keys a synchronizing Limiter remembers: its view of
-// each key and the key's synchronization state (sync_keys.go). Past it the
+// each key and the key's synchronization state (sync_round.go). Past it the
 // least recently used key is forgotten, by the view and the syncer
 // together; its count was sent already unless it was hit within the last
 // interval (then the loss is counted in borda_ratelimit_sync_dropped_total).
-const SyncKeys = DefaultMemoryKeys
+// About 450 bytes a key (BenchmarkSync_MemoryPerKey): 60 MB at the bound,
+// which a proxy pod's 256 MiB holds beside its connections.
+const SyncKeys = 1 << 17
 
 // syncer decides on a local view of the store and sends the view's
 // pending counts every interval in one round trip (Options.Sync,

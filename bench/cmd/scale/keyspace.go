@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,11 +33,16 @@ const (
 // (X-Real-IP names the client) with one ip rule on every route, on the
 // Redis at redisURL; sync "0s" decides every request in a store round
 // trip. The window is long, so every key written stays in the store to
-// be counted.
+// be counted. Without sync the deadline is 1 s, so a loaded machine does
+// not open the breaker (the deny curve measures the store path, not the
+// fallback).
 func keyspaceConfig(upstream, redisURL, sync string, limit, denyCache int) []byte {
 	deny := ""
 	if denyCache > 0 {
 		deny = fmt.Sprintf("  deny_cache_size: %d\n", denyCache)
+	}
+	if sync == "0s" { // the round timeout of sync mode stays the default's
+		deny += "  timeout: 1s\n"
 	}
 	return fmt.Appendf(nil, `environment: development
 listen: %q
@@ -167,23 +173,16 @@ func keyspaceCurve(ctx context.Context, bin, dir, upstream string, points []int,
 
 func keyspaceRun(ctx context.Context, bin, dir, upstream string, keys, total int) (keyspacePoint, error) {
 	pt := keyspacePoint{keys: keys}
-	rp, redisURL, err := harness.StartRedis(ctx, dir, fmt.Sprintf("redis-ks-%d", keys), "", "")
+	srv, redisURL, stopAll, err := startOnPrivateRedis(ctx, bin, dir, fmt.Sprintf("ks%d", keys), func(redisURL string) []byte {
+		return keyspaceConfig(upstream, redisURL, keyspaceSync.String(), 1_000_000, 0)
+	})
 	if err != nil {
 		return pt, err
 	}
-	defer rp.Stop(5 * time.Second)
+	defer stopAll()
 	opt, _ := redis.ParseURL(redisURL)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	path := filepath.Join(dir, fmt.Sprintf("ks%d.yaml", keys))
-	if err := os.WriteFile(path, keyspaceConfig(upstream, redisURL, keyspaceSync.String(), 1_000_000, 0), 0o600); err != nil {
-		return pt, err
-	}
-	srv, _, err := startServe(ctx, bin, path)
-	if err != nil {
-		return pt, err
-	}
-	defer stop(srv)
 	// A sample every 100 ms: the answered count, and the keys the store
 	// holds (DBSIZE less the replica registry).
 	type sample struct {
@@ -271,20 +270,13 @@ func denyCurve(ctx context.Context, bin, dir, upstream string, points []int, den
 
 func denyRun(ctx context.Context, bin, dir, upstream string, n, denyCache int) (denyPoint, error) {
 	p := denyPoint{refused: n}
-	rp, redisURL, err := harness.StartRedis(ctx, dir, fmt.Sprintf("redis-deny-%d", n), "", "")
+	srv, _, done, err := startOnPrivateRedis(ctx, bin, dir, fmt.Sprintf("deny%d", n), func(redisURL string) []byte {
+		return keyspaceConfig(upstream, redisURL, "0s", 1, denyCache)
+	})
 	if err != nil {
 		return p, err
 	}
-	defer rp.Stop(5 * time.Second)
-	path := filepath.Join(dir, fmt.Sprintf("deny%d.yaml", n))
-	if err := os.WriteFile(path, keyspaceConfig(upstream, redisURL, "0s", 1, denyCache), 0o600); err != nil {
-		return p, err
-	}
-	srv, _, err := startServe(ctx, bin, path)
-	if err != nil {
-		return p, err
-	}
-	defer stop(srv)
+	defer done()
 	if _, err := drive(ctx, 2*n, n, nil); err != nil {
 		return p, err
 	}
@@ -332,6 +324,27 @@ func denyTable(pts []denyPoint, size int) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// startOnPrivateRedis starts a private redis-server and `borda serve`
+// with the configuration config returns for its URL (written as
+// dir/name.yaml); done stops both.
+func startOnPrivateRedis(ctx context.Context, bin, dir, name string, config func(redisURL string) []byte) (*exec.Cmd, string, func(), error) {
+	rp, redisURL, err := harness.StartRedis(ctx, dir, "redis-"+name, "", "")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	path := filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, config(redisURL), 0o600); err != nil {
+		rp.Stop(5 * time.Second)
+		return nil, "", nil, err
+	}
+	srv, _, err := startServe(ctx, bin, path)
+	if err != nil {
+		rp.Stop(5 * time.Second)
+		return nil, "", nil, err
+	}
+	return srv, redisURL, func() { stop(srv); rp.Stop(5 * time.Second) }, nil
+}
 
 // adminMetric reads one series (name with its labels) from the admin
 // listener's /metrics; -1 when absent.
