@@ -74,6 +74,8 @@ func TestInvalidConfigsNameTheField(t *testing.T) {
 		"amqp_bad_port":                     "amqp.url:",
 		"bad_listen":                        "listen:",
 		"bad_client_ip_header":              "client_ip_header:",
+		"bad_deny_cache_size":               "rate_limits.deny_cache_size:",
+		"bad_on_store_error":                "rate_limits.on_store_error:",
 		"bad_headers_with_underscores":      "headers_with_underscores:",
 		"sliding_observe_limit":             "rate_limits.rules[0].observe_limit:",
 		"bad_rule_algorithm":                "rate_limits.rules[0].algorithm:",

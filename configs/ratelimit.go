@@ -11,15 +11,26 @@ type RateLimits struct {
 	// Timeout is the hard deadline of one store decision on the request
 	// path (default 30ms); passing it fails open.
 	Timeout Duration `yaml:"timeout"`
-	// OnStoreError is "allow" (default: the request passes) or "local"
-	// (every rule keeps an in-process per-instance limit while the store
-	// fails, passes the timeout or its breaker is open).
+	// OnStoreError is what decides when the store does not.
+	// "local_while_open" (default): a call that fails or passes the
+	// timeout lets its request through, and while the breaker is open
+	// every rule keeps an in-process per-instance limit (its own limit, on
+	// each instance). "allow": every failure fails open, the open breaker
+	// too (no limit until the store answers). "local": every failure,
+	// a single one too, is decided on the per-instance limits.
 	OnStoreError string `yaml:"on_store_error"`
 	// Breaker stops calling a failing store.
 	Breaker Breaker `yaml:"breaker"`
 	// RelaxPoll is how often each instance reads relax factors
 	// ({prefix}cfg:relax:{rule}) from the store (default 5s).
 	RelaxPoll Duration `yaml:"relax_poll"`
+	// DenyCacheSize is how many keys over their limit each instance
+	// remembers, so their requests are refused without a store call
+	// (default 65536, from 1024 to 4194304; about 150 bytes each: 10 MB
+	// at the default). Past it the cache keeps the keys refused most often
+	// and lets the others go to the store (docs/rate-limiting.md, "Failure
+	// behaviour", local deny cache). Not reloaded.
+	DenyCacheSize int `yaml:"deny_cache_size"`
 	// Sync, when set (50ms is a good value), takes the store off the
 	// request path: each replica decides on its own counts plus the other
 	// replicas' counts as last read, and every Sync sends what it counted,
@@ -81,14 +92,17 @@ var (
 	RuleScopes     = []string{"ip", "user", "escola", "route"}
 	RuleAlgorithms = []string{"fixed_window", "gcra", "sliding_window"}
 	RuleModes      = []string{"enforce", "observe", "off"}
+	// StoreErrorFallbacks are the values of rate_limits.on_store_error.
+	StoreErrorFallbacks = []string{"local_while_open", "allow", "local"}
 )
 
 func defaultRateLimits() RateLimits {
 	return RateLimits{
-		Timeout:      Duration(30e6),
-		OnStoreError: "allow",
-		Breaker:      Breaker{Failures: 5, OpenFor: Duration(2e9)},
-		RelaxPoll:    Duration(5e9),
+		Timeout:       Duration(30e6),
+		OnStoreError:  "local_while_open",
+		Breaker:       Breaker{Failures: 5, OpenFor: Duration(2e9)},
+		RelaxPoll:     Duration(5e9),
+		DenyCacheSize: 1 << 16,
 	}
 }
 
@@ -114,8 +128,8 @@ func validateStoreSettings(p *problems, rl *RateLimits) {
 	if rl.Timeout <= 0 {
 		p.addf("rate_limits.timeout", "must be positive")
 	}
-	if rl.OnStoreError != "allow" && rl.OnStoreError != "local" {
-		p.addf("rate_limits.on_store_error", "%q: want allow or local", rl.OnStoreError)
+	if !oneOf(rl.OnStoreError, StoreErrorFallbacks) {
+		p.addf("rate_limits.on_store_error", "%q: want one of %s", rl.OnStoreError, strings.Join(StoreErrorFallbacks, ", "))
 	}
 	if rl.Breaker.Failures < 1 {
 		p.addf("rate_limits.breaker.failures", "must be at least 1")
@@ -125,6 +139,9 @@ func validateStoreSettings(p *problems, rl *RateLimits) {
 	}
 	if rl.RelaxPoll <= 0 {
 		p.addf("rate_limits.relax_poll", "must be positive")
+	}
+	if rl.DenyCacheSize < 1<<10 || rl.DenyCacheSize > 1<<22 {
+		p.addf("rate_limits.deny_cache_size", "%d: want 1024 to 4194304 keys", rl.DenyCacheSize)
 	}
 	if rl.Sync < 0 || rl.Sync.D() > 10*time.Second {
 		p.addf("rate_limits.sync", "%s: want 0 (a store round trip per request) or an interval up to 10s", rl.Sync)

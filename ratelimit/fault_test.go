@@ -12,7 +12,6 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/rs/zerolog"
 
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
@@ -21,22 +20,10 @@ import (
 // faultProxy puts an in-process toxiproxy on 127.0.0.1 in front of
 // upstream and returns it with its listen address.
 func faultProxy(t testing.TB, upstream string) (*toxiproxy.Proxy, string) {
-	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	p := toxiproxy.NewProxy(srv, servicetest.Name(t), "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	return p, p.Listen
+	return servicetest.FaultProxy(t, upstream)
 }
 
-func addToxic(t testing.TB, p *toxiproxy.Proxy, spec string) {
-	t.Helper()
-	if _, err := p.Toxics.AddToxicJson(strings.NewReader(spec)); err != nil {
-		t.Fatal(err)
-	}
-}
+func addToxic(t testing.TB, p *toxiproxy.Proxy, spec string) { servicetest.AddToxic(t, p, spec) }
 
 func faultConfig(timeout time.Duration) Options {
 	cfg := rulesConfig(burstRule(1000, 5*time.Second))
@@ -76,7 +63,8 @@ func TestDecide_ContextTimeoutBoundsSlowRedis(t *testing.T) {
 }
 
 // TestFault_ConnectionResetFailsOpen: the proxy resets every connection;
-// decisions fail open quickly and the breaker opens.
+// decisions fail open quickly (on_store_error: allow) and the breaker
+// opens.
 func TestFault_ConnectionResetFailsOpen(t *testing.T) {
 	t.Parallel()
 	redisURL := servicetest.RedisURL(t)
@@ -84,7 +72,9 @@ func TestFault_ConnectionResetFailsOpen(t *testing.T) {
 	prefix := servicetest.KeyPrefix(t)
 	rdb := newRedis(t, "redis://"+addr+"/0")
 	t.Cleanup(func() { checkTTLsAndClean(t, newRedis(t, redisURL), prefix) })
-	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), keyspace.MustNew(prefix), NewRedisStore(rdb))
+	cfg := faultConfig(30 * time.Millisecond)
+	cfg.OnStoreError = FailOpen // with the breaker open too: the recovery below is the store's
+	l, reg := newTestLimiter(t, cfg, keyspace.MustNew(prefix), NewRedisStore(rdb))
 	l.Start(context.Background())
 	defer l.Stop(context.Background())
 	s := Subject{Route: "portal", IP: "203.0.113.9"}
@@ -112,14 +102,16 @@ func TestFault_ConnectionResetFailsOpen(t *testing.T) {
 // TestDecide_StoppedRedisBoundedLatencyAndRecovery: a private
 // redis-server is frozen with SIGSTOP while 100 concurrent requests run;
 // each answers within the deadline plus a margin (fail-open, counted), the
-// breaker opens, and after SIGCONT decisions come from Redis again within
+// breaker opens (on_store_error: allow: it fails open too), and after SIGCONT decisions come from Redis again within
 // 5 s.
 func TestDecide_StoppedRedisBoundedLatencyAndRecovery(t *testing.T) {
 	t.Parallel()
 	addr, pid := privateRedis(t)
 	rdb := newRedis(t, "redis://"+addr+"/0")
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
-	l, reg := newTestLimiter(t, faultConfig(30*time.Millisecond), ks, NewRedisStore(rdb))
+	cfg := faultConfig(30 * time.Millisecond)
+	cfg.OnStoreError = FailOpen // with the breaker open too: the recovery below is the store's
+	l, reg := newTestLimiter(t, cfg, ks, NewRedisStore(rdb))
 	l.Start(context.Background())
 	defer l.Stop(context.Background())
 	s := Subject{Route: "portal", IP: "203.0.113.9"}

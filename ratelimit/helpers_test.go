@@ -139,8 +139,13 @@ func (s *countingStore) Ping(ctx context.Context) error {
 // rulesConfig returns the Options of the configuration's defaults
 // (timeout 30ms, breaker 5 failures / 2s, relax poll 5s) with rules.
 func rulesConfig(rules ...Rule) Options {
-	return Options{Rules: rules, Timeout: 30 * time.Millisecond, BreakerFailures: 5, BreakerOpenFor: 2 * time.Second, RelaxPoll: 5 * time.Second}
+	return Options{Rules: rules, Timeout: 30 * time.Millisecond, BreakerFailures: 5, BreakerOpenFor: 2 * time.Second, RelaxPoll: 5 * time.Second,
+		DenyCacheSize: testDenyCacheSize}
 }
+
+// testDenyCacheSize is the deny cache of the tests' limiters: the
+// configuration's default (rate_limits.deny_cache_size).
+const testDenyCacheSize = 1 << 16
 
 func burstRule(limit int64, window time.Duration) Rule {
 	return Rule{Name: "burst", Scope: ScopeIP, Limit: limit, Window: window, Routes: []string{"*"}}

@@ -28,16 +28,13 @@ import (
 	"github.com/olp-edu/borda/keyspace"
 )
 
-// DenyCacheSize bounds the local deny cache (keys over their limit).
-const DenyCacheSize = 1 << 16
-
 // Limiter decides requests against the configured rules. It is safe for
 // concurrent use; Reload swaps the rules atomically.
 type Limiter struct {
 	ks        keyspace.Keyspace
 	store     Store
 	memory    bool         // store is the embedded store: no deadline, no breaker
-	local     *MemoryStore // on_store_error: local fallback for ip rules
+	local     *MemoryStore // the local limits of on_store_error (fallback)
 	onError   Fallback
 	timeout   time.Duration
 	relaxPoll time.Duration
@@ -81,7 +78,7 @@ type Option func(*Limiter)
 
 // WithClock replaces the Limiter's clock (default time.Now). The Limiter's
 // clock times only what is local to the instance: the deny cache, relax
-// expiry and the on_store_error: local fallback. Counting happens on the
+// expiry and the local limits of on_store_error. Counting happens on the
 // store's clock (Redis TIME in the script, the MemoryStore's own clock),
 // and clock-aligned key names follow the store's clock as the last reply
 // showed it, so a replica whose clock is off by seconds or minutes neither
@@ -113,6 +110,9 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 	if opts.Timeout <= 0 || opts.RelaxPoll <= 0 {
 		return nil, fmt.Errorf("creating the rate limiter: Timeout (%s) and RelaxPoll (%s) must be positive", opts.Timeout, opts.RelaxPoll)
 	}
+	if opts.OnStoreError > LocalIP {
+		return nil, fmt.Errorf("creating the rate limiter: unknown on_store_error %v", opts.OnStoreError)
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -129,11 +129,11 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		ks:        ks,
 		store:     store,
 		memory:    memory,
-		local:     NewMemoryStore(DenyCacheSize),
+		local:     NewMemoryStore(0),
 		onError:   opts.OnStoreError,
 		timeout:   opts.Timeout,
 		relaxPoll: opts.RelaxPoll,
-		deny:      newDenyCache(DenyCacheSize),
+		deny:      newDenyCache(opts.DenyCacheSize),
 		m:         m,
 		log:       logger.With("component", "ratelimit"),
 		now:       time.Now,
@@ -192,9 +192,11 @@ func (l *Limiter) Reload(rules []Rule) error {
 
 // Decide counts one request of s against every rule that applies to
 // s.Route and returns one Decision per rule, in configuration order. It
-// never returns an error: a store that fails or passes rate_limits.timeout
-// yields OutcomeError decisions (the request passes) unless
-// on_store_error is local, where ip rules are decided in process. A route
+// never returns an error: a store call that fails or passes
+// rate_limits.timeout yields OutcomeError decisions (the request passes)
+// unless on_store_error is local; while the breaker is open every rule is
+// decided in process on its local limit (unless on_store_error is allow,
+// where it fails open too). A route
 // no rule covers costs no store call; so does a request refused from the
 // local deny cache (its Verdict then lists the refusing rules and the
 // skipped ones only).
@@ -256,7 +258,7 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 			}
 		}
 		if err != nil {
-			l.fallback(rules, ds, hits, pending)
+			l.fallback(rules, ds, hits, pending, breakerRefused(err))
 		} else {
 			// The store's clock decided; a clock-aligned window's reset was
 			// computed on the estimate of it: correct both by what it said.
@@ -331,14 +333,15 @@ func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
 }
 
 // fallback decides the pending rules after a store failure (an error, the
-// deadline passed, the breaker open): every rule in process when
-// on_store_error is local (on the Limiter's clock, per instance), so load
-// that slows the store cannot switch limiting off; with allow every rule
-// fails open.
-func (l *Limiter) fallback(rules []*rule, ds []Decision, hits []Hit, pending []int) {
+// deadline passed, or breakerOpen: the breaker refused the call): every
+// rule in process, on the Limiter's clock, per instance, when the
+// Fallback says so (Fallback.decidesLocally), so load that slows the store
+// cannot switch limiting off; otherwise every rule fails open.
+func (l *Limiter) fallback(rules []*rule, ds []Decision, hits []Hit, pending []int, breakerOpen bool) {
+	local := l.onError.decidesLocally(breakerOpen)
 	for j, i := range pending {
 		r := rules[i]
-		if l.onError != LocalIP {
+		if !local {
 			ds[i].Outcome = OutcomeError
 			continue
 		}
@@ -365,7 +368,7 @@ func (l *Limiter) hitStore(ctx context.Context, hits []Hit, out []Count) (time.T
 	})
 	timedOut := cctx.Err() != nil || isTimeout(err)
 	cancel()
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+	if breakerRefused(err) {
 		l.errs[errBreakerOpen].Inc()
 		return time.Time{}, err
 	}
@@ -407,6 +410,13 @@ func (l *Limiter) hitWithin(ctx context.Context, hits []Hit, out []Count) (time.
 	case <-ctx.Done():
 		return time.Time{}, fmt.Errorf("waiting for the rate-limit store: %w", ctx.Err())
 	}
+}
+
+// breakerRefused reports whether err is the breaker's refusal: the store
+// was not asked (open, or half-open with its probe under way).
+func breakerRefused(err error) bool {
+	return errors.Is(err, errBreakerOpenState) || errors.Is(err, gobreaker.ErrOpenState) ||
+		errors.Is(err, gobreaker.ErrTooManyRequests)
 }
 
 // isTimeout reports whether err is a deadline: the context's, or the

@@ -249,6 +249,7 @@ func TestBreaker_OpensStopsCallingAndRecoversOffRequestPath(t *testing.T) {
 	t.Parallel()
 	cfg := rulesConfig(burstRule(100, 5*time.Second))
 	cfg.BreakerFailures, cfg.BreakerOpenFor = 3, 200*time.Millisecond
+	cfg.OnStoreError = FailOpen // an allow below comes from the store, not from the local limits
 	store := &countingStore{Store: NewMemoryStore(0)}
 	l, _ := newTestLimiter(t, cfg, testKS, store)
 	l.memory = false // exercise the breaker around a store that can fail

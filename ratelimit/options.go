@@ -73,18 +73,50 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-// Fallback is what the Limiter decides while its store fails.
+// Fallback is what the Limiter decides when the store does not: a call
+// that failed or passed the deadline, or the breaker open (the store not
+// asked at all). docs/rate-limiting.md, "Failure behaviour".
 type Fallback uint8
 
-// Fallbacks.
+// Fallbacks (rate_limits.on_store_error).
 const (
-	// FailOpen lets every pending rule pass (OutcomeError).
-	FailOpen Fallback = iota
-	// LocalIP keeps every rule (ip, user, escola, route; the name is
-	// historical) in process, per instance, while the store fails, passes
-	// its deadline or the breaker is open.
+	// LocalWhileOpen (the zero value and the configuration's default,
+	// local_while_open): a call that fails or passes its deadline lets its
+	// request through (OutcomeError: design.md's fail-open on a Redis
+	// fault), and while the breaker is open every rule (ip, user, escola,
+	// route; each algorithm) is decided in process, per instance, on the
+	// rule's own limit, so sustained load on the store cannot switch
+	// limiting off.
+	LocalWhileOpen Fallback = iota
+	// FailOpen (allow) lets every pending rule pass (OutcomeError) on any
+	// failure, the breaker open included: the behaviour before
+	// LocalWhileOpen became the default.
+	FailOpen
+	// LocalIP (local) decides every rule in process, per instance, on any
+	// failure: a single failed or late call too, not only while the breaker
+	// is open (the name is historical: it once kept ip rules only).
 	LocalIP
 )
+
+// String returns the fallback's configuration name (local_while_open,
+// allow, local).
+func (f Fallback) String() string {
+	switch f {
+	case LocalWhileOpen:
+		return "local_while_open"
+	case FailOpen:
+		return "allow"
+	case LocalIP:
+		return "local"
+	}
+	return fmt.Sprintf("Fallback(%d)", uint8(f))
+}
+
+// decidesLocally reports whether a store failure is decided in process:
+// breakerOpen says the store was not asked (the breaker refused the call).
+func (f Fallback) decidesLocally(breakerOpen bool) bool {
+	return f == LocalIP || (f == LocalWhileOpen && breakerOpen)
+}
 
 // AllRoutes in Rule.Routes applies the rule to every route, routes no
 // other rule names and requests no route matched included.
@@ -124,7 +156,8 @@ type Options struct {
 	// Timeout is the hard deadline of one store decision; passing it fails
 	// open. Must be positive (rate_limits.timeout).
 	Timeout time.Duration
-	// OnStoreError is what is decided while the store fails.
+	// OnStoreError is what is decided when the store does not decide
+	// (zero: LocalWhileOpen, the local limits while the breaker is open).
 	OnStoreError Fallback
 	// BreakerFailures consecutive store failures open the breaker (≥ 1;
 	// 0 means 1).
@@ -135,6 +168,10 @@ type Options struct {
 	// RelaxPoll is how often relax factors are read from the store. Must
 	// be positive (rate_limits.relax_poll).
 	RelaxPoll time.Duration
+	// DenyCacheSize is how many keys over their limit the local deny cache
+	// holds (about 150 bytes each; deny.go); 0: no deny cache, every
+	// refused key asks the store (rate_limits.deny_cache_size).
+	DenyCacheSize int
 	// Sync, when > 0, takes the store off the request path: the Limiter
 	// decides on its own view of the counts and sends what it counted to
 	// the store every Sync, for all keys in one round trip, reading the

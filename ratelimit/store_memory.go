@@ -53,19 +53,31 @@ type slidingState struct {
 // NewMemoryStore returns an empty store holding at most maxKeys keys
 // (DefaultMemoryKeys when maxKeys ≤ 0).
 func NewMemoryStore(maxKeys int) *MemoryStore {
+	return newMemoryStoreEvicting(maxKeys, nil)
+}
+
+// newMemoryStoreEvicting is NewMemoryStore calling onEvict (when not nil)
+// with every key the store drops: evicted past maxKeys, or removed because
+// its state became empty. onEvict runs with the key's shard locked: it
+// must not call the store.
+func newMemoryStoreEvicting(maxKeys int, onEvict func(key string)) *MemoryStore {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMemoryKeys
 	}
 	per := max(maxKeys/memoryShards, 1)
+	var cb simplelru.EvictCallback[string, *memoryEntry]
+	if onEvict != nil {
+		cb = func(key string, _ *memoryEntry) { onEvict(key) }
+	}
 	s := &MemoryStore{seed: maphash.MakeSeed()}
 	for i := range s.shards {
-		s.shards[i].keys, _ = simplelru.NewLRU[string, *memoryEntry](per, nil) // only errors on size ≤ 0
+		s.shards[i].keys, _ = simplelru.NewLRU[string, *memoryEntry](per, cb) // only errors on size ≤ 0
 	}
 	return s
 }
 
 // SetClock makes now the store's clock (nil: time.Now). The Limiter's
-// on_store_error: local fallback uses it to share the Limiter's clock;
+// local limits of on_store_error use it to share the Limiter's clock;
 // tests use it to drive time.
 func (s *MemoryStore) SetClock(now func() time.Time) {
 	if now == nil {

@@ -9,11 +9,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// maxSyncKeys bounds the keys a synchronizing Limiter tracks between two
-// rounds (each about 200 bytes): a key past it is still decided locally,
-// its counts are not sent (counted in
-// borda_ratelimit_sync_dropped_total) and the next round starts at once.
-const maxSyncKeys = DenyCacheSize
+// SyncKeys bounds the keys a synchronizing Limiter remembers: its view of
+// each key and the key's synchronization state (sync_round.go). Past it the
+// least recently used key is forgotten, by the view and the syncer
+// together; its count was sent already unless it was hit within the last
+// interval (then the loss is counted in borda_ratelimit_sync_dropped_total).
+// About 450 bytes a key (BenchmarkSync_MemoryPerKey): 60 MB at the bound,
+// which a proxy pod's 256 MiB holds beside its connections.
+const SyncKeys = 1 << 17
 
 // syncer decides on a local view of the store and sends the view's
 // pending counts every interval in one round trip (Options.Sync,
@@ -30,6 +33,10 @@ type syncer struct {
 
 	mu   sync.Mutex
 	keys map[string]*syncKey
+	// dirty lists the keys counted since the last round, in the order
+	// they became dirty (a key at most once per round: count appends it
+	// when its dirty flag rises).
+	dirty []string
 
 	// flight serializes the exchanges with the store (rounds and asks):
 	// two concurrent merges of one key from one replica would count its
@@ -64,10 +71,7 @@ type syncKey struct {
 }
 
 func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Time, m *metrics, reg Registration) *syncer {
-	view := NewMemoryStore(0)
-	view.SetClock(now)
 	s := &syncer{
-		view:     view,
 		store:    store,
 		interval: interval,
 		timeout:  timeout,
@@ -80,6 +84,8 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Ti
 	if rs, ok := store.(RegisteringSyncer); ok && reg.ID != "" {
 		s.reg, s.regStore = reg, rs
 	}
+	s.view = newMemoryStoreEvicting(SyncKeys, s.forget)
+	s.view.SetClock(now)
 	s.replicas.Store(1)
 	return s
 }
@@ -121,14 +127,15 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64) {
 	for j, h := range hits {
 		k, ok := s.keys[h.Key]
 		if !ok {
-			if len(s.keys) >= maxSyncKeys {
+			if len(s.keys) >= 2*SyncKeys { // the view forgets first: a guard
 				full = true
 				continue
 			}
 			k = &syncKey{lease: leaseOf(h, KeyState{}, 0, replicas)}
 			s.keys[h.Key] = k
 		}
-		k.hit, k.dirty = h, true
+		k.hit = h
+		s.markDirty(h.Key, k)
 		if allowed(h, out[j]) {
 			k.spent++
 		}
@@ -166,7 +173,11 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 	s.asks.Add(float64(len(keys)))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
-	got, at, _, err := s.exchange(ctx, func(key string) bool { return keys[key] })
+	only := make([]string, 0, len(keys))
+	for key := range keys {
+		only = append(only, key)
+	}
+	got, at, _, err := s.exchange(ctx, only)
 	if err != nil || at.IsZero() {
 		return false
 	}
@@ -198,34 +209,16 @@ func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
 	return at, calls, err
 }
 
-// exchange sends the view of every dirty key (only: nil, or those it
-// accepts) and merges the answer, as round says; it returns the merged
-// states by key.
-func (s *syncer) exchange(ctx context.Context, only func(string) bool) (map[string]KeyState, time.Time, int, error) {
+// exchange sends the view of every dirty key (only: nil, or the keys
+// listed, dirty or not) and merges the answer, as round says; it returns
+// the merged states by key. The keys go in chunks of syncChunk, up to
+// syncInFlight chunks on the wire at once, each under the sync timeout:
+// a round of any size streams, and a failed chunk keeps only its own keys
+// dirty (sync_round.go).
+func (s *syncer) exchange(ctx context.Context, only []string) (map[string]KeyState, time.Time, int, error) {
 	s.flight.Lock()
 	defer s.flight.Unlock()
-	now := s.view.now()
-	var ops []SyncOp
-	s.mu.Lock()
-	for key, k := range s.keys {
-		if only != nil && !only(key) {
-			continue
-		}
-		if !k.dirty && only == nil { // an ask reads its keys, dirty or not
-			if !now.Before(k.baseUntil) {
-				delete(s.keys, key)
-			}
-			continue
-		}
-		k.dirty = false
-		k.inFlight = k.spent
-		op := SyncOp{Hit: k.hit}
-		if now.Before(k.baseUntil) {
-			op.Base = k.base
-		}
-		ops = append(ops, op)
-	}
-	s.mu.Unlock()
+	ops := s.collect(only)
 	if len(ops) == 0 {
 		if only != nil || s.regStore == nil || time.Since(time.Unix(0, s.lastReg.Load())) < s.reg.TTL/2 {
 			return nil, time.Time{}, 0, nil
@@ -242,7 +235,21 @@ func (s *syncer) exchange(ctx context.Context, only func(string) bool) (map[stri
 		s.replicas.Store(max(replicas, 1))
 		return nil, at, 1, nil
 	}
-	calls := (len(ops) + syncChunk - 1) / syncChunk
+	merged, at, calls, err := s.stream(ctx, ops, only != nil)
+	if err != nil {
+		s.rounds[1].Inc()
+	} else {
+		s.rounds[0].Inc()
+	}
+	return merged, at, calls, err
+}
+
+// exchangeChunk sends one chunk of ops (registering this replica when
+// register), merges the answer into the view and the keys' states (an
+// ask also leases anew), and writes the merged states into merged. On
+// failure its keys are dirty again.
+func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask bool, merged map[string]KeyState, mergedMu *sync.Mutex) (time.Time, int, error) {
+	calls := 1
 	if s.perKey {
 		calls = len(ops)
 	}
@@ -250,6 +257,13 @@ func (s *syncer) exchange(ctx context.Context, only func(string) bool) (map[stri
 	for i := range ops {
 		hits[i] = ops[i].Hit
 	}
+	s.mu.Lock()
+	for _, h := range hits {
+		if k, ok := s.keys[h.Key]; ok {
+			k.inFlight = k.spent
+		}
+	}
+	s.mu.Unlock()
 	local := make([]KeyState, len(ops))
 	s.view.snapshot(hits, local)
 	for i := range ops {
@@ -266,24 +280,22 @@ func (s *syncer) exchange(ctx context.Context, only func(string) bool) (map[stri
 	var at time.Time
 	var err error
 	replicas := int64(0)
-	if s.regStore != nil {
+	if s.regStore != nil && register {
 		at, replicas, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
 	} else {
 		at, err = s.store.Sync(ctx, ops, got)
 	}
 	cancel()
 	if err != nil {
-		s.rounds[1].Inc()
 		s.mu.Lock()
 		for _, op := range ops {
 			if k, ok := s.keys[op.Hit.Key]; ok {
-				k.dirty = true
+				s.markDirty(op.Hit.Key, k)
 			}
 		}
 		s.mu.Unlock()
-		return nil, time.Time{}, calls, err
+		return time.Time{}, calls, err
 	}
-	s.rounds[0].Inc()
 	if replicas > 0 {
 		s.lastReg.Store(time.Now().UnixNano())
 		s.replicas.Store(replicas)
@@ -297,28 +309,33 @@ func (s *syncer) exchange(ctx context.Context, only func(string) bool) (map[stri
 		back[i] = SyncOp{Hit: op.Hit, Base: op.Local, Local: got[i]}
 	}
 	_, _ = s.view.Sync(ctx, back, make([]KeyState, len(ops)))
-	now = s.view.now()
+	now := s.view.now()
 	atMS := float64(at.UnixMilli())
 	if at.IsZero() {
 		atMS = float64(now.UnixMilli())
 	}
 	observeSync(ops, got)
-	merged := make(map[string]KeyState, len(ops))
+	if merged != nil {
+		mergedMu.Lock()
+		for i, op := range ops {
+			merged[op.Hit.Key] = got[i]
+		}
+		mergedMu.Unlock()
+	}
 	s.mu.Lock()
 	for i, op := range ops {
-		merged[op.Hit.Key] = got[i]
 		if k, ok := s.keys[op.Hit.Key]; ok {
 			k.base, k.baseUntil = got[i], now.Add(got[i].TTL)
 			// An ask leases anew (what the view passed while it was on
 			// the wire is spent from the new lease); a round only sends
 			// counts, so a replica's spending between two asks stays
 			// within one lease whatever the rounds.
-			if only != nil {
+			if ask {
 				k.spent = max(0, k.spent-k.inFlight)
 				k.lease = leaseOf(op.Hit, got[i], atMS, replicas)
 			}
 		}
 	}
 	s.mu.Unlock()
-	return merged, at, calls, nil
+	return at, calls, nil
 }

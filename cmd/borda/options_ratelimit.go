@@ -23,10 +23,9 @@ func limiterOptions(cfg configs.Config) ratelimit.Options {
 		BreakerFailures: rl.Breaker.Failures,
 		BreakerOpenFor:  rl.Breaker.OpenFor.D(),
 		RelaxPoll:       rl.RelaxPoll.D(),
+		DenyCacheSize:   rl.DenyCacheSize,
 		Sync:            rl.Sync.D(),
-	}
-	if rl.OnStoreError == "local" {
-		o.OnStoreError = ratelimit.LocalIP
+		OnStoreError:    storeFallbacks[rl.OnStoreError],
 	}
 	return o
 }
@@ -67,6 +66,9 @@ var (
 	}
 	ruleModes = map[string]ratelimit.Mode{
 		"": ratelimit.Enforce, "enforce": ratelimit.Enforce, "observe": ratelimit.Observe, "off": ratelimit.Off,
+	}
+	storeFallbacks = map[string]ratelimit.Fallback{
+		"": ratelimit.LocalWhileOpen, "local_while_open": ratelimit.LocalWhileOpen, "allow": ratelimit.FailOpen, "local": ratelimit.LocalIP,
 	}
 )
 

@@ -28,6 +28,23 @@ func TestEveryConfiguredWordMapsToItsTypedValue(t *testing.T) {
 			t.Errorf("mode %q maps to %v", w, m)
 		}
 	}
+	for _, w := range configs.StoreErrorFallbacks {
+		if f, ok := storeFallbacks[w]; !ok || f.String() != w {
+			t.Errorf("on_store_error %q maps to %v", w, f)
+		}
+	}
+}
+
+// A file without on_store_error gets the local limits while the breaker
+// is open (issue 27 item 3), the Limiter's zero value too.
+func TestLimiterOptionsDefaultOnStoreErrorIsLocalWhileOpen(t *testing.T) {
+	cfg, err := configs.Parse([]byte("environment: development\n"), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RateLimits.OnStoreError != "local_while_open" || limiterOptions(cfg).OnStoreError != ratelimit.LocalWhileOpen {
+		t.Errorf("default on_store_error %q maps to %v, want local_while_open", cfg.RateLimits.OnStoreError, limiterOptions(cfg).OnStoreError)
+	}
 }
 
 // A route's rate_limits list reaches the rule as one of its Routes; the

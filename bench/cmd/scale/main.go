@@ -1,15 +1,23 @@
-// Command scale measures, on loopback and in under two minutes, how the
-// real borda binary's costs grow (issue 28): configuration size (`config
-// check` time and peak RSS, `serve` start time and RSS, 1 000 to 50 000
-// routes), path routes on one host (requests/s to the first and the last
-// of N routes), and idle keep-alive connections (RSS per connection while
-// open, and what stays once they left). It prints one Markdown table;
-// -write puts it in docs/performance.md between the "scale:begin" and
-// "scale:end" markers. The dedup table's curve is an in-process benchmark
-// (BenchmarkDedupMemoryFollowsEntries in webhook/ingress).
+// Command scale measures, on loopback, how the real borda binary's costs
+// grow. The routes curves (issue 28, under two minutes): configuration
+// size (`config check` time and peak RSS, `serve` start time and RSS,
+// 1 000 to 50 000 routes), path routes on one host (requests/s to the
+// first and the last of N routes), and idle keep-alive connections (RSS
+// per connection while open, and what stays once they left). The
+// keyspace curve (issue 27, keyspace.go): rate_limits.sync 50ms on one
+// replica and a private redis-server against 10 000 to 1 000 000
+// distinct client IPs (keys reaching the store within two intervals,
+// throughput, p99, RSS). The deny curve: the local deny cache against a
+// growing number of refused client IPs (store calls per request,
+// throughput). Each prints one Markdown table; -write puts it in
+// docs/performance.md between its "<curve>:begin" and "<curve>:end"
+// markers (the routes table: "scale"). The dedup table's curve is an
+// in-process benchmark (BenchmarkDedupMemoryFollowsEntries in
+// webhook/ingress).
 //
-//	go run ./bench/cmd/scale            # print the table
-//	go run ./bench/cmd/scale -write     # and write it into docs/performance.md
+//	go run ./bench/cmd/scale                          # the routes table
+//	go run ./bench/cmd/scale -curves keyspace,deny    # the rate-limit key-space tables
+//	go run ./bench/cmd/scale -write                   # and write them into docs/performance.md
 package main
 
 import (
@@ -32,9 +40,15 @@ import (
 
 func main() {
 	bin := flag.String("borda", "", "borda binary (default: go build ./cmd/borda into a temporary directory)")
-	write := flag.Bool("write", false, "write the table into docs/performance.md")
+	write := flag.Bool("write", false, "write the tables into docs/performance.md")
+	curves := flag.String("curves", "routes", "comma-separated curves to run: routes (configuration size, path routes, idle connections; under 2 minutes), keyspace (sync 50ms against 10 000-1 000 000 client IPs; about 10 minutes), deny (the deny cache against refused IPs; about 5 minutes)")
+	keyspacePoints := flag.String("keyspace-points", "10000,100000,1000000", "distinct client IPs of the keyspace curve")
+	denyPoints := flag.String("deny-points", "10000,50000,100000,200000", "refused client IPs of the deny curve")
+	denyCache := flag.Int("deny-cache-size", 0, "rate_limits.deny_cache_size of the deny curve (0: the default)")
+	port := flag.Int("port", 18380, "the gateway's port on 127.0.0.1 (the admin listener's is the next)")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	listenAddr, adminAddr = fmt.Sprintf("127.0.0.1:%d", *port), fmt.Sprintf("127.0.0.1:%d", *port+1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "borda-scale-")
 	if err != nil {
@@ -51,6 +65,40 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	for _, c := range strings.Split(*curves, ",") {
+		var table, marker string
+		switch c {
+		case "routes":
+			rctx, rcancel := context.WithTimeout(ctx, 2*time.Minute)
+			table, marker = routesCurves(rctx, *bin, dir, up), "scale"
+			rcancel()
+		case "keyspace":
+			pts, err := keyspaceCurve(ctx, *bin, dir, up, ints(*keyspacePoints), 100_000)
+			if err != nil {
+				fatal(err)
+			}
+			table, marker = keyspaceTable(pts), "keyspace"
+		case "deny":
+			pts, err := denyCurve(ctx, *bin, dir, up, ints(*denyPoints), *denyCache)
+			if err != nil {
+				fatal(err)
+			}
+			table, marker = denyTable(pts, *denyCache), "deny"
+		default:
+			fatal(fmt.Errorf("unknown curve %q (want routes, keyspace, deny)", c))
+		}
+		fmt.Print(table)
+		if *write {
+			if err := writeDoc("docs/performance.md", marker, table); err != nil {
+				fatal(err)
+			}
+		}
+	}
+}
+
+// routesCurves measures configuration size, path routes and idle
+// connections, and returns their table.
+func routesCurves(ctx context.Context, bin, dir, up string) string {
 	var rows []string
 	add := func(curve, point, metric, value string) {
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s |", curve, point, metric, value))
@@ -62,13 +110,13 @@ func main() {
 			fatal(err)
 		}
 		st, _ := os.Stat(path)
-		secs, rssKB, err := configCheck(ctx, *bin, path)
+		secs, rssKB, err := configCheck(ctx, bin, path)
 		if err != nil {
 			fatal(err)
 		}
 		pt := fmt.Sprintf("%d routes (%.1f MiB)", n, float64(st.Size())/(1<<20))
 		add("config check", pt, "time / peak RSS", fmt.Sprintf("%.2f s / %d MB", secs, rssKB>>10))
-		p, start, err := startServe(ctx, *bin, path)
+		p, start, err := startServe(ctx, bin, path)
 		if err != nil {
 			fatal(err)
 		}
@@ -83,7 +131,7 @@ func main() {
 		fatal(err)
 	}
 	for _, n := range []int{1000, 4000} {
-		p, _, err := startServe(ctx, *bin, path)
+		p, _, err := startServe(ctx, bin, path)
 		if err != nil {
 			fatal(err)
 		}
@@ -102,20 +150,27 @@ func main() {
 			fmt.Sprintf("%.1f KB / %+.1f KB", float64(held-before)/float64(n), float64(after-before)/float64(n)))
 		stop(p)
 	}
-	table := "| curve | point | metric | value |\n|---|---|---|---|\n" + strings.Join(rows, "\n") + "\n"
-	fmt.Print(table)
-	if *write {
-		if err := writeDoc("docs/performance.md", table); err != nil {
-			fatal(err)
+	return "| curve | point | metric | value |\n|---|---|---|---|\n" + strings.Join(rows, "\n") + "\n"
+}
+
+// ints parses a comma-separated list of integers.
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fatal(fmt.Errorf("%q is not a positive integer", f))
 		}
+		out = append(out, n)
 	}
+	return out
 }
 
 // routesConfig is a configuration of n path routes on one host, each
 // "/p<i>" to the upstream, the shape a generator of the issue used.
 func routesConfig(n int, upstream string) []byte {
 	var b bytes.Buffer
-	b.WriteString("environment: development\nlisten: \"127.0.0.1:18380\"\nadmin_listen: \"127.0.0.1:18381\"\nserver:\n  max_connections: 8192\n  max_connections_per_ip: 8192\nroutes:\n")
+	fmt.Fprintf(&b, "environment: development\nlisten: %q\nadmin_listen: %q\nserver:\n  max_connections: 8192\n  max_connections_per_ip: 8192\nroutes:\n", listenAddr, adminAddr)
 	for i := range n {
 		fmt.Fprintf(&b, "  - name: r%d\n    hosts: [\"scale.example.org\"]\n    path_prefix: \"/p%d\"\n    upstream: \"%s\"\n", i, i, upstream)
 	}
@@ -145,7 +200,7 @@ func startServe(ctx context.Context, bin, path string) (*exec.Cmd, time.Duration
 		return nil, 0, err
 	}
 	for time.Since(t) < 20*time.Second {
-		if c, err := net.DialTimeout("tcp", "127.0.0.1:18380", 100*time.Millisecond); err == nil {
+		if c, err := net.DialTimeout("tcp", listenAddr, 100*time.Millisecond); err == nil {
 			c.Close()
 			return cmd, time.Since(t), nil
 		}
@@ -167,6 +222,9 @@ func stop(cmd *exec.Cmd) {
 	}
 }
 
+// listenAddr and adminAddr are the gateway's listeners (-port).
+var listenAddr, adminAddr = "127.0.0.1:18380", "127.0.0.1:18381"
+
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}, Timeout: 5 * time.Second}
 
 // rate is sequential keep-alive requests per second to path for d.
@@ -174,7 +232,7 @@ func rate(ctx context.Context, path string, d time.Duration) float64 {
 	n := 0
 	t := time.Now()
 	for time.Since(t) < d && ctx.Err() == nil {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:18380"+path, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listenAddr+path, nil)
 		req.Host = "scale.example.org"
 		res, err := client.Do(req)
 		if err != nil {
@@ -196,7 +254,7 @@ func idle(n int) ([]net.Conn, error) {
 	conns := make([]net.Conn, 0, n)
 	buf := make([]byte, 4096)
 	for range n {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:18380", 5*time.Second)
+		c, err := net.DialTimeout("tcp", listenAddr, 5*time.Second)
 		if err != nil {
 			return conns, err
 		}
@@ -242,13 +300,14 @@ func startUpstream() (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
-// writeDoc replaces the text between the scale markers of path.
-func writeDoc(path, table string) error {
+// writeDoc replaces the text between the "<marker>:begin" and
+// "<marker>:end" comments of path.
+func writeDoc(path, marker, table string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	const begin, end = "<!-- scale:begin -->\n", "<!-- scale:end -->"
+	begin, end := "<!-- "+marker+":begin -->\n", "<!-- "+marker+":end -->"
 	i, j := bytes.Index(data, []byte(begin)), bytes.Index(data, []byte(end))
 	if i < 0 || j < i {
 		return fmt.Errorf("%s has no %q … %q markers", path, strings.TrimSpace(begin), end)
