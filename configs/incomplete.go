@@ -24,9 +24,10 @@ import (
 //   - a rate-limit rule counting users or schools with no JWT key
 //     (auth.jwt_secret_env's variable or AUTH_JWKS_URL) to verify tokens
 //     with, so no request carries a user or a school;
-//   - ADMIN_TOKEN set where the operator page cannot replay: the admin
-//     listener off, no webhook pipeline, or no database.url (DATABASE_URL)
-//     for the webhook_replays audit (the form would answer 502).
+//   - ADMIN_TOKEN set where the operator page cannot act: the admin
+//     listener off, neither a webhook pipeline (replay) nor a shared store
+//     (relax), or no database.url (DATABASE_URL) for the webhook_replays
+//     and limit_relaxes audits (the forms would refuse every request).
 func (c Config) Incomplete() []Finding {
 	var out []Finding
 	add := func(path, format string, args ...any) {
@@ -92,15 +93,27 @@ func (c Config) Incomplete() []Finding {
 	if c.StoreKind() == "upstash-rest" {
 		add("redis.rest_url", "the Upstash REST store serves rate limits and relaxes only: telemetry counters, `borda aggregate`, `borda forward`'s idempotency keys and the operator page's forwarders and would-block endpoints need RESP; set REDIS_URL=rediss://… (the same database's TLS endpoint)")
 	}
-	// The operator page's replay (docs/operations.md, "Replaying").
+	// The operator page's actions (docs/operations.md, "Replaying" and
+	// "Relaxing"): replay needs the webhook pipeline, relax a shared store,
+	// and both the database that records them.
 	if c.AdminToken != "" {
+		pipeline := w.Path != "" || len(w.Sources) > 0
+		shared := c.StoreKind() != "memory"
+		var forms, tables []string
+		if pipeline {
+			forms, tables = append(forms, "replay"), append(tables, "webhook_replays")
+		}
+		if shared {
+			forms, tables = append(forms, "relax"), append(tables, "limit_relaxes")
+		}
 		switch {
 		case c.AdminListen == "off":
-			add("admin_listen", "ADMIN_TOKEN is set but the admin listener is off, so there is no operator page (/ui) to replay from: set admin_listen or unset ADMIN_TOKEN")
-		case w.Path == "" && len(w.Sources) == 0:
-			add("webhook.path", "ADMIN_TOKEN is set but the gateway has no webhook pipeline, so the operator page has no dead letters to replay: set webhook.path or unset ADMIN_TOKEN")
+			add("admin_listen", "ADMIN_TOKEN is set but the admin listener is off, so there is no operator page (/ui) to replay or relax from: set admin_listen or unset ADMIN_TOKEN")
+		case len(forms) == 0:
+			add("webhook.path", "ADMIN_TOKEN is set but the operator page has nothing to act on: no webhook pipeline (dead letters to replay) and the embedded store (a relax needs a shared store): set webhook.path or REDIS_URL, or unset ADMIN_TOKEN")
 		case c.Database.URL == "":
-			add("database.url", "the operator page's replay form (ADMIN_TOKEN is set) answers 502: replays are recorded in webhook_replays; set DATABASE_URL")
+			add("database.url", "the operator page's %s form (ADMIN_TOKEN is set) refuses every request: each is recorded in PostgreSQL %s; set DATABASE_URL",
+				strings.Join(forms, " and "), strings.Join(tables, " and "))
 		}
 	}
 	if c.Auth.JWTSecret == "" && c.Auth.JWKSURL == "" {

@@ -99,7 +99,7 @@ const topWouldBlock = 10
 
 func (l *opsLimiter) Limiter(ctx context.Context) adminui.LimiterState {
 	cfg := l.cfg.Load()
-	st := adminui.LimiterState{Store: cfg.StoreKind(), Breaker: l.limiter.BreakerState()}
+	st := adminui.LimiterState{Store: cfg.StoreKind(), Breaker: l.limiter.BreakerState(), RelaxPoll: cfg.RateLimits.RelaxPoll.D()}
 	byRule := map[string]*adminui.RuleCounts{}
 	for _, r := range cfg.RateLimits.Rules {
 		byRule[r.Name] = &adminui.RuleCounts{Rule: r.Name}

@@ -17,7 +17,7 @@ import (
 
 // opsPage is the operator page of `borda serve` (adminui, docs/operations.md)
 // and what it holds: the metrics window, a PostgreSQL pool for the replay
-// audit, and the configuration in effect (SIGHUP swaps the rules).
+// and relax audits, and the configuration in effect (SIGHUP swaps the rules).
 type opsPage struct {
 	cfg    atomic.Pointer[configs.Config]
 	window *promwindow.Window
@@ -50,7 +50,7 @@ func (a *app) adminHandler(ctx context.Context, cfg configs.Config) http.Handler
 	}
 	a.ops = ops
 	if cfg.AdminToken == "" {
-		a.log.Info("operator page read-only: set ADMIN_TOKEN to replay dead letters from it", "path", "/ui")
+		a.log.Info("operator page read-only: set ADMIN_TOKEN to replay dead letters and relax limits from it", "path", "/ui")
 	}
 	return adminui.Mount(admin, ops.page.Handler())
 }
@@ -64,7 +64,7 @@ func (a *app) newOpsPage(ctx context.Context, cfg configs.Config) (*opsPage, err
 	o.cfg.Store(&cfg)
 	if cfg.Database.URL != "" {
 		if o.db, err = pgxpool.New(ctx, cfg.Database.URL.Reveal()); err != nil {
-			a.log.Warn("operator page: replay off, bad database.url", "err", configs.RedactError(err))
+			a.log.Warn("operator page: replay and relax off, bad database.url", "err", configs.RedactError(err))
 			o.db = nil
 		}
 	}
@@ -73,6 +73,7 @@ func (a *app) newOpsPage(ctx context.Context, cfg configs.Config) (*opsPage, err
 		Routes:  opsRoutes{cfg: &o.cfg},
 		Limiter: &opsLimiter{cfg: &o.cfg, limiter: a.limiter, store: store, redis: a.redis, ks: ks, window: o.window},
 		Rollout: &opsRollout{cfg: &o.cfg, db: o.db, window: o.window},
+		Relaxer: &opsRelaxer{cfg: &o.cfg, store: store, ks: ks, db: o.db, limiter: a.limiter},
 	}
 	if cfg.Webhook.Path != "" || len(cfg.Webhook.Sources) > 0 {
 		top := topologyOf(cfg)
