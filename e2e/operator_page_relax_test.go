@@ -56,6 +56,7 @@ routes:
     rate_limits: [burst]
     expose_headers: true
 rate_limits:
+  timeout: 1s   # a loaded CI machine must not fail the header check open
   rules:
     - name: burst
       scope: ip

@@ -49,6 +49,9 @@ type Relax struct {
 	Operator, Reason string
 }
 
+// maxFor is ratelimit.MaxRelax as a person writes it ("24h").
+var maxFor = strings.TrimSuffix(strings.TrimSuffix(ratelimit.MaxRelax.String(), "0s"), "0m")
+
 // Problem is one refused field of a Request. Field is the request's
 // field in lower case (rule, factor, for, operator, reason): the CLI
 // prints it as its flag (--factor), the page as its label.
@@ -83,11 +86,11 @@ func Parse(req Request, rules []string) (rx Relax, problems []Problem) {
 	d, err := time.ParseDuration(dur)
 	switch {
 	case dur == "":
-		add("for", "required: how long the relax lasts (e.g. 30m; at most %v)", ratelimit.MaxRelax)
+		add("for", "required: how long the relax lasts (e.g. 30m; at most %s)", maxFor)
 	case err != nil:
-		add("for", "%s is not a duration (want e.g. 30m or 2h; at most %v)", strconv.Quote(dur), ratelimit.MaxRelax)
+		add("for", "%s is not a duration (want e.g. 30m or 2h; at most %s)", strconv.Quote(dur), maxFor)
 	case d <= 0 || d > ratelimit.MaxRelax:
-		add("for", "must be positive and at most %v", ratelimit.MaxRelax)
+		add("for", "must be positive and at most %s", maxFor)
 	default:
 		rx.For = d
 	}
