@@ -237,3 +237,31 @@ func TestCheckSaysWhyTheOperatorPageCannotAct(t *testing.T) {
 		}
 	}
 }
+
+// TestOperatorActionsAreWhatTheTokenEnables: the read-only notice at start
+// said ADMIN_TOKEN would let the page "relax limits" on a gateway with
+// the embedded store, which offers no relax. OperatorActions, which the
+// notice and config check both use, names only what works.
+func TestOperatorActionsAreWhatTheTokenEnables(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file string
+		env  map[string]string
+		want string
+	}{
+		{"", nil, ""},
+		{"webhook:\n  path: /webhooks/whatsapp\n", nil, "replay"},
+		{"", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379"}, "relax"},
+		{"", map[string]string{"UPSTASH_REDIS_REST_URL": "https://127.0.0.1:1", "UPSTASH_REDIS_REST_TOKEN": "t"}, "relax"},
+		{"webhook:\n  path: /webhooks/whatsapp\n", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379"}, "replay,relax"},
+	} {
+		r := configs.Check([]byte("environment: development\n"+tc.file), envMap(tc.env))
+		if len(r.Errors) > 0 {
+			t.Fatalf("%q: %v", tc.file, findingLines(r.Errors))
+		}
+		actions, tables := r.Config.OperatorActions()
+		if got := strings.Join(actions, ","); got != tc.want || len(tables) != len(actions) {
+			t.Errorf("file %q env %v: actions %v (tables %v), want %q", tc.file, tc.env, actions, tables, tc.want)
+		}
+	}
+}

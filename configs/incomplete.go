@@ -97,15 +97,7 @@ func (c Config) Incomplete() []Finding {
 	// "Relaxing"): replay needs the webhook pipeline, relax a shared store,
 	// and both the database that records them.
 	if c.AdminToken != "" {
-		pipeline := w.Path != "" || len(w.Sources) > 0
-		shared := c.StoreKind() != "memory"
-		var forms, tables []string
-		if pipeline {
-			forms, tables = append(forms, "replay"), append(tables, "webhook_replays")
-		}
-		if shared {
-			forms, tables = append(forms, "relax"), append(tables, "limit_relaxes")
-		}
+		forms, tables := c.OperatorActions()
 		switch {
 		case c.AdminListen == "off":
 			add("admin_listen", "ADMIN_TOKEN is set but the admin listener is off, so there is no operator page (/ui) to replay or relax from: set admin_listen or unset ADMIN_TOKEN")
@@ -129,4 +121,18 @@ func (c Config) Incomplete() []Finding {
 		}
 	}
 	return out
+}
+
+// OperatorActions are what ADMIN_TOKEN lets the operator page do with c
+// (docs/operations.md): "replay" with a webhook pipeline, "relax" with a
+// shared store (the embedded store's relax would reach no other process);
+// tables are the PostgreSQL audits they record in, in the same order.
+func (c Config) OperatorActions() (actions, tables []string) {
+	if c.Webhook.Path != "" || len(c.Webhook.Sources) > 0 {
+		actions, tables = append(actions, "replay"), append(tables, "webhook_replays")
+	}
+	if c.StoreKind() != "memory" {
+		actions, tables = append(actions, "relax"), append(tables, "limit_relaxes")
+	}
+	return actions, tables
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -49,8 +50,10 @@ func (a *app) adminHandler(ctx context.Context, cfg configs.Config) http.Handler
 		return admin
 	}
 	a.ops = ops
-	if cfg.AdminToken == "" {
-		a.log.Info("operator page read-only: set ADMIN_TOKEN to replay dead letters and relax limits from it", "path", "/ui")
+	if actions, _ := cfg.OperatorActions(); cfg.AdminToken == "" && len(actions) > 0 {
+		// Only what the token would enable here: it said "relax" with the
+		// embedded store, which offers no relax.
+		a.log.Info("operator page read-only: set ADMIN_TOKEN to "+strings.Join(actions, " and ")+" from it", "path", "/ui")
 	}
 	return adminui.Mount(admin, ops.page.Handler())
 }
