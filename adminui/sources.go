@@ -240,7 +240,10 @@ type Forwarder struct {
 	QueueDepth    int64
 	DLQDepth      int64
 	OldestAge     time.Duration
-	SeenAt        time.Time
+	// SampledAt is when the worker sampled QueueDepth, DLQDepth and
+	// OldestAge (every 15 s; zero: unknown); SeenAt when it wrote this.
+	SampledAt time.Time
+	SeenAt    time.Time
 	// Duplicates: events acked without a POST as already forwarded;
 	// LastDuplicateKey (message data: shown printed) at LastDuplicateAt.
 	Duplicates       int64

@@ -343,7 +343,7 @@ func (p *opsPipeline) forwarders(ctx context.Context) ([]adminui.Forwarder, stri
 			Instance: deadletter.Printed(s.Instance), Breaker: s.Breaker, BreakerSince: s.BreakerSince, LastFailure: deadletter.Printed(s.LastFailure),
 			LastFailureAt: s.LastFailureAt, OpenedBy: deadletter.Printed(s.OpenedBy), Connected: s.Connected, Consuming: s.Consuming,
 			Problems: problems, QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth,
-			OldestAge: seconds(s.OldestAgeSeconds), SeenAt: s.WrittenAt,
+			OldestAge: seconds(s.OldestAgeSeconds), SampledAt: s.SampledAt, SeenAt: s.WrittenAt,
 			Duplicates: s.Duplicates, LastDuplicateKey: deadletter.Printed(s.LastDuplicateKey), LastDuplicateAt: s.LastDuplicateAt,
 		})
 	}
