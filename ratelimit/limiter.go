@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/outagelog"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -161,13 +162,25 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		m.storeErrors.WithLabelValues("breaker_open"),
 	}
 	failures := uint32(max(opts.BreakerFailures, 1))
+	outage := outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, ForKey: "open_for", CountKey: "probes"})
 	l.breaker = gobreaker.NewCircuitBreaker[time.Time](gobreaker.Settings{
 		Name:        "ratelimit-store",
 		MaxRequests: 1,
 		Timeout:     max(opts.BreakerOpenFor, time.Millisecond),
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			l.log.Warn("rate-limit store breaker", "from", from.String(), "to", to.String())
+			// An outage of the store flaps the breaker open/half-open every
+			// open_for (2 s): that logged a warn pair per probe, about 60
+			// lines a minute. The first open, a summary a minute and the
+			// close are warned; the pairs between go to debug.
+			switch to {
+			case gobreaker.StateOpen:
+				outage.Begin("rate-limit store breaker opened: requests pass without a decision (fail-open) until it closes", "from", from.String())
+			case gobreaker.StateHalfOpen:
+				outage.Repeat("rate-limit store breaker still open; probing the store")
+			case gobreaker.StateClosed:
+				outage.End("rate-limit store breaker closed: decisions resume")
+			}
 		},
 	})
 	l.dists.attach(rs)
@@ -418,6 +431,10 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		(errors.As(err, &ne) && ne.Timeout())
 }
+
+// breakerSummaryEvery is how often an open store breaker is summarized
+// in the log while it stays open (how long, how many probes).
+const breakerSummaryEvery = time.Minute
 
 // logStoreError logs at most one line per second: a per-key decision
 // that met a store error, which fails open.
