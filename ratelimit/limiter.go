@@ -63,6 +63,9 @@ type Limiter struct {
 	// sync decides on a local view synchronized every Options.Sync; nil:
 	// every decision is a store round trip.
 	sync *syncer
+	// syncOutage logs failing sync rounds (one every rate_limits.sync, 50
+	// ms in production) once, then a summary a minute, then their end.
+	syncOutage *outagelog.Outage
 
 	dists distributions // the distribution counters by rule (dist.go)
 }
@@ -140,6 +143,7 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		log:       logger.With("component", "ratelimit"),
 		now:       time.Now,
 	}
+	l.syncOutage = outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, CountKey: "rounds", Now: func() time.Time { return l.now() }})
 	for _, o := range options {
 		o(l)
 	}
@@ -447,8 +451,12 @@ func (l *Limiter) logStoreError(err error) {
 // open.
 const syncRoundFailedMsg = "rate-limit sync round failed; deciding on local counts until the store answers"
 
-// logSyncRoundError is logStoreError for a failed sync round.
-func (l *Limiter) logSyncRoundError(err error) { l.logStoreErrorAs(syncRoundFailedMsg, err) }
+// logSyncRoundError logs a failed sync round: the first of an outage at
+// warn, then a summary a minute (it was one line a second, ~60 a minute).
+func (l *Limiter) logSyncRoundError(err error) { l.syncOutage.Repeat(syncRoundFailedMsg, "err", err) }
+
+// syncRoundsResumed is what the first good round after failed ones logs.
+const syncRoundsResumed = "rate-limit sync rounds reach the store again; counts are shared across replicas"
 
 func (l *Limiter) logStoreErrorAs(msg string, err error) {
 	now := time.Now().UnixNano()
