@@ -1,36 +1,18 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // TestStoreBreakerFlappingIsLoggedOnceThenSummarized: during a Redis
 // outage the store breaker goes open → half-open → open every open_for
@@ -38,7 +20,7 @@ func (w *syncWriter) String() string {
 // first open and the close are warned, the close with how long it was
 // open and how many probes it took; the changes between are at debug.
 func TestStoreBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
-	var logs syncWriter
+	var logs servicetest.LogBuffer
 	store := &countingStore{Store: NewMemoryStore(1000)}
 	store.fail.Store(true)
 	cfg := rulesConfig(burstRule(10, time.Minute))
