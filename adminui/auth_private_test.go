@@ -27,7 +27,7 @@ func TestAdminPlaneNeedsTheTokenUnlessLoopback(t *testing.T) {
 		"0.0.0.0:1": false, "[::]:1": false, "garbage": false, "": false, "127.0.0.1": false,
 	}
 	open := []string{"/healthz", "/readyz", "/metrics"}
-	guarded := []string{"/", "/ui", "/ui/", "/ui/dead-letters", "/ui/style.css", "/debug/pprof/", "/debug/pprof/heap", "/metrics/", "/healthz/x", "/Metrics", "//metrics"}
+	guarded := []string{"/", "/ui", "/ui/", "/ui/dead-letters", "/ui/dead-letters/replay", "/ui/relax", "/ui/style.css", "/debug/pprof/", "/debug/pprof/heap", "/metrics/", "/healthz/x", "/Metrics", "//metrics"}
 	creds := map[string]bool{
 		"":                             false,
 		"Bearer " + token:              true,

@@ -30,3 +30,24 @@ func TestOverviewShowsDuplicatesAndAnUnconsumedEventsQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestForwarderRowSaysWhenItsDepthsWereSampled: a worker's depths are
+// sampled every 15 s and were shown beside the page's fresh ones without
+// their age (36 waiting, "seen 3s ago", while the queue held 0).
+func TestForwarderRowSaysWhenItsDepthsWereSampled(t *testing.T) {
+	now := time.Now()
+	p, err := New(Sources{Routes: fakeRoutes{}, Limiter: fakeLimiter{},
+		Pipeline: fakePipeline{Configured: true, Forwarders: []Forwarder{
+			{Instance: "fwd-1", Breaker: "closed", QueueDepth: 36, SampledAt: now.Add(-13 * time.Second), SeenAt: now.Add(-3 * time.Second)},
+			{Instance: "fwd-old", Breaker: "closed", QueueDepth: 4, SeenAt: now}}}},
+		Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := do(t, p.Handler(), httptest.NewRequest(http.MethodGet, "/ui", nil))
+	for _, want := range []string{"<th>Sampled</th>", `<td class="sampled">13s ago</td><td>3s ago</td>`, `<td class="sampled">—</td>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("forwarders table lacks %q", want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ func (p *Page) funcs() template.FuncMap {
 		"factor": func(f float64) string {
 			return fmt.Sprintf("×%g", f)
 		},
-		"in": func(t time.Time) string { return duration(time.Until(t)) },
+		"in": func(t time.Time) string { return duration(t.Sub(p.opts.Now())) },
 		"ms": func(d time.Duration) string {
 			return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 		},

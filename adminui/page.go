@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -36,9 +35,9 @@ const (
 
 // Options configure a Page.
 type Options struct {
-	// Token is ADMIN_TOKEN: replaying needs it typed into the form
-	// (compared in constant time). Empty: the page is read-only, shows
-	// no replay form and refuses every POST with 403.
+	// Token is ADMIN_TOKEN: replaying and relaxing need it typed into the
+	// form (compared in constant time). Empty: the page is read-only,
+	// shows no form and refuses every POST with 403.
 	Token string
 	// Environment is shown in the header (production, staging, …).
 	Environment string
@@ -65,9 +64,9 @@ type Page struct {
 	css   []byte
 	log   *slog.Logger
 
-	// confirmKey signs the replay confirmation the 303 after a replay
-	// carries in its query (confirmation), so a crafted link cannot make
-	// the page claim a replay that did not happen. Random per process: a
+	// confirmKey signs the confirmation the 303 after a replay or a relax
+	// carries in its query (sign), so a crafted link cannot make the page
+	// claim a replay or a relax that did not happen. Random per process: a
 	// confirmation does not outlive a restart.
 	confirmKey [32]byte
 
@@ -129,6 +128,7 @@ func (p *Page) Handler() http.Handler {
 	mux.HandleFunc("GET /ui/{$}", p.overview)
 	mux.HandleFunc("GET /ui/dead-letters", p.deadLetters)
 	mux.HandleFunc("POST /ui/dead-letters/replay", p.replay)
+	mux.HandleFunc("POST /ui/relax", p.relax)
 	mux.HandleFunc("GET /ui/style.css", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/css; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
@@ -186,11 +186,27 @@ func (p *Page) render(w http.ResponseWriter, status int, name string, v view) {
 	_, _ = w.Write([]byte(b.String()))
 }
 
+// backLink is where a problem page leads back to.
+type backLink struct{ Href, Label string }
+
+var (
+	deadLettersBack = backLink{"/ui/dead-letters", "Back to the dead letters"}
+	overviewBack    = backLink{"/ui#routes", "Back to the overview"}
+)
+
 func (p *Page) problem(w http.ResponseWriter, status int, msg string) {
+	p.problemBack(w, status, msg, nil, deadLettersBack)
+}
+
+// problemBack renders a refusal: its status, msg, the details (one line
+// each) and a link back.
+func (p *Page) problemBack(w http.ResponseWriter, status int, msg string, details []string, back backLink) {
 	p.render(w, status, "problem", view{Title: http.StatusText(status), Data: struct {
 		Status  int
 		Message string
-	}{status, msg}})
+		Details []string
+		Back    backLink
+	}{status, msg, details, back}})
 }
 
 type overviewData struct {
@@ -198,6 +214,11 @@ type overviewData struct {
 	Limiter  LimiterState
 	Pipeline *PipelineState
 	Rollout  *RolloutState
+	// CanRelax: the Routes table offers each rule's relax form; RelaxOff
+	// says why not when the page could otherwise (the token is set).
+	CanRelax bool
+	RelaxOff string
+	Relaxed  *relaxedFlash
 }
 
 func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
@@ -205,6 +226,11 @@ func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	d := overviewData{Routes: p.src.Routes.Routes(), Limiter: p.src.Limiter.Limiter(ctx)}
 	d.Routes = withRelaxes(d.Routes, d.Limiter.Relaxes, p.opts.Now())
+	if p.src.Relaxer != nil && p.gate.set {
+		d.RelaxOff = p.src.Relaxer.Unavailable()
+		d.CanRelax = d.RelaxOff == ""
+	}
+	d.Relaxed = p.relaxed(r.URL.Query(), d.Routes, p.opts.Now())
 	if p.src.Pipeline != nil {
 		ps := p.src.Pipeline.Pipeline(ctx)
 		d.Pipeline = &ps
@@ -237,7 +263,7 @@ func withRelaxes(routes []Route, relaxes []Relax, now time.Time) []Route {
 			if rx, ok := by[ru.Name]; ok && rx.Factor >= 1 {
 				rx := rx
 				ru.Relax = &rx
-				ru.InForce = max(ru.Limit, int64(math.Floor(float64(ru.Limit)*rx.Factor)))
+				ru.InForce = inForce(ru.Limit, rx.Factor)
 				rt.Rules[j] = ru
 			}
 		}
@@ -293,7 +319,7 @@ func (p *Page) deadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	q := r.URL.Query()
-	if id, audit := q.Get("replayed"), q.Get("audit"); id != "" && p.confirmed(id, audit, q.Get("sig")) {
+	if id, audit := q.Get("replayed"), q.Get("audit"); id != "" && p.signed(q.Get("sig"), "replay", id, audit) {
 		d.Replayed, d.AuditID = id, audit
 	}
 	p.render(w, http.StatusOK, "deadletters", view{Title: "Dead letters", Nav: "deadletters", Data: d})
@@ -349,21 +375,24 @@ func (p *Page) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	p.log.Info("dead letter replayed from the operator page", "event_id", req.ID, "operator", req.Operator, "reason", req.Reason, "audit_id", res.AuditID)
 	audit := strconv.FormatInt(res.AuditID, 10)
-	http.Redirect(w, r, "/ui/dead-letters?replayed="+url.QueryEscape(req.ID)+"&audit="+audit+"&sig="+p.confirmation(req.ID, audit), http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/dead-letters?replayed="+url.QueryEscape(req.ID)+"&audit="+audit+"&sig="+p.sign("replay", req.ID, audit), http.StatusSeeOther)
 }
 
-// confirmation is the signature of a replay's confirmation (event id and
-// audit row), hex HMAC-SHA256 under the process's confirmKey.
-func (p *Page) confirmation(id, audit string) string {
+// sign is the signature of a confirmation the page redirects with (a
+// replay's, a relax's): hex HMAC-SHA256 of parts, NUL-separated, under
+// the process's confirmKey. The first part names the action.
+func (p *Page) sign(parts ...string) string {
 	m := hmac.New(sha256.New, p.confirmKey[:])
-	m.Write([]byte(id))
-	m.Write([]byte{0})
-	m.Write([]byte(audit))
+	for i, part := range parts {
+		if i > 0 {
+			m.Write([]byte{0})
+		}
+		m.Write([]byte(part))
+	}
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// confirmed reports whether sig is this process's confirmation of a
-// replay of id recorded as audit.
-func (p *Page) confirmed(id, audit, sig string) bool {
-	return hmac.Equal([]byte(sig), []byte(p.confirmation(id, audit)))
+// signed reports whether sig is this process's signature of parts.
+func (p *Page) signed(sig string, parts ...string) bool {
+	return hmac.Equal([]byte(sig), []byte(p.sign(parts...)))
 }

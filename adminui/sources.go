@@ -2,6 +2,7 @@ package adminui
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -14,6 +15,9 @@ type Sources struct {
 	DeadLetters DeadLetterSource
 	// Rollout is the rollout section (rollout.go); nil: not shown.
 	Rollout RolloutSource
+	// Relaxer relaxes a rule from the Routes table (relax.go); nil: the
+	// page offers no relax.
+	Relaxer RelaxSource
 }
 
 // RouteSource gives the routes in effect, in configuration order.
@@ -82,9 +86,11 @@ type LimiterState struct {
 	// Breaker is closed, half-open, open, or none (embedded store).
 	Breaker string
 	// Relaxes are the relax factors in force; RelaxNote says why they are
-	// unknown or do not apply (empty: read).
+	// unknown or do not apply (empty: read). RelaxPoll is how soon every
+	// gateway applies a new relax (rate_limits.relax_poll; 0: unknown).
 	Relaxes   []Relax
 	RelaxNote string
+	RelaxPoll time.Duration
 	// Span is what Rules and FailOpens cover (the last minutes, shorter
 	// right after start).
 	Span      time.Duration
@@ -96,6 +102,57 @@ type LimiterState struct {
 	TopWouldBlock []EndpointCount
 	TopSpan       time.Duration
 	TopNote       string
+}
+
+// RelaxSource relaxes a rule's limit for a while, recording who and why
+// as `borda limits relax` does (the same parser and audit).
+type RelaxSource interface {
+	// Unavailable says why this gateway cannot relax from the page (the
+	// embedded store, no database for the audit); "" when it can.
+	Unavailable() string
+	// Relax parses req as `borda limits relax` parses its flags, records
+	// it and writes it to the shared store. A *BadRelax error is the
+	// request's fault (the page answers 400 with each problem); any
+	// other error means no relax is in force (503 with the error).
+	Relax(ctx context.Context, req RelaxRequest) (RelaxResult, error)
+}
+
+// RelaxRequest is the relax form as typed.
+type RelaxRequest struct {
+	// Rule is the rule's name; Factor a number in [1, 100]; For a Go
+	// duration in (0, 24h]; Operator and Reason who and why (recorded).
+	Rule, Factor, For, Operator, Reason string
+}
+
+// RelaxResult is a relax in force: its factor, when it ends, and the
+// audit row (limit_relaxes) that records it.
+type RelaxResult struct {
+	Rule    string
+	Factor  float64
+	Until   time.Time
+	AuditID int64
+	// Warning is said beside the success (the relax is in force but its
+	// audit row stayed pending); empty: none.
+	Warning string
+}
+
+// BadRelax is a relax form refused for what it says: each problem names
+// its field (rule, factor, for, operator, reason).
+type BadRelax struct {
+	Problems []FieldProblem
+}
+
+// FieldProblem is one refused field of a form.
+type FieldProblem struct {
+	Field, Message string
+}
+
+func (e *BadRelax) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.Field + ": " + p.Message
+	}
+	return "adminui: relax refused: " + strings.Join(parts, "; ")
 }
 
 // Relax is one relax factor in force until Until.
@@ -183,7 +240,10 @@ type Forwarder struct {
 	QueueDepth    int64
 	DLQDepth      int64
 	OldestAge     time.Duration
-	SeenAt        time.Time
+	// SampledAt is when the worker sampled QueueDepth, DLQDepth and
+	// OldestAge (every 15 s; zero: unknown); SeenAt when it wrote this.
+	SampledAt time.Time
+	SeenAt    time.Time
 	// Duplicates: events acked without a POST as already forwarded;
 	// LastDuplicateKey (message data: shown printed) at LastDuplicateAt.
 	Duplicates       int64

@@ -200,3 +200,77 @@ func TestKeysAreTheReferenceKeys(t *testing.T) {
 		t.Errorf("%d keys, want the whole configuration", len(keys))
 	}
 }
+
+// TestCheckSaysWhyTheOperatorPageCannotAct: with ADMIN_TOKEN set, config
+// check names what the page's forms lack. A gateway with a shared store
+// and no webhook pipeline used to be told it had "nothing to replay, unset
+// ADMIN_TOKEN", though the token now relaxes limits from the page.
+func TestCheckSaysWhyTheOperatorPageCannotAct(t *testing.T) {
+	t.Parallel()
+	const pipeline = "webhook:\n  path: /webhooks/whatsapp\n"
+	for _, tc := range []struct {
+		name, file string
+		env        map[string]string
+		want       string // "" : no warning about the page
+	}{
+		{"admin off", "admin_listen: \"off\"\n", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379"}, "admin_listen: ADMIN_TOKEN is set but the admin listener is off"},
+		{"nothing to act on", "", nil, "webhook.path: ADMIN_TOKEN is set but the operator page has nothing to act on"},
+		{"relax without a database", "", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379"},
+			"database.url: the operator page's relax form (ADMIN_TOKEN is set) refuses every request: each is recorded in PostgreSQL limit_relaxes; set DATABASE_URL"},
+		{"replay without a database", pipeline, nil,
+			"database.url: the operator page's replay form (ADMIN_TOKEN is set) refuses every request: each is recorded in PostgreSQL webhook_replays; set DATABASE_URL"},
+		{"both without a database", pipeline, map[string]string{"REDIS_URL": "redis://127.0.0.1:6379"},
+			"the operator page's replay and relax form"},
+		{"relax with a database", "", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379", "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/test"}, ""},
+	} {
+		env := map[string]string{"ADMIN_TOKEN": "page-token-0123456789abcdef0123"}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		file := "environment: development\nrate_limits:\n  rules:\n    - {name: burst, scope: ip, limit: 50, window: 5s}\n" + tc.file
+		r := configs.Check([]byte(file), envMap(env))
+		if len(r.Errors) > 0 {
+			t.Fatalf("%s: errors %v", tc.name, findingLines(r.Errors))
+		}
+		var page []string
+		for _, w := range findingLines(r.Warnings) {
+			if strings.Contains(w, "ADMIN_TOKEN") || strings.Contains(w, "operator page") {
+				page = append(page, w)
+			}
+		}
+		switch {
+		case tc.want == "" && len(page) > 0:
+			t.Errorf("%s: warnings %v, want none about the page", tc.name, page)
+		case tc.want != "" && (len(page) != 1 || !strings.Contains(page[0], tc.want)):
+			t.Errorf("%s: warnings %v, want one saying %q", tc.name, page, tc.want)
+		}
+	}
+}
+
+// TestOperatorActionsAreWhatTheTokenEnables: the read-only notice at start
+// said ADMIN_TOKEN would let the page "relax limits" on a gateway with
+// the embedded store, which offers no relax. OperatorActions, which the
+// notice and config check both use, names only what works.
+func TestOperatorActionsAreWhatTheTokenEnables(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file string
+		env  map[string]string
+		want string
+	}{
+		{"", nil, ""},
+		{"webhook:\n  path: /webhooks/whatsapp\n", nil, "replay"},
+		{"", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379"}, "relax"},
+		{"", map[string]string{"UPSTASH_REDIS_REST_URL": "https://127.0.0.1:1", "UPSTASH_REDIS_REST_TOKEN": "t"}, "relax"},
+		{"webhook:\n  path: /webhooks/whatsapp\n", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379"}, "replay,relax"},
+	} {
+		r := configs.Check([]byte("environment: development\n"+tc.file), envMap(tc.env))
+		if len(r.Errors) > 0 {
+			t.Fatalf("%q: %v", tc.file, findingLines(r.Errors))
+		}
+		actions, tables := r.Config.OperatorActions()
+		if got := strings.Join(actions, ","); got != tc.want || len(tables) != len(actions) {
+			t.Errorf("file %q env %v: actions %v (tables %v), want %q", tc.file, tc.env, actions, tables, tc.want)
+		}
+	}
+}

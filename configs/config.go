@@ -107,8 +107,8 @@ type Config struct {
 	// AdminPprofToken is read from ADMIN_PPROF_TOKEN (admin_pprof: token).
 	AdminPprofToken Secret `yaml:"-"`
 	// AdminToken is read from ADMIN_TOKEN: the operator token the
-	// operator page's replay form needs (docs/operations.md); empty: the
-	// page is read-only.
+	// operator page's replay and relax forms need (docs/operations.md);
+	// empty: the page is read-only.
 	AdminToken Secret `yaml:"-"`
 	// Warnings are the production guardrails allowed by
 	// BORDA_ALLOW_WEAK_PRODUCTION=1; `borda config check` and every

@@ -25,9 +25,10 @@ import (
 //   - a rate-limit rule counting users or schools with no JWT key
 //     (auth.jwt_secret_env's variable or AUTH_JWKS_URL) to verify tokens
 //     with, so no request carries a user or a school;
-//   - ADMIN_TOKEN set where the operator page cannot replay: the admin
-//     listener off, no webhook pipeline, or no database.url (DATABASE_URL)
-//     for the webhook_replays audit (the form would answer 502).
+//   - ADMIN_TOKEN set where the operator page cannot act: the admin
+//     listener off, neither a webhook pipeline (replay) nor a shared store
+//     (relax), or no database.url (DATABASE_URL) for the webhook_replays
+//     and limit_relaxes audits (the forms would refuse every request).
 func (c Config) Incomplete() []Finding {
 	var out []Finding
 	add := func(path, format string, args ...any) {
@@ -88,15 +89,19 @@ func (c Config) Incomplete() []Finding {
 			add("redis.url", "`borda forward` will not start without a shared store for its idempotency keys: set REDIS_URL, or UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN")
 		}
 	}
-	// The operator page's replay (docs/operations.md, "Replaying").
+	// The operator page's actions (docs/operations.md, "Replaying" and
+	// "Relaxing"): replay needs the webhook pipeline, relax a shared store,
+	// and both the database that records them.
 	if c.AdminToken != "" {
+		forms, tables := c.OperatorActions()
 		switch {
 		case c.AdminListen == "off":
-			add("admin_listen", "ADMIN_TOKEN is set but the admin listener is off, so there is no operator page (/ui) to replay from: set admin_listen or unset ADMIN_TOKEN")
-		case w.Path == "" && len(w.Sources) == 0:
-			add("webhook.path", "ADMIN_TOKEN is set but the gateway has no webhook pipeline, so the operator page has no dead letters to replay: set webhook.path or unset ADMIN_TOKEN")
+			add("admin_listen", "ADMIN_TOKEN is set but the admin listener is off, so there is no operator page (/ui) to replay or relax from: set admin_listen or unset ADMIN_TOKEN")
+		case len(forms) == 0:
+			add("webhook.path", "ADMIN_TOKEN is set but the operator page has nothing to act on: no webhook pipeline (dead letters to replay) and the embedded store (a relax needs a shared store): set webhook.path or REDIS_URL, or unset ADMIN_TOKEN")
 		case c.Database.URL == "":
-			add("database.url", "the operator page's replay form (ADMIN_TOKEN is set) answers 502: replays are recorded in webhook_replays; set DATABASE_URL")
+			add("database.url", "the operator page's %s form (ADMIN_TOKEN is set) refuses every request: each is recorded in PostgreSQL %s; set DATABASE_URL",
+				strings.Join(forms, " and "), strings.Join(tables, " and "))
 		}
 	}
 	if c.Auth.JWTSecret == "" && c.Auth.JWKSURL == "" {
@@ -112,4 +117,18 @@ func (c Config) Incomplete() []Finding {
 		}
 	}
 	return out
+}
+
+// OperatorActions are what ADMIN_TOKEN lets the operator page do with c
+// (docs/operations.md): "replay" with a webhook pipeline, "relax" with a
+// shared store (the embedded store's relax would reach no other process);
+// tables are the PostgreSQL audits they record in, in the same order.
+func (c Config) OperatorActions() (actions, tables []string) {
+	if c.Webhook.Path != "" || len(c.Webhook.Sources) > 0 {
+		actions, tables = append(actions, "replay"), append(tables, "webhook_replays")
+	}
+	if c.StoreKind() != "memory" {
+		actions, tables = append(actions, "relax"), append(tables, "limit_relaxes")
+	}
+	return actions, tables
 }

@@ -281,7 +281,7 @@ Envoy's admin interface and Caddy's admin endpoint are meant to stay on localhos
 peers sending ` + "`Authorization: Bearer $ADMIN_PPROF_TOKEN`" + ` (compared in constant time, never logged), ` + "`off`" + ` closes it.
 
 ` + "`ADMIN_TOKEN`" + ` is the operator token of the operator page (` + "`/ui`" + ` on the admin listener, docs/operations.md): replaying a
-dead letter from the page needs it typed into the form (compared in constant time, never logged); without it the page is
-read-only.
+dead letter or relaxing a rate-limit rule from the page needs it typed into the form (compared in constant time, never
+logged); without it the page is read-only.
 
 `

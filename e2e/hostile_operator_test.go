@@ -241,14 +241,15 @@ forward:
 // TestHostileConfigCheckOfAnOperatorTokenThatCannotReplay: ADMIN_TOKEN
 // set where the operator page cannot replay passed `config check` in
 // silence: with no DATABASE_URL every replay from the form answers 502,
-// with the admin listener off or no webhook pipeline there is nothing to
-// replay from. Each is now a warning naming what to set (exit 0).
+// with the admin listener off, or neither a webhook pipeline nor a shared
+// store (relax), there is nothing to act on. Each is now a warning naming
+// what to set (exit 0).
 func TestHostileConfigCheckOfAnOperatorTokenThatCannotReplay(t *testing.T) {
 	env := append(cleanEnv(), "ADMIN_TOKEN="+hostileOperatorToken, "WEBHOOK_TOKENS=hostile-webhook-token")
 	for file, want := range map[string]string{
-		"environment: development\nwebhook: {path: /webhooks/whatsapp}\n":                        "database.url: the operator page's replay form (ADMIN_TOKEN is set) answers 502",
+		"environment: development\nwebhook: {path: /webhooks/whatsapp}\n":                        "database.url: the operator page's replay form (ADMIN_TOKEN is set) refuses every request",
 		"environment: development\nadmin_listen: \"off\"\nwebhook: {path: /webhooks/whatsapp}\n": "admin_listen: ADMIN_TOKEN is set but the admin listener is off",
-		"environment: development\n": "webhook.path: ADMIN_TOKEN is set but the gateway has no webhook pipeline",
+		"environment: development\n": "webhook.path: ADMIN_TOKEN is set but the operator page has nothing to act on",
 	} {
 		out, code := secretsRun(t, env, "config", "check", "--config", secretsWriteConfig(t, file))
 		if code != 0 || !strings.Contains(out, "borda: warning: ") || !strings.Contains(out, want) || strings.Contains(out, hostileOperatorToken) {

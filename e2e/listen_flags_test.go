@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -62,5 +63,27 @@ func TestServeTakesListenFlagsAndVariables(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestServeOnABusyPortSaysItCannotListen: with its address taken, `borda
+// serve` logged `"msg":"listening"` at error level and exited 1, a line
+// that reads as if it listened. It now says it cannot listen, which
+// listener and where its address came from, and exits 1; for the admin
+// listener too.
+func TestServeOnABusyPortSaysItCannotListen(t *testing.T) {
+	path := secretsWriteConfig(t, "environment: development\nroutes:\n  - {name: a, upstream: \"http://127.0.0.1:1\"}\n")
+	busy := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(busy.Close)
+	taken := strings.TrimPrefix(busy.URL, "http://")
+	for _, tc := range []struct{ name, listen, admin, want string }{
+		{"public", taken, freePort(t), `"listener":"public listener (--listen, BORDA_LISTEN, listen)"`},
+		{"admin", freePort(t), taken, `"listener":"admin listener (--admin-listen, BORDA_ADMIN_LISTEN, admin_listen)"`},
+	} {
+		out, code := secretsRun(t, cleanEnv(), "serve", "--config", path, "--listen", tc.listen, "--admin-listen", tc.admin)
+		if code != 1 || !strings.Contains(out, `"msg":"cannot listen, so borda serve exits"`) || !strings.Contains(out, tc.want) ||
+			!strings.Contains(out, "address already in use") {
+			t.Errorf("%s address taken: exit %d, want 1 and a line saying it cannot listen (%s):\n%s", tc.name, code, tc.want, out)
+		}
 	}
 }

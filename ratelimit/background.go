@@ -72,8 +72,8 @@ func (l *Limiter) run(ctx context.Context) {
 }
 
 // syncRound runs one synchronization round and learns the store's clock
-// from it; a failure is counted and logged (at most once a second), and
-// decisions stay local.
+// from it; a failure is counted and logged (an outage once, then a
+// summary a minute), and decisions stay local.
 func (l *Limiter) syncRound(ctx context.Context) {
 	at, calls, err := l.sync.round(ctx)
 	l.m.rlCommands.Add(float64(calls))
@@ -81,6 +81,7 @@ func (l *Limiter) syncRound(ctx context.Context) {
 		l.logSyncRoundError(err)
 		return
 	}
+	l.syncOutage.End(syncRoundsResumed)
 	if !at.IsZero() {
 		l.skew.Store(int64(at.Sub(l.now())))
 	}

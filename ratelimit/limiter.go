@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/outagelog"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -59,6 +60,9 @@ type Limiter struct {
 	// sync decides on a local view synchronized every Options.Sync; nil:
 	// every decision is a store round trip.
 	sync *syncer
+	// syncOutage logs failing sync rounds (one every rate_limits.sync, 50
+	// ms in production) once, then a summary a minute, then their end.
+	syncOutage *outagelog.Outage
 
 	dists distributions // the distribution counters by rule (dist.go)
 }
@@ -138,6 +142,7 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		log:       logger.With("component", "ratelimit"),
 		now:       time.Now,
 	}
+	l.syncOutage = outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, CountKey: "rounds", Now: func() time.Time { return l.now() }})
 	for _, o := range options {
 		o(l)
 	}
@@ -160,13 +165,25 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		m.storeErrors.WithLabelValues("breaker_open"),
 	}
 	failures := uint32(max(opts.BreakerFailures, 1))
+	outage := outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, ForKey: "open_for", CountKey: "probes"})
 	l.breaker = gobreaker.NewCircuitBreaker[time.Time](gobreaker.Settings{
 		Name:        "ratelimit-store",
 		MaxRequests: 1,
 		Timeout:     max(opts.BreakerOpenFor, time.Millisecond),
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			l.log.Warn("rate-limit store breaker", "from", from.String(), "to", to.String())
+			// An outage of the store flaps the breaker open/half-open every
+			// open_for (2 s): that logged a warn pair per probe, about 60
+			// lines a minute. The first open, a summary a minute and the
+			// close are warned; the pairs between go to debug.
+			switch to {
+			case gobreaker.StateOpen:
+				outage.Begin("rate-limit store breaker opened: requests pass without a decision (fail-open) until it closes", "from", from.String())
+			case gobreaker.StateHalfOpen:
+				outage.Repeat("rate-limit store breaker still open; probing the store")
+			case gobreaker.StateClosed:
+				outage.End("rate-limit store breaker closed: decisions resume")
+			}
 		},
 	})
 	l.dists.attach(rs)
@@ -428,6 +445,10 @@ func isTimeout(err error) bool {
 		(errors.As(err, &ne) && ne.Timeout())
 }
 
+// breakerSummaryEvery is how often an open store breaker is summarized
+// in the log while it stays open (how long, how many probes).
+const breakerSummaryEvery = time.Minute
+
 // logStoreError logs at most one line per second: a per-key decision
 // that met a store error, which fails open.
 func (l *Limiter) logStoreError(err error) {
@@ -439,8 +460,12 @@ func (l *Limiter) logStoreError(err error) {
 // open.
 const syncRoundFailedMsg = "rate-limit sync round failed; deciding on local counts until the store answers"
 
-// logSyncRoundError is logStoreError for a failed sync round.
-func (l *Limiter) logSyncRoundError(err error) { l.logStoreErrorAs(syncRoundFailedMsg, err) }
+// logSyncRoundError logs a failed sync round: the first of an outage at
+// warn, then a summary a minute (it was one line a second, ~60 a minute).
+func (l *Limiter) logSyncRoundError(err error) { l.syncOutage.Repeat(syncRoundFailedMsg, "err", err) }
+
+// syncRoundsResumed is what the first good round after failed ones logs.
+const syncRoundsResumed = "rate-limit sync rounds reach the store again; counts are shared across replicas"
 
 func (l *Limiter) logStoreErrorAs(msg string, err error) {
 	now := time.Now().UnixNano()

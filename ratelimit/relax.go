@@ -66,6 +66,12 @@ func Relax(ctx context.Context, store Store, ks keyspace.Keyspace, rule string, 
 	return store.WriteRelax(ctx, ks.Relax(rule), factor, d)
 }
 
+// RefreshRelax reads the relax factors now instead of at the next
+// relax_poll, so a relax written by this process (the operator page) is in
+// force here at once; other instances apply it within their poll. Safe
+// beside the poller; a store error keeps the factors in force.
+func (l *Limiter) RefreshRelax(ctx context.Context) { l.pollRelax(ctx) }
+
 // pollRelax reads every rule's relax key in one round trip and swaps the
 // active factors. On a store error the current factors stay until their
 // own expiry.

@@ -12,7 +12,7 @@ const undefinedTable = "42P01"
 
 // ErrNotMigrated wraps an error PostgreSQL returned because a table Borda
 // needs does not exist (SQLSTATE 42P01): the database was never migrated.
-var ErrNotMigrated = errors.New("run `borda migrate` first: it creates gateway_metrics, whatsapp_instances and webhook_replays")
+var ErrNotMigrated = errors.New("run `borda migrate` first: it creates gateway_metrics, whatsapp_instances, webhook_replays and limit_relaxes")
 
 // Hint returns err wrapped with ErrNotMigrated when it is (or wraps)
 // PostgreSQL's undefined_table error, as

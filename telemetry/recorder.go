@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/olp-edu/borda/internal/outagelog"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -46,6 +47,9 @@ type Recorder struct {
 	logger      *slog.Logger
 	metrics     *recorderMetrics
 	now         func() time.Time
+	// outage logs failed flushes once, then a summary a minute, then
+	// their end (internal/outagelog).
+	outage *outagelog.Outage
 
 	dist DistributionSource // nil: no distribution counters
 
@@ -84,7 +88,7 @@ func NewRecorder(o Options, ks keyspace.Keyspace, sink Sink, reg prometheus.Regi
 	if err != nil {
 		return nil, err
 	}
-	return &Recorder{
+	r := &Recorder{
 		events:      make(chan Event, o.QueueSize),
 		sink:        sink,
 		ks:          ks,
@@ -93,7 +97,9 @@ func NewRecorder(o Options, ks keyspace.Keyspace, sink Sink, reg prometheus.Regi
 		logger:      logger,
 		metrics:     m,
 		now:         time.Now,
-	}, nil
+	}
+	r.outage = outagelog.New(logger, outagelog.Options{Every: time.Minute, CountKey: "batches", Now: func() time.Time { return r.now() }})
+	return r, nil
 }
 
 // DistributionSource gives the rate limiter's distribution counts since
@@ -228,7 +234,11 @@ func (r *Recorder) flush(ctx context.Context, b *batch) {
 	r.metrics.flushDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		r.metrics.storeError.Add(float64(b.events))
-		r.logger.Warn("telemetry batch dropped", "events", b.events, "counters", len(incs), "error", err)
+		// Once at warn, then a summary a minute while Redis is down (a
+		// batch is flushed every second: a warn line each was ~60 a minute).
+		r.outage.Repeat("telemetry batch dropped", "events", b.events, "counters", len(incs), "error", err)
+	} else {
+		r.outage.End("telemetry writes resumed: batches reach Redis again")
 	}
 	b.reset()
 }

@@ -97,7 +97,7 @@ const topWouldBlock = 10
 
 func (l *opsLimiter) Limiter(ctx context.Context) adminui.LimiterState {
 	cfg := l.cfg.Load()
-	st := adminui.LimiterState{Store: cfg.StoreKind(), Breaker: l.limiter.BreakerState()}
+	st := adminui.LimiterState{Store: cfg.StoreKind(), Breaker: l.limiter.BreakerState(), RelaxPoll: cfg.RateLimits.RelaxPoll.D()}
 	byRule := map[string]*adminui.RuleCounts{}
 	for _, r := range cfg.RateLimits.Rules {
 		byRule[r.Name] = &adminui.RuleCounts{Rule: r.Name}
@@ -341,7 +341,7 @@ func (p *opsPipeline) forwarders(ctx context.Context) ([]adminui.Forwarder, stri
 			Instance: deadletter.Printed(s.Instance), Breaker: s.Breaker, BreakerSince: s.BreakerSince, LastFailure: deadletter.Printed(s.LastFailure),
 			LastFailureAt: s.LastFailureAt, OpenedBy: deadletter.Printed(s.OpenedBy), Connected: s.Connected, Consuming: s.Consuming,
 			Problems: problems, QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth,
-			OldestAge: seconds(s.OldestAgeSeconds), SeenAt: s.WrittenAt,
+			OldestAge: seconds(s.OldestAgeSeconds), SampledAt: s.SampledAt, SeenAt: s.WrittenAt,
 			Duplicates: s.Duplicates, LastDuplicateKey: deadletter.Printed(s.LastDuplicateKey), LastDuplicateAt: s.LastDuplicateAt,
 		})
 	}

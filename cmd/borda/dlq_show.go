@@ -79,7 +79,10 @@ func writeEntry(w io.Writer, e deadletter.Entry, now time.Time) {
 	}
 	line("id", e.ID)
 	line("source", e.Source)
-	line("event", e.Event)
+	// The envelope's event is the one the URL named (Evolution's
+	// "webhook by events"); "event: -" read as if the letter had none,
+	// beside a body whose own "event" names it.
+	line("url event", e.Event)
 	line("received", when(e.ReceivedAt))
 	line("first failure", when(e.FirstFailure))
 	line("first reason", e.FirstReason)

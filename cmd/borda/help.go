@@ -107,7 +107,7 @@ var helps = map[string]commandHelp{
 		usage: "borda migrate [--config FILE]",
 		about: []string{
 			"Applies the embedded PostgreSQL migrations (gateway_metrics, whatsapp_instances,",
-			"webhook_replays) to database.url.",
+			"webhook_replays, limit_relaxes) to database.url.",
 		},
 		env: []string{"BORDA_CONFIG", "DATABASE_URL"},
 	},
@@ -134,12 +134,14 @@ var helps = map[string]commandHelp{
 		env: []string{"BORDA_CONFIG", "AMQP_URL", "DATABASE_URL"},
 	},
 	"limits relax": {
-		usage: "borda limits relax [--config FILE] --rule NAME --factor F --for DURATION",
+		usage: "borda limits relax [--config FILE] --rule NAME --factor F --for DURATION --operator NAME --reason TEXT",
 		about: []string{
-			"Multiplies a rate-limit rule's limit by F for a while (an incident valve), in the shared store:",
-			"every running `borda serve` applies it within rate_limits.relax_poll and drops it when it expires.",
+			"Multiplies a rate-limit rule's limit by F (1 to 100) for a while (an incident valve), in the shared",
+			"store: every running `borda serve` applies it within rate_limits.relax_poll and drops it when it",
+			"expires. Records who, why and the outcome in limit_relaxes first (database.url, `borda migrate`),",
+			"as the operator page's relax form does; nothing is relaxed without its record.",
 		},
-		env: []string{"BORDA_CONFIG", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"},
+		env: []string{"BORDA_CONFIG", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN", "DATABASE_URL"},
 	},
 	"limits show": {
 		usage: "borda limits show [--config FILE]",

@@ -5,34 +5,39 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/configs"
+	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
+	"github.com/olp-edu/borda/ratelimit/relaxaudit"
 	"github.com/olp-edu/borda/redisconn"
+	"github.com/olp-edu/borda/schema"
 )
 
 // limitsTimeout bounds each store call of `borda limits`.
 const limitsTimeout = 5 * time.Second
 
-// runLimits is `borda limits relax|show`:
+// runLimits is `borda limits relax|show|probe|suggest`:
 //
-//	borda limits relax --rule NAME --factor F --for DURATION
+//	borda limits relax --rule NAME --factor F --for DURATION --operator NAME --reason TEXT
 //	borda limits show
 //
 // show prints the configured rules and each one's live relax; when the
 // store does not answer it still prints the rules, with RELAX "?" and a
 // note saying the live values are unavailable (exit 0).
 //
-// relax writes {prefix}cfg:relax:{rule} = F with TTL DURATION; every
-// running instance multiplies that rule's limit by F within
-// rate_limits.relax_poll and drops it when the key expires. F ≥ 1.
+// relax records the relax in PostgreSQL limit_relaxes (who, why, origin
+// cli; relaxaudit), then writes {prefix}cfg:relax:{rule} = F with TTL
+// DURATION; every running instance multiplies that rule's limit by F
+// within rate_limits.relax_poll and drops it when the key expires. F is in
+// [1, 100]. The operator page's relax form runs the same code.
 func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, groupUsage("limits"))
@@ -59,9 +64,12 @@ func runLimits(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func runLimitsRelax(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, cfgPath := newFlags("limits relax", stderr)
-	rule := fs.String("rule", "", "rule name (rate_limits.rules[].name)")
-	factor := fs.Float64("factor", 0, "multiply the rule's limit by this factor (≥ 1)")
-	dur := fs.Duration("for", 0, "how long the relax lasts (e.g. 15m; at most 24h)")
+	var req relaxaudit.Request
+	fs.StringVar(&req.Rule, "rule", "", "rule name (rate_limits.rules[].name)")
+	fs.StringVar(&req.Factor, "factor", "", fmt.Sprintf("multiply the rule's limit by this factor (1 to %d)", ratelimit.MaxRelaxFactor))
+	fs.StringVar(&req.For, "for", "", "how long the relax lasts (e.g. 15m; at most 24h)")
+	fs.StringVar(&req.Operator, "operator", "", "who relaxes (recorded in limit_relaxes; required)")
+	fs.StringVar(&req.Reason, "reason", "", "why (recorded in limit_relaxes; required)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -69,20 +77,16 @@ func runLimitsRelax(ctx context.Context, args []string, stdout, stderr io.Writer
 	if !ok {
 		return code
 	}
-	var problems []string
-	if !hasRule(cfg, *rule) {
-		problems = append(problems, fmt.Sprintf("--rule %q: not a rule in rate_limits.rules", *rule))
+	rx, problems := relaxaudit.Parse(req, ruleNames(cfg))
+	for _, p := range problems {
+		fmt.Fprintf(stderr, "borda limits relax: --%s: %s\n", p.Field, p.Message)
 	}
-	if math.IsNaN(*factor) || *factor < 1 || *factor > ratelimit.MaxRelaxFactor {
-		problems = append(problems, fmt.Sprintf("--factor: must be between 1 and %d (a relax raises limits; it never turns a rule off)", ratelimit.MaxRelaxFactor))
+	usable := len(problems) == 0
+	if cfg.Database.URL == "" {
+		fmt.Fprintln(stderr, "borda limits relax: every relax is recorded in limit_relaxes and needs database.url (or DATABASE_URL)")
+		usable = false
 	}
-	if *dur <= 0 || *dur > ratelimit.MaxRelax {
-		problems = append(problems, fmt.Sprintf("--for: must be positive and at most %v", ratelimit.MaxRelax))
-	}
-	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "borda limits relax: "+p)
-		}
+	if !usable {
 		return 2
 	}
 	store, ks, closeStore, err := sharedStore(cfg)
@@ -91,14 +95,25 @@ func runLimitsRelax(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 1
 	}
 	defer closeStore()
+	pool, err := pgxpool.New(ctx, cfg.Database.URL.Reveal())
+	if err != nil {
+		fmt.Fprintf(stderr, "borda limits relax: parsing database.url: %v\n", redact.Error(err))
+		return 2
+	}
+	defer pool.Close()
 	cctx, cancel := context.WithTimeout(ctx, limitsTimeout)
 	defer cancel()
-	if err := ratelimit.Relax(cctx, store, ks, *rule, *factor, *dur); err != nil {
-		fmt.Fprintf(stderr, "borda limits relax: %v\n", err)
+	a, err := relaxaudit.Apply(cctx, relaxaudit.Target{Store: store, Keys: ks, DB: pool, Environment: cfg.Environment,
+		Origin: relaxaudit.OriginCLI}, rx)
+	if err != nil {
+		fmt.Fprintf(stderr, "borda limits relax: %v\n", redact.Error(schema.Hint(err)))
 		return 1
 	}
-	fmt.Fprintf(stdout, "relaxed %s ×%s for %v (key %s); running instances apply it within %v\n",
-		*rule, fmt.Sprint(*factor), *dur, ks.Relax(*rule), cfg.RateLimits.RelaxPoll)
+	fmt.Fprintf(stdout, "relaxed %s ×%s for %v until %s (key %s, audit #%d); running instances apply it within %v\n",
+		rx.Rule, fmt.Sprint(rx.Factor), rx.For, a.Until.Format(time.RFC3339), ks.Relax(rx.Rule), a.AuditID, cfg.RateLimits.RelaxPoll)
+	if a.Unrecorded != nil {
+		fmt.Fprintf(stderr, "borda limits relax: warning: the relax is in force, but %v\n", redact.Error(a.Unrecorded))
+	}
 	return 0
 }
 
@@ -111,10 +126,7 @@ func runLimitsShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if !ok {
 		return code
 	}
-	names := make([]string, len(cfg.RateLimits.Rules))
-	for i, r := range cfg.RateLimits.Rules {
-		names[i] = r.Name
-	}
+	names := ruleNames(cfg)
 	relax := make([]ratelimit.RelaxValue, len(names))
 	note := ""
 	unknown := false // the store did not answer: relaxes unknown
@@ -154,13 +166,13 @@ func runLimitsShow(ctx context.Context, args []string, stdout, stderr io.Writer)
 	return 0
 }
 
-func hasRule(cfg configs.Config, name string) bool {
-	for _, r := range cfg.RateLimits.Rules {
-		if r.Name == name {
-			return true
-		}
+// ruleNames are the names of cfg's rate-limit rules, in order.
+func ruleNames(cfg configs.Config) []string {
+	names := make([]string, len(cfg.RateLimits.Rules))
+	for i, r := range cfg.RateLimits.Rules {
+		names[i] = r.Name
 	}
-	return false
+	return names
 }
 
 // ruleRoutes lists the routes a rule applies to: its own routes and the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -81,7 +82,7 @@ func runLimitsSuggest(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *format != "table" && *format != "json" {
 		problems = append(problems, fmt.Sprintf("--format %q: want table or json", *format))
 	}
-	if *only != "" && !hasRule(cfg, *only) {
+	if *only != "" && !slices.Contains(ruleNames(cfg), *only) {
 		problems = append(problems, fmt.Sprintf("--rule %q: not a rule in rate_limits.rules", *only))
 	}
 	if cfg.Database.URL == "" {

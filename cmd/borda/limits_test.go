@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/schema"
 )
 
 func writeLimitsConfig(t *testing.T, prefix string) string {
@@ -37,9 +38,17 @@ rate_limits:
 	return path
 }
 
-func TestLimits_RelaxWritesKeyWithTTLAndShowListsIt(t *testing.T) {
+// TestLimits_RelaxRecordsWhoAndWhyThenWritesTheKeyAndShowListsIt: the
+// relax is a limit_relaxes row (operator, reason, origin cli, applied)
+// and the key with its TTL; show lists it.
+func TestLimits_RelaxRecordsWhoAndWhyThenWritesTheKeyAndShowListsIt(t *testing.T) {
 	url := servicetest.RedisURL(t)
+	pool, dbURL := servicetest.IsolatedDatabase(t)
+	if err := schema.Up(t.Context(), dbURL); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("REDIS_URL", url)
+	t.Setenv("DATABASE_URL", dbURL)
 	prefix := servicetest.KeyPrefix(t)
 	path := writeLimitsConfig(t, prefix)
 	opt, _ := redis.ParseURL(url)
@@ -49,14 +58,26 @@ func TestLimits_RelaxWritesKeyWithTTLAndShowListsIt(t *testing.T) {
 	t.Cleanup(func() { rdb.Del(context.Background(), key) })
 
 	var out, errb bytes.Buffer
-	if code := runLimits(context.Background(), []string{"relax", "--config", path, "--rule", "burst", "--factor", "2", "--for", "1m"}, &out, &errb); code != 0 {
+	if code := runLimits(context.Background(), []string{"relax", "--config", path, "--rule", "burst", "--factor", "2", "--for", "1m",
+		"--operator", "ana.plantao", "--reason", "matrícula: fila no portal"}, &out, &errb); code != 0 {
 		t.Fatalf("relax exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "relaxed burst ×2 for 1m0s until ") || !strings.Contains(out.String(), "audit #") {
+		t.Errorf("relax output: %s", out.String())
 	}
 	if v := rdb.Get(context.Background(), key).Val(); v != "2" {
 		t.Fatalf("%s = %q, want 2", key, v)
 	}
 	if ttl := rdb.PTTL(context.Background(), key).Val(); ttl <= 0 || ttl > time.Minute {
 		t.Fatalf("%s PTTL = %v", key, ttl)
+	}
+	var operator, reason, origin, outcome string
+	if err := pool.QueryRow(t.Context(), `SELECT operator, reason, origin, outcome FROM limit_relaxes WHERE rule = 'burst'`).
+		Scan(&operator, &reason, &origin, &outcome); err != nil {
+		t.Fatal(err)
+	}
+	if operator != "ana.plantao" || reason != "matrícula: fila no portal" || origin != "cli" || outcome != "applied" {
+		t.Errorf("limit_relaxes row: %q %q %s %s", operator, reason, origin, outcome)
 	}
 	out.Reset()
 	if code := runLimits(context.Background(), []string{"show", "--config", path}, &out, &errb); code != 0 {
@@ -67,12 +88,22 @@ func TestLimits_RelaxWritesKeyWithTTLAndShowListsIt(t *testing.T) {
 	}
 }
 
-func TestLimits_RelaxRefusesFactorBelowOneAndUnknownRule(t *testing.T) {
+// TestLimits_RelaxRefusesEveryBadFlagAtOnce: the CLI reads its flags
+// with the operator page's parser (relaxaudit.Parse), so each refusal
+// names its flag; no store nor database is touched (exit 2).
+func TestLimits_RelaxRefusesEveryBadFlagAtOnce(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
 	path := writeLimitsConfig(t, "olp-dev:tcli:")
 	var out, errb bytes.Buffer
-	code := runLimits(context.Background(), []string{"relax", "--config", path, "--rule", "nope", "--factor", "0.5", "--for", "1m"}, &out, &errb)
-	if code != 2 || !strings.Contains(errb.String(), "--factor") || !strings.Contains(errb.String(), "--rule") {
-		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	code := runLimits(context.Background(), []string{"relax", "--config", path, "--rule", "nope", "--factor", "0.5", "--for", "soon"}, &out, &errb)
+	for _, want := range []string{`--rule: "nope": not a rule`, "--factor: must be between 1 and 100", `--for: "soon" is not a duration`,
+		"--operator: required", "--reason: required", "needs database.url"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	if code != 2 || out.Len() > 0 {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errb.String())
 	}
 }
 

@@ -6,7 +6,7 @@
 //	borda aggregate        fold Redis counters into PostgreSQL gateway_metrics
 //	borda migrate          create or update the PostgreSQL tables
 //	borda dlq list|show|replay  inspect, show and replay dead letters
-//	borda limits relax|show  relax a rate-limit rule during an incident
+//	borda limits relax|show|probe|suggest  relax, show, probe and calibrate rate limits
 //	borda config check     validate and print the effective config
 //	borda healthcheck      probe /healthz on 127.0.0.1 (container HEALTHCHECK)
 //	borda version          print the version
@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/olp-edu/borda/logsink"
@@ -46,9 +47,9 @@ func commands() []command {
 		{"consume-events", "keep whatsapp_instances current from connection.update events", runConsumeEvents},
 		{"aggregate", "fold Redis telemetry counters into PostgreSQL gateway_metrics once", runAggregate},
 		{"migrate", "create or update the PostgreSQL tables", runMigrate},
-		{"dlq", "list, show or replay dead-lettered webhooks (list|show|replay)", runDLQ},
-		{"limits", "relax a rate-limit rule for a while, or show relaxes (relax|show)", runLimits},
-		{"config", "validate and print the effective config (check)", runConfig},
+		{"dlq", "list, show or replay dead-lettered webhooks", runDLQ},
+		{"limits", "relax a rule for a while, show, probe or calibrate rate limits", runLimits},
+		{"config", "validate and print the effective config", runConfig},
 		{"healthcheck", "probe /healthz on 127.0.0.1 (for container HEALTHCHECKs)", runHealthcheck},
 		{"version", "print the version", runVersion},
 	}
@@ -101,7 +102,13 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: borda <command> [flags]   (borda <command> --help: what it does, its environment and flags)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+		summary := c.summary
+		if subs := groups[c.name]; len(subs) > 0 {
+			// From the table the group's dispatch and help use, so the list
+			// cannot lag behind a new subcommand.
+			summary += " (" + strings.Join(subs, "|") + ")"
+		}
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, summary)
 	}
 	fmt.Fprintln(w, "\nEvery command but healthcheck and version takes --config FILE (default configs/local.yaml, or $BORDA_CONFIG).")
 }

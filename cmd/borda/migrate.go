@@ -10,7 +10,7 @@ import (
 
 // runMigrate is `borda migrate --config FILE`: apply the embedded
 // PostgreSQL migrations (gateway_metrics, whatsapp_instances,
-// webhook_replays) to database.url (DATABASE_URL). Exit 0 when the schema
+// webhook_replays, limit_relaxes) to database.url (DATABASE_URL). Exit 0 when the schema
 // is current, 1 when a migration failed, 2 on usage or config errors.
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs, path := newFlags("migrate", stderr)

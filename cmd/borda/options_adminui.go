@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 
 // opsPage is the operator page of `borda serve` (adminui, docs/operations.md)
 // and what it holds: the metrics window, a PostgreSQL pool for the replay
-// audit, and the configuration in effect (SIGHUP swaps the rules).
+// and relax audits, and the configuration in effect (SIGHUP swaps the rules).
 type opsPage struct {
 	cfg    atomic.Pointer[configs.Config]
 	window *promwindow.Window
@@ -50,8 +51,10 @@ func (a *app) adminHandler(ctx context.Context, cfg configs.Config) http.Handler
 		return admin
 	}
 	a.ops = ops
-	if cfg.AdminToken == "" {
-		a.log.Info("operator page read-only: set ADMIN_TOKEN to replay dead letters from it", "path", "/ui")
+	if actions, _ := cfg.OperatorActions(); cfg.AdminToken == "" && len(actions) > 0 {
+		// Only what the token would enable here: it said "relax" with the
+		// embedded store, which offers no relax.
+		a.log.Info("operator page read-only: set ADMIN_TOKEN to "+strings.Join(actions, " and ")+" from it", "path", "/ui")
 	}
 	return adminui.Mount(admin, ops.page.Handler())
 }
@@ -65,7 +68,7 @@ func (a *app) newOpsPage(ctx context.Context, cfg configs.Config) (*opsPage, err
 	o.cfg.Store(&cfg)
 	if cfg.Database.URL != "" {
 		if o.db, err = pgxpool.New(ctx, cfg.Database.URL.Reveal()); err != nil {
-			a.log.Warn("operator page: replay off, bad database.url", "err", redact.Error(err))
+			a.log.Warn("operator page: replay and relax off, bad database.url", "err", redact.Error(err))
 			o.db = nil
 		}
 	}
@@ -74,6 +77,7 @@ func (a *app) newOpsPage(ctx context.Context, cfg configs.Config) (*opsPage, err
 		Routes:  opsRoutes{cfg: &o.cfg},
 		Limiter: &opsLimiter{cfg: &o.cfg, limiter: a.limiter, store: store, redis: a.redis, ks: ks, window: o.window},
 		Rollout: &opsRollout{cfg: &o.cfg, db: o.db, window: o.window},
+		Relaxer: &opsRelaxer{cfg: &o.cfg, store: store, ks: ks, db: o.db, limiter: a.limiter},
 	}
 	if cfg.Webhook.Path != "" || len(cfg.Webhook.Sources) > 0 {
 		top := topologyOf(cfg)

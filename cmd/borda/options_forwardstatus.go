@@ -49,7 +49,7 @@ func forwardSnapshot(s forward.Status) forwardstatus.Snapshot {
 		Breaker: s.Breaker.State, BreakerSince: s.Breaker.Since.UTC(),
 		LastFailure: s.Breaker.LastFailure, LastFailureAt: s.Breaker.LastFailureAt.UTC(), OpenedBy: s.Breaker.OpenedBy,
 		Connected: s.Connected, Consuming: s.Consuming, Problems: s.Problems,
-		QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth, OldestAgeSeconds: s.OldestAge.Seconds(),
+		QueueDepth: s.QueueDepth, DLQDepth: s.DLQDepth, OldestAgeSeconds: s.OldestAge.Seconds(), SampledAt: s.SampledAt.UTC(),
 		Duplicates: s.Duplicates, LastDuplicateKey: s.LastDuplicate.Key, LastDuplicateAt: s.LastDuplicate.At,
 	}
 }

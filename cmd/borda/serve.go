@@ -65,7 +65,12 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) int {
 			for _, l := range listeners {
 				l.Close()
 			}
-			logger.Error("listening", "addr", srv.Addr, "err", err)
+			// It read "listening" at error level: as if it listened.
+			which := "public listener (--listen, BORDA_LISTEN, listen)"
+			if len(listeners) > 0 {
+				which = "admin listener (--admin-listen, BORDA_ADMIN_LISTEN, admin_listen)"
+			}
+			logger.Error("cannot listen, so borda serve exits", "listener", which, "addr", srv.Addr, "err", err)
 			return 1
 		}
 		if len(listeners) == 0 {

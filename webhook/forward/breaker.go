@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
+
+	"github.com/olp-edu/borda/internal/outagelog"
 )
 
 // errSkipped marks a breaker slot that made no POST (duplicate, lease held,
@@ -33,13 +35,10 @@ type Breaker struct {
 	lastFailure   string
 	lastFailureAt time.Time
 	openedBy      string
-	// flapSince is when the breaker first opened in the current outage
-	// (zero while closed); probes counts the half-open probes since.
-	// Only the first open and the close are logged at warn; the
-	// open/half-open pairs in between at debug, summarized by the
-	// forwarder's summary line (summary.go) and the closing line.
-	flapSince time.Time
-	probes    int
+	// outage runs from the first open to the close: only those two are
+	// logged at warn, the open/half-open pairs in between at debug, and
+	// the forwarder's summary line (summary.go) reports it while it lasts.
+	outage *outagelog.Outage
 }
 
 // BreakerStatus is what the operator page shows of a Breaker
@@ -58,7 +57,8 @@ type BreakerStatus struct {
 }
 
 func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
-	b := &Breaker{opened: make(chan struct{}, 1), since: time.Now()}
+	b := &Breaker{opened: make(chan struct{}, 1), since: time.Now(),
+		outage: outagelog.New(log, outagelog.Options{ForKey: "open_for", CountKey: "probes"})}
 	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        "legacy-endpoint",
 		MaxRequests: 1,
@@ -72,28 +72,15 @@ func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log
 			if to == gobreaker.StateOpen {
 				b.openedBy = b.lastFailure
 			}
-			first, closedAfter, probes, openedBy := false, time.Duration(0), 0, b.openedBy
+			openedBy := b.openedBy
+			b.mu.Unlock()
 			switch to {
 			case gobreaker.StateOpen:
-				if b.flapSince.IsZero() {
-					b.flapSince, b.probes, first = b.since, 0, true
-				}
+				b.outage.Begin("forward breaker opened", "from", from.String(), "reason", openedBy)
 			case gobreaker.StateHalfOpen:
-				b.probes++
+				b.outage.Repeat("forward breaker half-open: one probe")
 			case gobreaker.StateClosed:
-				if !b.flapSince.IsZero() {
-					closedAfter, probes = b.since.Sub(b.flapSince), b.probes
-				}
-				b.flapSince, b.probes = time.Time{}, 0
-			}
-			b.mu.Unlock()
-			switch {
-			case first:
-				log.Warn("forward breaker opened", "from", from.String(), "reason", openedBy)
-			case to == gobreaker.StateClosed:
-				log.Warn("forward breaker closed", "open_for", closedAfter.Round(time.Millisecond).String(), "probes", probes)
-			default:
-				log.Debug("forward breaker state changed", "from", from.String(), "to", to.String())
+				b.outage.End("forward breaker closed")
 			}
 			if to == gobreaker.StateOpen {
 				select {
@@ -145,10 +132,9 @@ func stateValue(s gobreaker.State) float64 {
 // it was last closed, how long ago it first opened and how many half-open
 // probes it has let through since; ok is false while it is closed.
 func (b *Breaker) flapping(now time.Time) (d time.Duration, probes int, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.flapSince.IsZero() {
+	since, probes, ok := b.outage.State()
+	if !ok {
 		return 0, 0, false
 	}
-	return now.Sub(b.flapSince), b.probes, true
+	return now.Sub(since), probes, true
 }

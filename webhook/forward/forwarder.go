@@ -120,6 +120,9 @@ type Forwarder struct {
 	// newestTaken is the newest received_at (Unix ns) of an event taken
 	// from the forward queue: the sampler's lag reference.
 	newestTaken atomic.Int64
+	// sampledAt is when the queue depths were last sampled (Unix ns; 0:
+	// never), so a reader can tell a depth's age (Status.SampledAt).
+	sampledAt atomic.Int64
 
 	// afterMark, when set (tests), runs between marking an event forwarded
 	// and acking its delivery, with the consuming channel.

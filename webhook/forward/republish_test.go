@@ -10,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/webhook/topology"
 )
 
@@ -55,7 +56,7 @@ func TestForward_RetryPublishFailureDoesNotHammerTheEndpoint(t *testing.T) {
 	h := newHarness(t, end, func(c *harnessConfig) {
 		c.Topology.Retry = []topology.Delay{{Name: "5s", TTL: 5 * time.Second}}
 	})
-	var tape lockedBuf
+	var tape servicetest.LogBuffer
 	f := h.start(func(f *Forwarder) { f.log = slog.New(slog.NewTextHandler(&tape, nil)) })
 	eventually(t, 10*time.Second, "the forwarder to be ready", func() bool { return len(f.Readiness()) == 0 })
 	if err := h.ch.QueueUnbind(h.top.RetryQueue(0), h.top.RetryRoutingKey(0), h.top.RetryExchange, nil); err != nil {

@@ -57,6 +57,7 @@ func (f *Forwarder) sampleOnce(ch *amqp.Channel) {
 		return
 	}
 	f.m.queueDepth.Set(float64(q.Messages))
+	f.sampledAt.Store(f.now().UnixNano())
 	if q.Messages == 0 {
 		f.m.oldestAge.Set(0)
 	} else if newest := f.newestTaken.Load(); newest != 0 {

@@ -46,3 +46,28 @@ func TestForward_SamplingKeepsTheHeadOfTheQueue(t *testing.T) {
 		t.Fatalf("head after sampling = %q (%v, %v), want head-0", d.MessageId, ok, err)
 	}
 }
+
+// TestForward_StatusSaysWhenTheDepthsWereSampled: the operator page showed
+// a worker's forward queue depth sampled up to 15 s before (36) beside the
+// fresh one (0), both as current. Status carries when they were sampled.
+func TestForward_StatusSaysWhenTheDepthsWereSampled(t *testing.T) {
+	end := newLegacy(t, always(action{status: 200}))
+	h := newHarness(t, end, nil)
+	f, err := New(h.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := f.Status().SampledAt; !at.IsZero() {
+		t.Fatalf("SampledAt before any sample = %v, want zero", at)
+	}
+	ch, err := h.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	before := time.Now()
+	f.sampleOnce(ch)
+	if at := f.Status().SampledAt; at.Before(before) || at.After(time.Now()) {
+		t.Errorf("SampledAt = %v, want the sample's time (after %v)", at, before)
+	}
+}

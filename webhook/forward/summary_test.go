@@ -4,29 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/internal/servicetest"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRunSummaryLogsWhatTheIntervalDid: `borda forward` logged nothing for
 // a delivery or a duplicate; RunSummary logs, at info, the interval's
@@ -36,7 +20,7 @@ func TestRunSummaryLogsWhatTheIntervalDid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var buf lockedBuf
+	var buf servicetest.LogBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	f := &Forwarder{m: m, log: log, breaker: newBreaker(3, time.Minute, m.breaker, log)}
 	m.outcomes.WithLabelValues("delivered", "2xx").Add(2)

@@ -46,6 +46,9 @@ type Snapshot struct {
 	QueueDepth       int64   `json:"queue_depth"`
 	DLQDepth         int64   `json:"dlq_depth"`
 	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+	// SampledAt is when the worker sampled them (zero: not yet, or a
+	// worker older than this field).
+	SampledAt time.Time `json:"sampled_at,omitzero"`
 	// Duplicates counts the events the worker acked without a POST as
 	// already forwarded (since it started); LastDuplicateKey is the
 	// idempotency key of the last one (source and event id, never the

@@ -1,0 +1,70 @@
+package ratelimit
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sony/gobreaker/v2"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// TestStoreBreakerFlappingIsLoggedOnceThenSummarized: during a Redis
+// outage the store breaker goes open → half-open → open every open_for
+// (2 s), and each change was a warn line (about 60 a minute). Now the
+// first open and the close are warned, the close with how long it was
+// open and how many probes it took; the changes between are at debug.
+func TestStoreBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
+	var logs servicetest.LogBuffer
+	store := &countingStore{Store: NewMemoryStore(1000)}
+	store.fail.Store(true)
+	cfg := rulesConfig(burstRule(10, time.Minute))
+	cfg.BreakerFailures, cfg.BreakerOpenFor = 1, time.Millisecond
+	// Not a MemoryStore to the limiter (countingStore), so the breaker
+	// guards it; not Started, so gobreaker's half-open lets one request
+	// through as the probe.
+	l, err := New(cfg, keyspace.MustNew("olp-dev:tbreakerlog:"), store, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Subject{Route: "portal", IP: "203.0.113.7"}
+	waitHalfOpen := func() {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for l.breaker.State() != gobreaker.StateHalfOpen {
+			if time.Now().After(deadline) {
+				t.Fatal("the store breaker did not go half-open")
+			}
+			time.Sleep(time.Millisecond) // open_for is 1 ms: waiting on the breaker's own clock
+		}
+	}
+	const probes = 8
+	l.Decide(context.Background(), s) // opens it
+	for range probes {
+		waitHalfOpen()
+		l.Decide(context.Background(), s) // the probe fails: open again
+	}
+	store.fail.Store(false)
+	waitHalfOpen()
+	l.Decide(context.Background(), s) // the probe passes: closed
+	if got := l.breaker.State(); got != gobreaker.StateClosed {
+		t.Fatalf("breaker %v after a good probe, want closed", got)
+	}
+	out := logs.String()
+	breakerLines := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "rate-limit store breaker") {
+			breakerLines++
+		}
+	}
+	if breakerLines != 2 || !strings.Contains(out, `msg="rate-limit store breaker opened`) ||
+		!strings.Contains(out, `msg="rate-limit store breaker closed: decisions resume" component=ratelimit open_for=`) || !strings.Contains(out, "probes=9") {
+		t.Errorf("%d breaker lines at warn, want 2 (opened; closed with open_for and probes=9):\n%s", breakerLines, out)
+	}
+}
