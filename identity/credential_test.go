@@ -124,9 +124,17 @@ func TestBearerSchemeSeparatedByTabIsVerified(t *testing.T) {
 			t.Errorf("%q: %+v %v", auth[:10], id, ok)
 		}
 	}
-	for _, auth := range []string{"Bearer", "Bearer ", "Bearer\t", "Bearerx " + tok} {
+	for _, auth := range []string{"Bearer", "Bearer ", "Bearer\t", "Bearer" + tok} {
 		if _, ok := v.FromRequest(http.Header{"Authorization": {auth}}, portalForward()); ok {
 			t.Errorf("%q verified", auth)
+		}
+	}
+	// A JWT under any other scheme ("Bearerx", "JWT", "Token") is read too:
+	// an upstream that takes it as the user's must not see a user the
+	// limiter counted as anonymous (attack pass A03).
+	for _, auth := range []string{"Bearerx " + tok, "JWT " + tok, "token\t" + tok} {
+		if id, ok := v.FromRequest(http.Header{"Authorization": {auth}}, portalForward()); !ok || id.UserID != "u-tab" {
+			t.Errorf("%q: %+v %v, want u-tab", auth, id, ok)
 		}
 	}
 }
