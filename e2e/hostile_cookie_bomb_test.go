@@ -16,10 +16,12 @@ import (
 // became too large to serve. Through the real binary: every Set-Cookie of
 // that route reaches the client confined to Path=/third with no Domain,
 // so the portal's paths never receive them; the portal route's own
-// cookies are untouched.
+// cookies are untouched. The bomb stays under the 64 KiB response-head
+// bound (A050, TestHostileUpstreamHugeResponseHeadIsRefused): 14 × 4 KB
+// lines, as many as fit, so the confinement itself is what is tested.
 func TestHostileThirdPartyRouteCookieBombsThePortal(t *testing.T) {
 	bomb := func(w http.ResponseWriter, r *http.Request) {
-		for i := range 40 {
+		for i := range 14 {
 			w.Header().Add("Set-Cookie", fmt.Sprintf("bomb%d=%s; Path=/; Max-Age=31536000", i, strings.Repeat("A", 4000)))
 		}
 		w.Header().Add("Set-Cookie", "csrftoken=FIXATED; path=/; Domain=127.0.0.1; Max-Age=31536000")
@@ -41,8 +43,8 @@ func TestHostileThirdPartyRouteCookieBombsThePortal(t *testing.T) {
 		t.Fatalf("%v %v", resp, err)
 	}
 	lines := resp.Header.Values("Set-Cookie")
-	if len(lines) != 42 {
-		t.Fatalf("%d Set-Cookie lines, want the 42 sent (confined, not dropped)", len(lines))
+	if len(lines) != 16 {
+		t.Fatalf("%d Set-Cookie lines, want the 16 sent (confined, not dropped)", len(lines))
 	}
 	for _, l := range lines {
 		attrs := strings.ToLower(l)
