@@ -153,16 +153,19 @@ func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (
 }
 
 // schemeJWS returns the credentials of an Authorization value under a
-// scheme other than Bearer when they are one usable JWS (three base64url
-// parts): what a framework reading "JWT <token>" or "Token <token>" takes
-// as the user's token. Basic and Digest credentials are no JWS.
+// scheme other than Bearer, or under no scheme at all, when they are one
+// usable JWS (three base64url parts): what a framework reading
+// "JWT <token>", "Token <token>" or the bare header value takes as the
+// user's token. Basic and Digest credentials are no JWS.
 func schemeJWS(auth string) (string, bool) {
-	i := strings.IndexAny(auth, " \t")
-	if i <= 0 || strings.EqualFold(auth[:i], "Bearer") {
-		return "", false
+	tok := strings.Trim(auth, " \t")
+	if i := strings.IndexAny(tok, " \t"); i >= 0 {
+		if strings.EqualFold(tok[:i], "Bearer") || strings.Count(tok[:i], ".") == 2 {
+			return "", false // a JWS in the scheme's place: no scheme, several words
+		}
+		tok = strings.Trim(tok[i:], " \t")
 	}
-	tok := strings.Trim(auth[i:], " \t")
-	if strings.Count(tok, ".") != 2 || strings.ContainsAny(tok, " \t,") || !usableToken(tok, false) {
+	if !jwsShaped(tok) || strings.ContainsAny(tok, "+/=") || !usableToken(tok, false) {
 		return "", false
 	}
 	return tok, true

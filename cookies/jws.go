@@ -41,15 +41,59 @@ func looksLikeJOSEHeader(seg string) bool {
 	return err == nil && len(b) > 1 && b[0] == '{'
 }
 
-// BearerNonCanonical reports whether the request's Authorization header,
-// as the upstream would receive it, carries a Bearer credential the
-// verifier cannot read as one token while an upstream might: a value that
-// is not RFC 6750 token68 syntax (a comma list "a, Bearer b", spaces
-// inside, other separators), or a JWS that NonCanonicalJWS refuses. Works
-// without a Verifier.
-func BearerNonCanonical(h http.Header) bool {
-	token, ok := bearerToken(forwardedView(h).Get("Authorization"))
-	return ok && (!token68(token) || NonCanonicalJWS(token))
+// AuthorizationNonCanonical reports whether the request's Authorization
+// header, as the upstream would receive it, carries a credential the
+// verifier cannot read as one token while an upstream might:
+//
+//   - under Bearer: a value that is not RFC 6750 token68 syntax (a comma
+//     list "a, Bearer b", spaces inside, other separators), or a JWS that
+//     NonCanonicalJWS refuses;
+//   - under any other scheme, or none: a JWS-shaped word (three dot
+//     separated base64 segments, see jwsShaped) that is not the value's one
+//     credential as schemeJWS reads it ("JWT a b", `Token token="a"`,
+//     "a,b", a non-canonical JWS): upstream parsers take the first word,
+//     the last, the raw value or a parameter, so no reading is safe.
+//
+// Works without a Verifier. Basic, Digest and other credentials without a
+// JWS-shaped word are not judged.
+func AuthorizationNonCanonical(h http.Header) bool {
+	auth := forwardedView(h).Get("Authorization")
+	if token, ok := bearerToken(auth); ok {
+		return !token68(token) || NonCanonicalJWS(token)
+	}
+	if _, ok := schemeJWS(auth); ok {
+		return false
+	}
+	for w := range strings.FieldsFuncSeq(auth, credentialSeparator) {
+		if jwsShaped(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialSeparator is every byte an Authorization parser splits on:
+// whitespace, list commas, ";" and quotes. "=" is not one: it may pad a
+// segment, and jwsShaped reads a word holding "token=" as shaped too.
+func credentialSeparator(r rune) bool {
+	return strings.ContainsRune(" \t,;\"'", r)
+}
+
+// jwsShaped reports whether w is three non-empty dot-separated segments
+// of base64 characters (either alphabet, '=' padding anywhere): what a
+// JWT library would try to parse, whatever its header says.
+func jwsShaped(w string) bool {
+	if strings.Count(w, ".") != 2 {
+		return false
+	}
+	for seg := range strings.SplitSeq(w, ".") {
+		if seg == "" || strings.IndexFunc(seg, func(r rune) bool {
+			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '+' || r == '/' || r == '=')
+		}) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // token68 reports whether v is RFC 9110 §11.2 token68 (the b64token of

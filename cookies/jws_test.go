@@ -38,11 +38,14 @@ func TestNonCanonicalJWSIsRefusedInEverySpelling(t *testing.T) {
 		}
 	}
 	h := http.Header{"Authorization": {"Bearer " + bad["padding"]}}
-	if !BearerNonCanonical(h) {
-		t.Error("BearerNonCanonical missed a padded Bearer token")
+	if !AuthorizationNonCanonical(h) {
+		t.Error("AuthorizationNonCanonical missed a padded Bearer token")
 	}
-	if BearerNonCanonical(http.Header{"Authorization": {"Basic " + bad["padding"]}}) {
-		t.Error("BearerNonCanonical judged a Basic credential")
+	if AuthorizationNonCanonical(http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}) {
+		t.Error("AuthorizationNonCanonical judged a Basic credential")
+	}
+	if !AuthorizationNonCanonical(http.Header{"Authorization": {"Basic " + bad["padding"]}}) {
+		t.Error("a padded JWS under Basic (no Basic credential has dots) was not judged")
 	}
 }
 
@@ -64,13 +67,65 @@ func TestBearerThatIsNotOneToken68IsRefused(t *testing.T) {
 		"Bearer ;" + jwt,
 		"Bearer " + jwt + "\"",
 	} {
-		if !BearerNonCanonical(http.Header{"Authorization": {v}}) {
+		if !AuthorizationNonCanonical(http.Header{"Authorization": {v}}) {
 			t.Errorf("%q accepted", v)
 		}
 	}
 	for _, v := range []string{"Bearer " + jwt, "Bearer opaque-token_1.2~3+4/5==", "bearer\t" + jwt + "  ", "Basic dXNlcjpwYXNz"} {
-		if BearerNonCanonical(http.Header{"Authorization": {v}}) {
+		if AuthorizationNonCanonical(http.Header{"Authorization": {v}}) {
 			t.Errorf("%q refused", v)
+		}
+	}
+}
+
+// A JWT hidden in an Authorization value under another scheme, or none,
+// that is not its one credential: the limiter read no user while parsers
+// that take the first word, the last word, the raw value or Rails'
+// token="..." parameter read one (the no-scheme and list members of
+// attack pass A03's class, found by mutation testing). Every scheme ×
+// every spelling is refused (the gateway answers 401); the one-token
+// forms and credentials without a JWS are not.
+func TestAuthorizationHidingAJWTUnderAnySchemeIsRefused(t *testing.T) {
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJlLWJ5dGVz"
+	const other = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ2In0.c2lnbmF0dXJlLWJ5dGVz"
+	for _, scheme := range []string{"JWT", "Token", "token", "Custom-Scheme", "Digest", "Basic", ""} {
+		lead := scheme + " "
+		if scheme == "" {
+			lead = ""
+		}
+		for _, creds := range []string{
+			jwt + " " + other,
+			jwt + "," + other,
+			"x anon " + jwt,
+			jwt + " anon",
+			`"` + jwt + `"`,
+			`token="` + jwt + `"`,
+			`token=` + jwt,
+			`realm="x", token="` + jwt + `"`,
+			jwt + ";",
+			jwt + "=",
+			"eyJhbGciOiJIUzI1NiJ9=.eyJzdWIiOiJ1In0.c2lnbmF0dXJlLWJ5dGVz",
+			"eyJhbGciOiJIUzI1NiJ9..c2lnbmF0dXJlLWJ5dGVz " + jwt,
+			jwt + " " + jwt,
+		} {
+			v := lead + creds
+			if !AuthorizationNonCanonical(http.Header{"Authorization": {v}}) {
+				t.Errorf("%q accepted", v)
+			}
+		}
+		if scheme == "Basic" || scheme == "Digest" {
+			continue
+		}
+		for _, v := range []string{lead + jwt, lead + jwt + " ", lead + "\t" + jwt} {
+			if AuthorizationNonCanonical(http.Header{"Authorization": {v}}) {
+				t.Errorf("%q refused: one canonical JWS is the credential", v)
+			}
+		}
+	}
+	for _, v := range []string{"Basic dXNlcjpwYXNz", `Digest username="u", realm="r", nonce="n", uri="/", response="abc"`,
+		"Token opaque-token", "ApiKey a.b", "ApiKey one.two.three.four"} {
+		if AuthorizationNonCanonical(http.Header{"Authorization": {v}}) {
+			t.Errorf("%q refused; it holds no JWS", v)
 		}
 	}
 }

@@ -24,12 +24,34 @@ import (
 // (names case-insensitive) read it.
 func upstreamCredentials(h http.Header) []string {
 	var out []string
-	if f := strings.Fields(h.Get("Authorization")); len(f) >= 2 && strings.EqualFold(f[0], "bearer") {
+	auth := h.Get("Authorization")
+	// What a JWT library tries to parse: three non-empty segments.
+	shaped := func(v string) bool {
+		return strings.Count(v, ".") == 2 && !strings.Contains(v, "..") && !strings.HasPrefix(v, ".") && !strings.HasSuffix(v, ".")
+	}
+	if f := strings.Fields(auth); len(f) >= 2 && strings.EqualFold(f[0], "bearer") {
 		out = append(out, strings.Trim(f[1], `",`))
-	} else if len(f) >= 2 && strings.Count(f[1], ".") == 2 {
+	} else if len(f) >= 2 && shaped(strings.Trim(f[1], `",`)) {
 		// Django REST framework's "JWT <token>", "Token <token>" and any
 		// other scheme whose credentials are a JWS (attack pass A03).
 		out = append(out, strings.Trim(f[1], `",`))
+	} else if len(f) == 1 && shaped(f[0]) {
+		// passport-jwt's fromHeader and hand-written middlewares: the raw
+		// value, no scheme.
+		out = append(out, f[0])
+	}
+	if f := strings.Fields(auth); len(f) >= 2 {
+		// A parser taking the last word ("scheme ... token").
+		if last := strings.Trim(f[len(f)-1], `",`); shaped(last) {
+			out = append(out, last)
+		}
+	}
+	if _, v, ok := strings.Cut(auth, "token="); ok {
+		// Rails' authenticate_with_http_token: Token token="<token>".
+		v, _, _ = strings.Cut(strings.TrimPrefix(v, `"`), `"`)
+		if v, _, _ = strings.Cut(v, ","); shaped(v) {
+			out = append(out, v)
+		}
 	}
 	line := strings.Join(h["Cookie"], "; ")
 	if line == "" {
@@ -128,7 +150,16 @@ const (
 func TestResolveReadsAJWTUnderAnyAuthorizationScheme(t *testing.T) {
 	t.Parallel()
 	asCookie := []Forward{{Cookie: AuthCookie}}
-	for _, scheme := range []string{"JWT", "jwt", "Token", "JWS", "Custom-Scheme"} {
+	// "" is no scheme at all: the bare token as the header's value, which
+	// a framework taking the raw header (or stripping "Bearer " only when
+	// present) reads as the user's token.
+	for _, scheme := range []string{"JWT", "jwt", "Token", "JWS", "Custom-Scheme", ""} {
+		spell := func(sep, tok string) string {
+			if scheme == "" {
+				return tok
+			}
+			return scheme + sep + tok
+		}
 		for _, tc := range []struct {
 			name     string
 			auth     string
@@ -137,16 +168,20 @@ func TestResolveReadsAJWTUnderAnyAuthorizationScheme(t *testing.T) {
 			token    string
 			conflict bool
 		}{
-			{"alone", scheme + " " + jwtA, "", portalForward(), jwtA, false},
-			{"alone, extra spaces", scheme + "   " + jwtA + " ", "", portalForward(), jwtA, false},
-			{"a decoy cookie beside it", scheme + " " + jwtA, "olp_auth=" + bad, asCookie, jwtA, false},
-			{"the verified cookie beside a decoy header", scheme + " " + bad, "olp_auth=" + jwtA, asCookie, jwtA, false},
-			{"two users", scheme + " " + jwtA, "olp_auth=" + jwtB, asCookie, "", true},
-			{"not a JWS", scheme + " abc", "", portalForward(), "", false},
+			{"alone", spell(" ", jwtA), "", portalForward(), jwtA, false},
+			{"alone, extra spaces", spell("   ", jwtA) + " ", "", portalForward(), jwtA, false},
+			{"alone, tab", spell("\t", jwtA), "", portalForward(), jwtA, false},
+			{"a decoy cookie beside it", spell(" ", jwtA), "olp_auth=" + bad, asCookie, jwtA, false},
+			{"the verified cookie beside a decoy header", spell(" ", bad), "olp_auth=" + jwtA, asCookie, jwtA, false},
+			{"two users", spell(" ", jwtA), "olp_auth=" + jwtB, asCookie, "", true},
+			{"not a JWS", spell(" ", "abc"), "", portalForward(), "", false},
 		} {
 			h := http.Header{"Authorization": {tc.auth}}
 			if tc.cookie != "" {
 				h["Cookie"] = []string{tc.cookie}
+			}
+			if AuthorizationNonCanonical(h) {
+				t.Errorf("%s %s: %q refused as non-canonical", scheme, tc.name, tc.auth)
 			}
 			r, err := checkOneCredential(t, h, tc.forward, verifiesOK)
 			if tc.conflict {
@@ -300,7 +335,7 @@ func FuzzResolve(f *testing.F) {
 			h["Connection"] = []string{conn}
 		}
 		fw := [][]Forward{portalForward(), {{Cookie: AuthCookie}}, {}}[int(policy)%3]
-		if BearerTooLarge(h) || BearerNonCanonical(h) {
+		if BearerTooLarge(h) || AuthorizationNonCanonical(h) {
 			return // refused by the gateway before Resolve
 		}
 		_, _ = checkOneCredential(t, h, fw, verifiesOK)

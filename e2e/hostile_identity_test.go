@@ -428,15 +428,49 @@ func TestHostileJWTUnderAnotherSchemeSkipsTheUserLimit(t *testing.T) {
 `
 	up := recordingUpstream(t)
 	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", five), "AUTH_JWT_SECRET="+identitySecret)
-	for _, scheme := range []string{"JWT", "token", "Jwt"} {
+	// "" is the bare token as the header's value (no scheme), found by
+	// mutation testing: counted anonymous, read by raw-header parsers.
+	for _, scheme := range []string{"JWT", "token", "Jwt", ""} {
 		tok := identityToken(t, "u-scheme-"+scheme, 0)
+		value := scheme + " " + tok
+		if scheme == "" {
+			value = tok
+		}
 		var got []int
 		for range 7 {
-			status, _, _ := identityGet(t, p.public, "Authorization: "+scheme+" "+tok)
+			status, _, _ := identityGet(t, p.public, "Authorization: "+value)
 			got = append(got, status)
 		}
 		if !slices.Equal(got, []int{200, 200, 200, 200, 200, 429, 429}) {
 			t.Errorf("%s scheme: statuses %v, want 5 × 200 then 429", scheme, got)
 		}
+	}
+}
+
+// TestHostileJWTHiddenAmongWordsOfAnAuthorizationValue: a valid JWT among
+// several words or quoted in an Authorization value under a non-Bearer
+// scheme or none ("JWT anon <jwt>", `Token token="<jwt>"`, "<jwt> <jwt>")
+// was counted anonymous while parsers taking the last word, Rails'
+// token= parameter or the second word read the user. Every spelling is
+// answered 401 before the limiter and the upstream; the upstream sees none.
+func TestHostileJWTHiddenAmongWordsOfAnAuthorizationValue(t *testing.T) {
+	const five = `rate_limits:
+  rules:
+    - {name: peruser, scope: user, algorithm: fixed_window, limit: 5, window: 50s, mode: enforce}
+`
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", five), "AUTH_JWT_SECRET="+identitySecret)
+	tok := identityToken(t, "u-hidden", 0)
+	for _, v := range []string{
+		"JWT anon " + tok, "Token " + tok + " " + tok, `Token token="` + tok + `"`, "Token token=" + tok,
+		tok + " " + tok, "x " + tok + "," + tok, `JWT "` + tok + `"`, "Basic " + tok + ";",
+	} {
+		status, _, _ := identityGet(t, p.public, "Authorization: "+v)
+		if status != 401 {
+			t.Errorf("Authorization: %.40q...: status %d, want 401", v, status)
+		}
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("the upstream received %d of the hidden-JWT requests", n)
 	}
 }

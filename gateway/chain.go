@@ -319,7 +319,7 @@ var problemTokenTooLarge = problem{Title: "Credencial grande demais", Status: ht
 
 // problemTokenMalformed answers a Bearer credential that is not one
 // token68 or is a JWS whose segments are not canonical base64url
-// (cookies.BearerNonCanonical): the verifier cannot read it (so the
+// (cookies.AuthorizationNonCanonical): the verifier cannot read it (so the
 // limiter would count the request as anonymous) while a lenient upstream
 // could accept it as the user's (docs/edge.md, Identity).
 var problemTokenMalformed = problem{Title: "Credencial malformada", Status: http.StatusUnauthorized,
@@ -342,7 +342,7 @@ func (s *Server) identify(next http.Handler) http.Handler {
 				writeProblem(w, problemTokenTooLarge, ex.id)
 				return
 			}
-			if cookies.BearerNonCanonical(r.Header) {
+			if cookies.AuthorizationNonCanonical(r.Header) {
 				writeProblem(w, problemTokenMalformed, ex.id)
 				return
 			}

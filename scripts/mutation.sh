@@ -61,7 +61,7 @@ for p in "${pkgs[@]}"; do
 	json=$out/$(echo "$p" | tr / _).json
 	rm -f "$json"
 	echo "== $p" >&2
-	args=(unleash --workers 1 --test-cpu 1 --timeout-coefficient "$coef" --output "$json")
+	args=(unleash --workers 1 --timeout-coefficient "$coef" --output "$json")
 	[ -z "$tags" ] || args+=(--tags "$tags")
 	if nice -n 10 timeout "$max" "$gremlins" "${args[@]}" "./$p" >&2 && [ -s "$json" ]; then
 		r=$(row "$p" "$json")
