@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,18 +168,28 @@ func TestPublishAnswersByItsDeadlineWhenTheSocketWriteBlocks(t *testing.T) {
 		`{"name":"trickle","type":"bandwidth","stream":"upstream","attributes":{"rate":1}}`)); err != nil {
 		t.Fatal(err)
 	}
+	// The stall ends by itself 30 × confirm_timeout later: a Publish that
+	// waits for the socket answers only after that, so the assertion is
+	// "answered while the stall lasted", not a measured duration (the
+	// machine's load cannot fail it).
+	var healed atomic.Bool
+	heal := sync.OnceFunc(func() {
+		healed.Store(true)
+		if err := proxy.Toxics.RemoveToxic(context.Background(), "trickle"); err != nil {
+			t.Error(err)
+		}
+	})
+	timer := time.AfterFunc(30*cfg.ConfirmTimeout, heal)
+	defer timer.Stop()
 	big := bytes.Repeat([]byte("x"), 8<<20) // more than every socket buffer on the way
-	start := time.Now()
 	err := p.Publish(context.Background(), Message{ID: "big", Body: big})
-	took := time.Since(start)
+	stalled := !healed.Load()
+	heal()
 	if err == nil {
 		t.Fatal("Publish = nil while the broker could not read it")
 	}
-	if limit := cfg.ConfirmTimeout + time.Second; took > limit {
-		t.Errorf("Publish answered %v after %s, want ≤ %s", err, took, limit)
-	}
-	if err := proxy.Toxics.RemoveToxic(context.Background(), "trickle"); err != nil {
-		t.Fatal(err)
+	if !stalled {
+		t.Errorf("Publish answered %v only after the stall ended (30 × confirm_timeout): it waited on the socket", err)
 	}
 	brokertest.WaitReady(t, p, 15*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
@@ -209,16 +220,21 @@ func TestLargeBodyIntoAMemoryAlarmAnswersByTheDeadline(t *testing.T) {
 	p := newTestPublisher(t, cfg)
 	// The alarm is cleared after a fixed time, whether or not the publish
 	// has answered: a hanging publish must not keep the node alarmed.
-	restore := servicetest.MemoryAlarm(t, node)
-	timer := time.AfterFunc(faultConfirmTimeout+4*time.Second, restore)
+	// The assertion is "answered while the alarm lasted" (the alarm lasts
+	// 15 × confirm_timeout unless the publish answers first), not a
+	// measured duration: CI's load once made a correct answer take 3.3 s
+	// against a 3 s bound.
+	clear := servicetest.MemoryAlarm(t, node)
+	var cleared atomic.Bool
+	restore := sync.OnceFunc(func() { cleared.Store(true); clear() })
+	timer := time.AfterFunc(15*faultConfirmTimeout, restore)
 	defer timer.Stop()
 	big := bytes.Repeat([]byte("x"), 12<<20) // a 9 MB body's envelope
-	start := time.Now()
 	err := p.Publish(context.Background(), Message{ID: "big", Body: big})
-	took := time.Since(start)
+	duringAlarm := !cleared.Load()
 	restore()
-	if err == nil || took > faultConfirmTimeout+time.Second {
-		t.Errorf("a large message into the alarm: %v after %s, want an error within %s", err, took, faultConfirmTimeout+time.Second)
+	if err == nil || !duringAlarm {
+		t.Errorf("a large message into the alarm: %v (answered while the alarm lasted: %v), want an error before the alarm ends", err, duringAlarm)
 	}
 	brokertest.WaitReady(t, p, 10*time.Second)
 	if err := p.Publish(context.Background(), Message{ID: "after", Body: []byte(`{}`)}); err != nil {
