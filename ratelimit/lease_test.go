@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
@@ -174,5 +176,48 @@ func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
 			t.Fatalf("a replica not seen for %v still counted (%d)", life, n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A key that does not flood never asks the store: its lease, reserved in
+// a fixed window by the replica's rounds, is not spent by the window's
+// end, and in the next window the key starts afresh (a share of the
+// limit, reserved by the next round) instead of asking at its first
+// request of every window. Three replicas, a fixed window of 1 s, six
+// requests per window round-robin (two per replica) for four windows.
+func TestSync_AKeyNotFloodingAsksNothingFromWindowToWindow(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: four windows of 1 s in real time")
+	}
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	ks := keyspace.MustNew(prefix)
+	const window = time.Second
+	ls := startedReplicas(t, 3, burstRule(50, window), ks, func() Store { return NewRedisStore(rdb) })
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.92"}
+	for w := range 4 {
+		for i := range 6 {
+			if ls[i%3].Decide(ctx, s).Blocked() {
+				t.Fatalf("window %d request %d refused, far below the limit", w, i)
+			}
+		}
+		// Each replica's rounds carry its count and reserve its share
+		// before the window ends.
+		for _, l := range ls {
+			l.syncRound(ctx)
+		}
+		end := time.Now().Add(time.Duration(rdb.PTTL(ctx, ks.RateLimit("burst", s.IP)).Val()))
+		time.Sleep(time.Until(end) + 5*time.Millisecond) // the next window: past the store's key
+	}
+	for i, l := range ls {
+		var m dto.Metric
+		if err := l.sync.asks.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.GetCounter().GetValue(); n != 0 {
+			t.Errorf("replica %d asked the store %v times for a key far below its limit", i, n)
+		}
 	}
 }

@@ -75,13 +75,13 @@ type syncKey struct {
 	// that window, what is left of the lease is sent with the view.
 	resEnd float64
 	// resUntil is when, on this replica's clock, that window ends: the
-	// lease left then is not reserved in the next window, so the next hit
-	// asks (within a window after it; later the key starts afresh, as a
-	// key not seen).
+	// lease left then is not reserved in the next window, so the key
+	// starts afresh there, as a key not seen (fresh).
 	resUntil time.Time
 	// fresh: the lease was given without the store (a key not seen, or
-	// seen over a window ago); the next exchange reserves what is left of
-	// it in the window it counts into, so the others read it.
+	// whose reserved window ended with some of its lease left); the next
+	// exchange reserves what is left of it in the window it counts into,
+	// so the others read it.
 	fresh bool
 	// refuseUntil: an ask left this replica no lease; its hits are
 	// refused without asking again until then (a fixed window: the
@@ -129,11 +129,14 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 			switch {
 			case ok && now.Before(k.refuseUntil):
 				refused = true
-			case ok && k.resEnd != 0 && !now.Before(k.resUntil):
-				if now.Before(k.resUntil.Add(h.TTL)) {
+			case ok && k.resEnd != 0 && !now.Before(k.resUntil) && k.spent < k.lease:
+				// The window the lease was reserved in is over, with some
+				// of it left (a key not flooding: a flood spends its lease
+				// and asks): the key starts afresh, as one not seen, its
+				// share reserved by its next exchange; no ask per window.
+				k.resEnd, k.spent, k.lease, k.fresh = 0, 0, leaseOf(h, KeyState{}, 0, replicas), true
+				if k.lease == 0 {
 					ask = append(ask, j)
-				} else {
-					k.resEnd, k.spent, k.lease, k.fresh = 0, 0, leaseOf(h, KeyState{}, 0, replicas), true
 				}
 			case ok && k.spent >= k.lease:
 				ask = append(ask, j)
