@@ -240,7 +240,8 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 // would still pass them. It returns true when it decided every hit
 // (some key's new lease is 0: the request is refused, nothing counted).
 func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bool {
-	nowMS := float64(s.view.now().UnixMilli())
+	start := s.view.now()
+	nowMS := float64(start.UnixMilli())
 	sel := make([]Hit, len(idx))
 	for i, j := range idx {
 		sel[i] = hits[j]
@@ -268,16 +269,18 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 		return false
 	}
 	refused := false
-	now := s.view.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range sel {
 		if k, ok := s.keys[h.Key]; ok && keys[h.Key] && k.lease <= k.spent {
 			refused = true
 			// Refused locally until one more request could be leased
-			// (spentCount's wait): no ask per request meanwhile.
+			// (spentCount's wait): no ask per request meanwhile. From
+			// when the ask was sent, so that a late answer never makes
+			// the replica refuse (and, a fixed window, count) requests
+			// past the store's window's end: those ask again.
 			c := spentCount(h, got[h.Key], at)
-			k.refuseUntil = now.Add(max(c.RetryAfter, c.TTL))
+			k.refuseUntil = start.Add(max(c.RetryAfter, c.TTL))
 		}
 	}
 	if !refused {
