@@ -396,9 +396,9 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	var at time.Time
 	var err error
-	replicas = 0
+	registered := int64(0)
 	if s.regStore != nil && register {
-		at, replicas, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
+		at, registered, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
 	} else {
 		at, err = s.store.Sync(ctx, ops, got)
 	}
@@ -413,7 +413,8 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 		s.mu.Unlock()
 		return time.Time{}, calls, err
 	}
-	if replicas > 0 {
+	if registered > 0 {
+		replicas = registered
 		s.lastReg.Store(time.Now().UnixNano())
 		s.replicas.Store(replicas)
 	} else {
