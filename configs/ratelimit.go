@@ -36,10 +36,12 @@ type RateLimits struct {
 	// replicas' counts as last read, and every Sync sends what it counted,
 	// for all keys, in one round trip that reads the totals back. 0 (the
 	// default): one store round trip per request, exact across replicas.
-	// A single replica decides exactly as with 0; N replicas may pass a
-	// limit by up to (N − 1) × (requests per replica per second) × Sync
-	// (docs/rate-limiting.md, "Synchronization"). At most 10s, and
-	// below every rule's window.
+	// A single replica decides exactly as with 0; N replicas each spend a
+	// lease, their share of what the store leaves, and ask the store past
+	// it: a fixed window holds its limit + 5 in every window, sliding
+	// window and GCRA from their second window (docs/rate-limiting.md,
+	// "Synchronization", "Quota leasing"). At most 10s, and below every
+	// rule's window.
 	Sync Duration `yaml:"sync"`
 	// Rules are evaluated together, in one store round trip per request
 	// (or, with Sync, on the replica's own counts).

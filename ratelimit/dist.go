@@ -181,10 +181,14 @@ func observeSync(ops []SyncOp, got []KeyState) {
 		if op.Hit.dist == nil || op.Hit.Algorithm != FixedWindow || !got[i].present() {
 			continue
 		}
+		// What this op added: the view's count since its read, and a
+		// lease the store reserved for it (SyncOp.LeaseAmong), counted
+		// when it is granted (its passes are not sent again).
 		added := op.Local.N
 		if op.Base.present() {
 			added -= op.Base.N
 		}
+		added = max(0, added) + got[i].Leased
 		if added > 0 {
 			op.Hit.dist.countPast(got[i].N-added, got[i].N)
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
@@ -71,11 +73,11 @@ func startedReplicas(t *testing.T, n int, rule Rule, ks keyspace.Keyspace, store
 }
 
 // Three synchronizing replicas on one Redis, one client round-robin over
-// them at up to 1 000 requests/s for 4 windows of 50 per second: sliding
-// window and GCRA pass at most 1.1 × what one replica (exact: it decides
-// as the round trip does) passes on the same schedule and ≤ limit + 5 in
-// every window after the first; a fixed window ≤ 1.35 × the limit in
-// every window. Before quota leasing each replica
+// them at up to 1 000 requests/s for 4 windows of 50 per second: every
+// algorithm passes at most 1.1 × what one replica (exact: it decides as
+// the round trip does) passes on the same schedule; a fixed window ≤
+// limit + 5 in every window, sliding window and GCRA in every window
+// after the first. Before quota leasing each replica
 // started every window from zero (about 1.7 × the limit per window with
 // three replicas; GCRA about 2 ×).
 func TestSync_ThreeReplicasHoldEveryWindowToTheirShare(t *testing.T) {
@@ -107,14 +109,11 @@ func TestSync_ThreeReplicasHoldEveryWindowToTheirShare(t *testing.T) {
 			if sent < 3*limit*windows || sentOne < 3*limit*windows {
 				t.Skipf("machine too loaded: %d/%d requests sent, a meaningful run needs %d (3 × the limit per window)", sentOne, sent, 3*limit*windows)
 			}
-			// A fixed window's windows start at each replica's first hit, so
-			// the replicas' windows drift apart by up to a sync interval:
-			// measured 50-65 per window (docs/rate-limiting.md), held here
-			// to 1.35 × the limit (before leasing: about 1.7 ×).
+			// Every fixed window, its first included: the replicas adopt
+			// the store's window (KeyState.End) and their leases are
+			// reserved in its count (before: the windows drifted apart by
+			// up to a sync interval, 50-65 per window).
 			bound, ratio := limit+slack, 1.1
-			if alg == FixedWindow {
-				bound, ratio = limit*135/100, 1.35
-			}
 			total, totalOne := 0, 0
 			for i, n := range per {
 				total, totalOne = total+n, totalOne+one[i]
@@ -177,5 +176,48 @@ func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
 			t.Fatalf("a replica not seen for %v still counted (%d)", life, n)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A key that does not flood never asks the store: its lease, reserved in
+// a fixed window by the replica's rounds, is not spent by the window's
+// end, and in the next window the key starts afresh (a share of the
+// limit, reserved by the next round) instead of asking at its first
+// request of every window. Three replicas, a fixed window of 1 s, six
+// requests per window round-robin (two per replica) for four windows.
+func TestSync_AKeyNotFloodingAsksNothingFromWindowToWindow(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: four windows of 1 s in real time")
+	}
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	ks := keyspace.MustNew(prefix)
+	const window = time.Second
+	ls := startedReplicas(t, 3, burstRule(50, window), ks, func() Store { return NewRedisStore(rdb) })
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.92"}
+	for w := range 4 {
+		for i := range 6 {
+			if ls[i%3].Decide(ctx, s).Blocked() {
+				t.Fatalf("window %d request %d refused, far below the limit", w, i)
+			}
+		}
+		// Each replica's rounds carry its count and reserve its share
+		// before the window ends.
+		for _, l := range ls {
+			l.syncRound(ctx)
+		}
+		end := time.Now().Add(time.Duration(rdb.PTTL(ctx, ks.RateLimit("burst", s.IP)).Val()))
+		time.Sleep(time.Until(end) + 5*time.Millisecond) // the next window: past the store's key
+	}
+	for i, l := range ls {
+		var m dto.Metric
+		if err := l.sync.asks.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.GetCounter().GetValue(); n != 0 {
+			t.Errorf("replica %d asked the store %v times for a key far below its limit", i, n)
+		}
 	}
 }

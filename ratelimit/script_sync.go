@@ -20,7 +20,7 @@ import (
 //	ARGV[2]                 the replica's id ("": do not register)
 //	ARGV[3]                 the registration's lifetime, ms
 //	ARGV[4+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
-//	  "f", ttl_ms, 0,        base n (-1: none), 0, 0,        local n, 0, 0, local ttl_ms
+//	  "f", ttl_ms, lease among (0: none), base n (-1: none), base end, limit, local n, local end, 0, local ttl_ms
 //	  "g", limit, period_ms, base tat (-1: none), 0, 0,      local tat (-1: none), 0, 0, 0
 //	  "s", limit, window_ms, base idx (-1: none), cur, prev, local idx (-1: none), cur, prev, 0
 //
@@ -32,10 +32,19 @@ import (
 // It returns 4 strings per key, then the script's now (unix ms), then the
 // number of replicas registered (0 when ARGV[2] is empty):
 //
-//	fixed window:  n, 0, 0, ttl_ms
+//	fixed window:  n, end (unix ms, the store's clock), leased, ttl_ms
 //	GCRA:          tat (%.3f), over, 0, ttl_ms (over 1: the merged
 //	               arrival time passed now + period and was cut back to it)
 //	sliding:       idx, cur, prev, ttl_ms
+//
+// A fixed window is known by its end (KeyState.End, mergeFixed): a view
+// counting in a window it read (local end > 0) adds to that window only
+// while the store holds it (ends within half a window of each other),
+// else its counts are dropped; a view that started its own window (local
+// end 0) joins the stored window or starts it with its own TTL. An ask
+// ("lease among" N > 0) then adds the replica's lease, floor((limit − n) /
+// N) (1 while anything remains when the limit is below N), to the count
+// and answers it as "leased" (SyncOp.LeaseAmong).
 //
 // ttl_ms 0 means the key is absent. A key holding another algorithm's
 // value (a reload changed the rule) is overwritten, as the hit script
@@ -75,23 +84,45 @@ for i = 1, n do
   if kind == 'f' then
     local g = tonumber(redis.call('GET', key) or '')
     if g ~= nil and math.floor(g) ~= g then g = nil end
-    local gttl = 0
+    local gttl, gend = 0, 0
     if g ~= nil then
       gttl = redis.call('PTTL', key)
       if gttl < 0 or gttl > a then gttl = a end
+      gend = now + gttl
     end
-    if l1 <= 0 then
-      if g ~= nil then r1, rttl = g, gttl end
-    else
-      local other, ttl = 0, l4
-      if g ~= nil then
-        other = math.max(0, g - math.max(b1, 0))
-        ttl = gttl
+    local tol = a / 2
+    if g ~= nil then r1, rttl = g, gttl end
+    if l1 > 0 then
+      if l2 > 0 then
+        if g ~= nil and math.abs(gend - l2) <= tol then
+          local other = g
+          if b1 >= 0 and math.abs(b2 - l2) <= tol then other = math.max(0, g - b1) end
+          r1 = l1 + other
+          redis.call('SET', key, r1, 'PX', rttl)
+        end
+      elseif g ~= nil then
+        r1 = l1 + g
+        redis.call('SET', key, r1, 'PX', rttl)
+      else
+        rttl = l4
+        if rttl <= 0 or rttl > a then rttl = a end
+        r1 = l1
+        redis.call('SET', key, r1, 'PX', rttl)
       end
-      if ttl <= 0 or ttl > a then ttl = a end
-      r1, rttl = l1 + other, ttl
-      redis.call('SET', key, r1, 'PX', rttl)
     end
+    if b > 0 then
+      local rem = b3 - r1
+      local lease = 0
+      if rem > 0 then
+        if b3 < b then lease = 1 else lease = math.floor(rem / b) end
+      end
+      if lease > 0 then
+        if rttl <= 0 then rttl = a end
+        r1, r3 = r1 + lease, lease
+        redis.call('SET', key, r1, 'PX', rttl)
+      end
+    end
+    if rttl > 0 then r2 = now + rttl end
     r1 = string.format('%d', r1)
   elseif kind == 'g' then
     local g = tonumber(redis.call('GET', key) or '')
@@ -186,13 +217,14 @@ func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration) ([]string, []any) 
 			args = append(args, "s", op.Hit.Limit, op.Hit.Period.Milliseconds(), num(bi), num(b.Cur), num(b.Prev), num(li), num(l.Cur), num(l.Prev), 0)
 		default:
 			bn, ln := int64(-1), int64(0)
+			be, le := 0.0, 0.0
 			if b.present() {
-				bn = b.N
+				bn, be = b.N, b.End
 			}
 			if l.present() {
-				ln = l.N
+				ln, le = l.N, l.End
 			}
-			args = append(args, "f", max(op.Hit.TTL.Milliseconds(), 1), 0, bn, 0, 0, ln, 0, 0, l.TTL.Milliseconds())
+			args = append(args, "f", max(op.Hit.TTL.Milliseconds(), 1), op.LeaseAmong, bn, num(be), op.Hit.Limit, ln, num(le), 0, l.TTL.Milliseconds())
 		}
 	}
 	if reg.ID != "" {
@@ -228,7 +260,7 @@ func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, er
 		case SlidingWindow:
 			out[i] = KeyState{Index: v[0], Cur: v[1], Prev: v[2], TTL: ttl}
 		default:
-			out[i] = KeyState{N: int64(v[0]), TTL: ttl}
+			out[i] = KeyState{N: int64(v[0]), End: v[1], Leased: int64(v[2]), TTL: ttl}
 		}
 	}
 	now, err := replyFloat(reply[len(reply)-2])

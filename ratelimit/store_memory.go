@@ -39,6 +39,7 @@ type memoryShard struct {
 
 type memoryEntry struct {
 	n       int64   // fixed window count
+	end     float64 // fixed window: the store's window adopted (KeyState.End), 0: none
 	tat     float64 // GCRA theoretical arrival time, unix ms
 	relax   float64 // relax factor
 	sliding slidingState

@@ -31,7 +31,7 @@ func (sh *memoryShard) state(h Hit, now time.Time) KeyState {
 		if e.n == 0 {
 			return KeyState{}
 		}
-		return KeyState{N: e.n, TTL: ttl}
+		return KeyState{N: e.n, End: e.end, TTL: ttl}
 	}
 }
 
@@ -49,7 +49,7 @@ func (sh *memoryShard) set(h Hit, s KeyState, now time.Time) {
 	case SlidingWindow:
 		e.sliding = slidingState{window: float64(h.Period.Milliseconds()), index: s.Index, cur: s.Cur, prev: s.Prev}
 	default:
-		e.n = s.N
+		e.n, e.end = s.N, s.End
 	}
 	sh.keys.Add(h.Key, e)
 }
@@ -70,6 +70,56 @@ func (s *MemoryStore) Sync(_ context.Context, ops []SyncOp, out []KeyState) (tim
 		sh.mu.Unlock()
 	}
 	return now, nil
+}
+
+// adoptFixed makes a synchronizing replica's view of the fixed window
+// h.Key the store's window got, as the store answered an exchange that
+// sent snap (the view then): the view ends when the store's window ends
+// (now + got.TTL on the view's clock, never before the store's key, since
+// the TTL was read before the answer arrived) and counts got.N, less the
+// part of it that is this replica's lease not yet spent (reserved: the
+// view counts its passes as they come), plus what it counted since snap, so every replica resets at the store's instant
+// and counts into the store's window. A view that restarted since snap
+// (its window ended meanwhile) brings all its count. When the store holds
+// no window (it dropped the counts of a window that was over there, or
+// nothing was sent), the view keeps only what it counted since snap, in a
+// window of its own from now (End 0: the next exchange joins or starts
+// the store's window), or ends now when that is nothing.
+func (s *MemoryStore) adoptFixed(h Hit, snap, got KeyState, reserved int64) {
+	now := s.now()
+	sh := s.shard(h.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	// The view's entry, live as state reads it (a TTL of a whole
+	// millisecond): an entry the snapshot read as over is not counted
+	// again. An entry of a window adopted from the store (end set) that
+	// the snapshot did not see is that window's last instant: none of its
+	// count is since the snapshot.
+	var cur *memoryEntry
+	e, ok := sh.keys.Get(h.Key)
+	if ok && e.expires.Sub(now).Truncate(time.Millisecond) > 0 && e.n > 0 && (snap.present() || e.end == 0) {
+		cur = e
+	}
+	since := int64(0)
+	if cur != nil {
+		since = cur.n
+		if snap.present() && cur.end == snap.End && cur.n >= snap.N {
+			since = cur.n - snap.N
+		}
+	}
+	switch {
+	case got.present():
+		sh.keys.Add(h.Key, &memoryEntry{n: max(0, got.N-reserved) + since, end: got.End, expires: now.Add(got.TTL)})
+	case since == 0:
+		if ok {
+			e.n, e.end, e.expires = 0, 0, now // the next hit starts a window
+		}
+	case cur.end != 0:
+		window := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
+		sh.keys.Add(h.Key, &memoryEntry{n: since, expires: now.Add(window)})
+	default:
+		cur.n = since
+	}
 }
 
 // snapshot returns the state of each hit's key, on the store's clock.

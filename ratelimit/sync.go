@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,24 @@ type syncKey struct {
 	// lease.go).
 	spent, lease int64
 	inFlight     int64 // spent when the exchange in flight took its snapshot
+	// resEnd is, on a fixed window, the end (KeyState.End) of the window
+	// the lease is reserved in (the store added it to that window's count
+	// at the ask); 0: the lease is not reserved. While the view counts in
+	// that window, what is left of the lease is sent with the view.
+	resEnd float64
+	// resUntil is when, on this replica's clock, that window ends: the
+	// lease left then is not reserved in the next window, so the key
+	// starts afresh there, as a key not seen (fresh).
+	resUntil time.Time
+	// fresh: the lease was given without the store (a key not seen, or
+	// whose reserved window ended with some of its lease left); the next
+	// exchange reserves what is left of it in the window it counts into,
+	// so the others read it.
+	fresh bool
+	// refuseUntil: an ask left this replica no lease; its hits are
+	// refused without asking again until then (a fixed window: the
+	// window's end; otherwise the time one request takes to come back).
+	refuseUntil time.Time
 }
 
 func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Time, m *metrics, reg Registration) *syncer {
@@ -99,29 +118,93 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Ti
 // decides. Otherwise it never waits on the store.
 func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 	replicas := s.replicas.Load()
+	var taken uint64 // hits that took their share of the lease (bit j)
 	if replicas > 1 {
 		var ask []int
+		now := s.view.now()
+		refused := false
 		s.mu.Lock()
 		for j, h := range hits {
-			if k, ok := s.keys[h.Key]; ok && k.spent >= k.lease {
+			k, ok := s.keys[h.Key]
+			switch {
+			case ok && now.Before(k.refuseUntil):
+				refused = true
+			case ok && k.resEnd != 0 && !now.Before(k.resUntil) && k.spent < k.lease:
+				// The window the lease was reserved in is over, with some
+				// of it left (a key not flooding: a flood spends its lease
+				// and asks): the key starts afresh, as one not seen, its
+				// share reserved by its next exchange; no ask per window.
+				k.resEnd, k.spent, k.lease, k.fresh = 0, 0, leaseOf(h, KeyState{}, 0, replicas), true
+				if k.lease == 0 {
+					ask = append(ask, j)
+				}
+			case ok && k.spent >= k.lease:
 				ask = append(ask, j)
-			} else if !ok && leaseOf(h, KeyState{}, 0, replicas) == 0 {
+			case !ok && leaseOf(h, KeyState{}, 0, replicas) == 0:
 				ask = append(ask, j)
 			}
 		}
+		if !refused && len(ask) == 0 {
+			// Within their leases: each hit takes its share now, so
+			// concurrent requests cannot all pass on the same one (count
+			// gives back the share of a hit the view refuses).
+			for j, h := range hits {
+				if k, ok := s.keys[h.Key]; ok && j < 64 {
+					k.spent++
+					taken |= 1 << j
+				}
+			}
+		}
+		if refused {
+			for j, h := range hits {
+				st := KeyState{}
+				if k, ok := s.keys[h.Key]; ok && now.Before(k.refuseUntil) {
+					st.TTL = k.refuseUntil.Sub(now)
+				}
+				out[j] = spentCount(h, st, now)
+			}
+		}
 		s.mu.Unlock()
+		if refused {
+			s.countRefused(hits)
+			return now
+		}
 		if len(ask) > 0 && s.ask(ctx, hits, ask, out) {
+			s.countRefused(hits)
 			return s.view.now()
 		}
 	}
 	at, _ := s.view.Hit(context.Background(), hits, out) // the embedded store does not fail
-	s.count(hits, out, replicas)
+	s.count(hits, out, replicas, taken)
 	return at
 }
 
+// countRefused counts, in the view, the fixed-window hits of a request
+// refused for want of a lease: a fixed window counts every hit, passed or
+// not, as its INCR does with sync: 0 (GCRA and sliding windows count
+// passed hits only). Nothing is spent from the leases.
+func (s *syncer) countRefused(hits []Hit) {
+	var fixed []Hit
+	for _, h := range hits {
+		if h.Algorithm != GCRA && h.Algorithm != SlidingWindow {
+			fixed = append(fixed, h)
+		}
+	}
+	if len(fixed) == 0 {
+		return
+	}
+	out := make([]Count, len(fixed))
+	_, _ = s.view.Hit(context.Background(), fixed, out)
+	for j := range out {
+		out[j].N = max(out[j].N, fixed[j].Limit+1) // refused: spends no lease
+	}
+	s.count(fixed, out, s.replicas.Load(), 0)
+}
+
 // count marks the keys of hits for the next round and spends the passed
-// ones from their leases.
-func (s *syncer) count(hits []Hit, out []Count, replicas int64) {
+// ones from their leases; taken marks the hits (bit j) that took their
+// share before the view decided (given back when it refused them).
+func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 	full := false
 	s.mu.Lock()
 	for j, h := range hits {
@@ -131,13 +214,16 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64) {
 				full = true
 				continue
 			}
-			k = &syncKey{lease: leaseOf(h, KeyState{}, 0, replicas)}
+			k = &syncKey{lease: leaseOf(h, KeyState{}, 0, replicas), fresh: replicas > 1}
 			s.keys[h.Key] = k
 		}
 		k.hit = h
 		s.markDirty(h.Key, k)
-		if allowed(h, out[j]) {
+		switch took := taken&(1<<j) != 0; {
+		case allowed(h, out[j]) && !took:
 			k.spent++
+		case !allowed(h, out[j]) && took:
+			k.spent = max(0, k.spent-1)
 		}
 	}
 	s.mu.Unlock()
@@ -154,7 +240,8 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64) {
 // would still pass them. It returns true when it decided every hit
 // (some key's new lease is 0: the request is refused, nothing counted).
 func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bool {
-	nowMS := float64(s.view.now().UnixMilli())
+	start := s.view.now()
+	nowMS := float64(start.UnixMilli())
 	sel := make([]Hit, len(idx))
 	for i, j := range idx {
 		sel[i] = hits[j]
@@ -183,12 +270,19 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 	}
 	refused := false
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, h := range sel {
-		if k, ok := s.keys[h.Key]; ok && keys[h.Key] && k.lease == 0 {
+		if k, ok := s.keys[h.Key]; ok && keys[h.Key] && k.lease <= k.spent {
 			refused = true
+			// Refused locally until one more request could be leased
+			// (spentCount's wait): no ask per request meanwhile. From
+			// when the ask was sent, so that a late answer never makes
+			// the replica refuse (and, a fixed window, count) requests
+			// past the store's window's end: those ask again.
+			c := spentCount(h, got[h.Key], at)
+			k.refuseUntil = start.Add(max(c.RetryAfter, c.TTL))
 		}
 	}
-	s.mu.Unlock()
 	if !refused {
 		return false
 	}
@@ -244,6 +338,13 @@ func (s *syncer) exchange(ctx context.Context, only []string) (map[string]KeySta
 	return merged, at, calls, err
 }
 
+// sameWindow reports whether got is the fixed window that ends at end
+// (store clock, unix ms): ends within half a window (mergeFixed).
+func sameWindow(h Hit, end float64, got KeyState) bool {
+	w := float64(max(h.TTL.Truncate(time.Millisecond), time.Millisecond).Milliseconds())
+	return got.present() && end != 0 && math.Abs(got.End-end) <= w/2
+}
+
 // exchangeChunk sends one chunk of ops (registering this replica when
 // register), merges the answer into the view and the keys' states (an
 // ask also leases anew), and writes the merged states into merged. On
@@ -266,22 +367,38 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	s.mu.Unlock()
 	local := make([]KeyState, len(ops))
 	s.view.snapshot(hits, local)
+	// A fixed-window view knows its window by the store's end
+	// (KeyState.End): one that restarted on its own (End 0) joins or
+	// starts the store's window, one still counting in a window the store
+	// has ended has its counts dropped (mergeFixed). What is left of a
+	// lease reserved in the view's window is sent with the view: the
+	// store holds it already. An ask of a fixed window asks the store for
+	// the lease, which the store reserves.
+	reserved := make([]int64, len(ops))
+	replicas := s.replicas.Load()
+	s.mu.Lock()
 	for i := range ops {
 		ops[i].Local = local[i]
-		// A fixed-window view that restarted (its window ended before the
-		// store's, which began at another replica's first hit) counts
-		// into the store's window: none of its count was read from there.
-		if op := &ops[i]; op.Hit.Algorithm == FixedWindow && op.Base.present() && op.Local.N < op.Base.N {
-			op.Base = KeyState{}
+		if a := ops[i].Hit.Algorithm; a == GCRA || a == SlidingWindow {
+			continue
+		}
+		k, ok := s.keys[ops[i].Hit.Key]
+		if ok && local[i].present() && ((k.resEnd != 0 && k.resEnd == local[i].End) || (k.fresh && replicas > 1)) {
+			reserved[i] = max(0, k.lease-k.inFlight)
+			ops[i].Local.N += reserved[i]
+		}
+		if ask && replicas > 1 {
+			ops[i].LeaseAmong = replicas
 		}
 	}
+	s.mu.Unlock()
 	got := make([]KeyState, len(ops))
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	var at time.Time
 	var err error
-	replicas := int64(0)
+	registered := int64(0)
 	if s.regStore != nil && register {
-		at, replicas, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
+		at, registered, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
 	} else {
 		at, err = s.store.Sync(ctx, ops, got)
 	}
@@ -296,7 +413,8 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 		s.mu.Unlock()
 		return time.Time{}, calls, err
 	}
-	if replicas > 0 {
+	if registered > 0 {
+		replicas = registered
 		s.lastReg.Store(time.Now().UnixNano())
 		s.replicas.Store(replicas)
 	} else {
@@ -304,11 +422,22 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	}
 	// The view becomes the store's state plus what it counted since the
 	// snapshot: the same merge, with the snapshot as the base.
-	back := make([]SyncOp, len(ops))
+	// A fixed window adopts the store's window, its end included, so the
+	// replicas reset together (adoptFixed).
+	back := make([]SyncOp, 0, len(ops))
 	for i, op := range ops {
-		back[i] = SyncOp{Hit: op.Hit, Base: op.Local, Local: got[i]}
+		if a := op.Hit.Algorithm; a != GCRA && a != SlidingWindow {
+			// The reservation sent is in the answer unless the store
+			// dropped the view's counts (their window was over there).
+			if reserved[i] > 0 && op.Local.End != 0 && !sameWindow(op.Hit, op.Local.End, got[i]) {
+				reserved[i] = 0
+			}
+			s.view.adoptFixed(op.Hit, local[i], got[i], reserved[i]+got[i].Leased)
+			continue
+		}
+		back = append(back, SyncOp{Hit: op.Hit, Base: op.Local, Local: got[i]})
 	}
-	_, _ = s.view.Sync(ctx, back, make([]KeyState, len(ops)))
+	_, _ = s.view.Sync(ctx, back, make([]KeyState, len(back)))
 	now := s.view.now()
 	atMS := float64(at.UnixMilli())
 	if at.IsZero() {
@@ -330,9 +459,21 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			// the wire is spent from the new lease); a round only sends
 			// counts, so a replica's spending between two asks stays
 			// within one lease whatever the rounds.
+			if k.fresh && reserved[i] > 0 && !ask {
+				k.fresh, k.resEnd, k.resUntil = false, got[i].End, k.baseUntil
+			}
 			if ask {
+				k.fresh = false
 				k.spent = max(0, k.spent-k.inFlight)
 				k.lease = leaseOf(op.Hit, got[i], atMS, replicas)
+				if op.Hit.Algorithm != GCRA && op.Hit.Algorithm != SlidingWindow {
+					// The lease the store reserved, and what was left of
+					// the one reserved before (sent with the view).
+					k.lease, k.resEnd, k.resUntil = reserved[i]+got[i].Leased, got[i].End, k.baseUntil
+					if k.lease == 0 {
+						k.resEnd = 0
+					}
+				}
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func (s *syncer) markDirty(key string, k *syncKey) {
 }
 
 // syncSweep is how many remembered keys a round examines for a state
-// that expired while the key was not hit (forgotten then, as a round
+// that expired (a window ago) while the key was not hit (forgotten then, as a round
 // forgot every such key before): a sample, not a scan of them all.
 const syncSweep = 1024
 
@@ -42,7 +42,9 @@ func (s *syncer) sweep(now time.Time) {
 		if n++; n > syncSweep {
 			return
 		}
-		if !k.dirty && !now.Before(k.baseUntil) {
+		// A window after its state expired: the key's lease state (a
+		// lease reserved, a refusal until the window's end) is over too.
+		if !k.dirty && !now.Before(k.baseUntil.Add(max(k.hit.TTL, k.hit.Period))) {
 			delete(s.keys, key)
 		}
 	}

@@ -12,6 +12,17 @@ import (
 type KeyState struct {
 	// N is a FixedWindow count.
 	N int64
+	// End is a FixedWindow's end on the store's clock, unix milliseconds:
+	// the window's identity, so that replicas count into the same window
+	// and reset at the same instant (docs/rate-limiting.md, "Quota
+	// leasing"). In a replica's view it is the end of the store's window
+	// the view adopted at its last read; 0 there is a window the replica
+	// started and the store has not answered for yet.
+	End float64
+	// Leased is, in a fixed window's merged state answering an ask
+	// (SyncOp.LeaseAmong), the lease the store granted and added to N: the
+	// replica's reservation (lease.go).
+	Leased int64
 	// TAT is a GCRA theoretical arrival time, unix milliseconds.
 	TAT float64
 	// Over is, in a merged GCRA state, that the merge passed now + period
@@ -34,6 +45,12 @@ type SyncOp struct {
 	Hit   Hit
 	Base  KeyState
 	Local KeyState
+	// LeaseAmong, on a fixed window, asks the store for a lease among that
+	// many replicas (0: none): after the merge it adds floor((limit − n) /
+	// LeaseAmong) to the count (1 while anything remains when the limit
+	// is below LeaseAmong) and answers it in KeyState.Leased, so the
+	// replicas' leases are reserved in the count the others read.
+	LeaseAmong int64
 }
 
 // Syncer is a Store that takes the pending counts of many keys in one
@@ -68,11 +85,14 @@ func slidingAt(s KeyState, idx float64) float64 {
 // of it, op.Local the writer's own view; now is the store's clock. It
 // returns the state to write (absent: leave the key as cur says).
 func mergeState(cur KeyState, op SyncOp, now time.Time) (KeyState, bool) {
+	nowMS := float64(now.UnixMilli())
+	if a := op.Hit.Algorithm; a != GCRA && a != SlidingWindow {
+		return mergeFixed(cur, op, nowMS)
+	}
 	base, local := op.Base, op.Local
 	if !local.present() {
 		return cur, false
 	}
-	nowMS := float64(now.UnixMilli())
 	switch op.Hit.Algorithm {
 	case GCRA:
 		period := float64(op.Hit.Period.Milliseconds())
@@ -104,17 +124,70 @@ func mergeState(cur KeyState, op SyncOp, now time.Time) (KeyState, bool) {
 			return KeyState{}, true
 		}
 		return KeyState{Index: r, Cur: c, Prev: p, TTL: time.Duration(ttl) * time.Millisecond}, true
-	default:
-		window := max(op.Hit.TTL.Truncate(time.Millisecond), time.Millisecond)
-		other := int64(0)
-		ttl := local.TTL
-		if cur.present() {
-			other = max(0, cur.N-max(base.N, 0))
-			if !base.present() {
-				other = cur.N
-			}
-			ttl = cur.TTL
-		}
-		return KeyState{N: local.N + other, TTL: min(ttl, window)}, true
 	}
+	return mergeFixed(cur, op, nowMS) // not reached: fixed windows above
+}
+
+// mergeFixed is the sync script's fixed-window branch: cur is the store's
+// state (its window ends at now + cur.TTL), op.Local the replica's view.
+// A view counting in a window it read from the store (Local.End set)
+// adds to that window while the store still holds it, with what the store
+// gained since op.Base (when Base is of that window); when that window is
+// over in the store its counts are dropped, never carried into another
+// window. A view that started its own window (Local.End 0) joins the
+// store's window, or starts it with its own TTL. Windows are told apart by
+// their ends: two windows of one key end at least a window apart, so ends
+// within half a window are the same window. An ask (op.LeaseAmong) then
+// reserves the replica's lease in the count (SyncOp.LeaseAmong).
+func mergeFixed(cur KeyState, op SyncOp, nowMS float64) (KeyState, bool) {
+	merged, write := mergeFixedCounts(cur, op, nowMS)
+	if op.LeaseAmong <= 0 {
+		return merged, write
+	}
+	lease := max(0, op.Hit.Limit-merged.N) / op.LeaseAmong
+	if op.Hit.Limit < op.LeaseAmong {
+		lease = min(max(0, op.Hit.Limit-merged.N), 1)
+	}
+	if lease == 0 {
+		return merged, write
+	}
+	if !merged.present() { // the window starts with the lease
+		merged.TTL = max(op.Hit.TTL.Truncate(time.Millisecond), time.Millisecond)
+		merged.End = nowMS + float64(merged.TTL.Milliseconds())
+	}
+	merged.N += lease
+	merged.Leased = lease
+	return merged, true
+}
+
+// mergeFixedCounts is mergeFixed without the lease.
+func mergeFixedCounts(cur KeyState, op SyncOp, nowMS float64) (KeyState, bool) {
+	base, local := op.Base, op.Local
+	window := max(op.Hit.TTL.Truncate(time.Millisecond), time.Millisecond)
+	tol := float64(window.Milliseconds()) / 2
+	stored := cur
+	if stored.present() {
+		stored.TTL = min(stored.TTL, window)
+		stored.End = nowMS + float64(stored.TTL.Milliseconds())
+	}
+	switch {
+	case !local.present() || local.N <= 0:
+		return stored, false
+	case local.End > 0:
+		if !stored.present() || math.Abs(stored.End-local.End) > tol {
+			return stored, false // that window is over here
+		}
+		other := stored.N
+		if base.present() && math.Abs(base.End-local.End) <= tol {
+			other = max(0, stored.N-base.N)
+		}
+		return KeyState{N: local.N + other, End: stored.End, TTL: stored.TTL}, true
+	case stored.present():
+		return KeyState{N: local.N + stored.N, End: stored.End, TTL: stored.TTL}, true
+	}
+	ttl := local.TTL
+	if ttl <= 0 || ttl > window {
+		ttl = window
+	}
+	return KeyState{N: local.N, End: nowMS + float64(ttl.Milliseconds()), TTL: ttl}, true
 }

@@ -138,7 +138,7 @@ func TestSyncConformance_StoresMergeAlike(t *testing.T) {
 			// A again, from what it read after its round (the stored state
 			// then): one more hit each.
 			a2 := []SyncOp{
-				{Hit: fixed, Base: KeyState{N: 3, TTL: 4 * time.Second}, Local: KeyState{N: 4, TTL: 4 * time.Second}},
+				{Hit: fixed, Base: KeyState{N: 3, End: nowMS + 4000, TTL: 4 * time.Second}, Local: KeyState{N: 4, End: nowMS + 4000, TTL: 4 * time.Second}},
 				{Hit: gcra, Base: KeyState{TAT: nowMS + 3000, TTL: 3 * time.Second}, Local: KeyState{TAT: nowMS + 4000, TTL: 4 * time.Second}},
 				{Hit: sliding, Base: KeyState{Index: idx, Cur: 3, Prev: 1, TTL: want[2].TTL}, Local: KeyState{Index: idx, Cur: 4, Prev: 1, TTL: want[2].TTL}},
 			}
@@ -151,6 +151,17 @@ func TestSyncConformance_StoresMergeAlike(t *testing.T) {
 				{Index: idx, Cur: 6, Prev: 1, TTL: want[2].TTL},
 			}
 			checkStates(t, "A's second round", got, want)
+			// C still counts in a window that ended a window earlier: its
+			// counts are not carried into the store's window, which it
+			// reads back (its end included).
+			c := []SyncOp{{Hit: fixed, Base: KeyState{N: 1, End: nowMS - 1000, TTL: time.Second}, Local: KeyState{N: 9, End: nowMS - 1000, TTL: time.Second}}}
+			if _, err := syncer.Sync(ctx, c, got[:1]); err != nil {
+				t.Fatal(err)
+			}
+			checkStates(t, "a window that ended", got[:1], want[:1])
+			if end := got[0].End; end <= nowMS+3000 || end > nowMS+4000 {
+				t.Errorf("the stored window ends at now + %v ms, want its end (now + 4 s, less what passed)", end-nowMS)
+			}
 		})
 	}
 }
