@@ -106,7 +106,8 @@ type Config struct {
 	// redis:// and amqp:// URLs, PostgreSQL without sslmode require,
 	// verify-ca or verify-full, and http:// in redis.rest_url, forward.url
 	// and auth.jwks_url. Loopback hosts (localhost, 127.0.0.0/8, ::1) always
-	// may; any other is refused at start (docs/configuration.md, "Production
+	// may; for any other an http:// redis.rest_url is refused at start and
+	// the rest are warned of (docs/configuration.md, "Production
 	// guardrails"). List only hosts reached over a network you trust to
 	// carry credentials (an in-cluster service behind a mesh with mTLS, a
 	// sidecar). Empty by default.

@@ -80,7 +80,7 @@ func (c *Config) validateProduction(p *problems, lookup func(string) (string, bo
 		short(AdminPprofTokenEnv+" (admin_pprof: token)", c.AdminPprofToken)
 	}
 	short(AdminTokenEnv, c.AdminToken)
-	c.cleartextProblems(&g, lookup)
+	c.Warnings = append(c.Warnings, c.cleartextProblems(&g, lookup)...)
 	if len(g) == 0 {
 		return
 	}
@@ -140,14 +140,19 @@ func (c *Config) validateAdmin(p *problems) {
 	}
 }
 
-// cleartextProblems adds a problem for each connection production would
-// make without encryption to a host that is neither loopback nor in
-// cleartext_hosts (fresh attack pass A60): a password, a token or event
-// bodies would cross the network readable, and an http:// JWKS would let
-// anyone on the path serve keys that sign any token. Route upstreams are
-// not checked: a gateway reaches its upstreams in the cluster over
-// http://, as Envoy, nginx and Traefik do by default.
-func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, bool)) {
+// cleartextProblems judges each connection production would make without
+// encryption to a host that is neither loopback nor in cleartext_hosts
+// (fresh attack pass A60). An http:// Upstash REST URL is a problem (the
+// REST store is reached over the internet, and its token, a full Redis
+// credential, would cross readable on every request); the others are
+// returned as warnings, since an in-cluster Redis, RabbitMQ, PostgreSQL,
+// legacy endpoint or identity provider is commonly reached in cleartext
+// and Borda cannot tell the cluster's network from the internet: the
+// warning names the field, the host and the fix, never a credential.
+// Route upstreams are not checked: a gateway reaches its upstreams in the
+// cluster over http://, as Envoy, nginx and Traefik do by default.
+func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, bool)) (warnings []string) {
+	var w problems
 	trusted := func(host string) bool {
 		if isLoopbackHost(host) {
 			return true
@@ -162,7 +167,7 @@ func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, boo
 	const remedy = "or list the host in cleartext_hosts if the network to it is trusted"
 	if raw := c.Redis.URL.Reveal(); raw != "" {
 		if u, err := url.Parse(raw); err == nil && u.Scheme == "redis" && !trusted(u.Hostname()) {
-			g.addf("redis.url", "reaches %s over redis:// (no TLS: the password and every key cross in cleartext); use rediss://, %s", u.Hostname(), remedy)
+			w.addf("redis.url", "reaches %s over redis:// (no TLS: the password and every key cross in cleartext); use rediss://, %s", u.Hostname(), remedy)
 		}
 	}
 	if c.Redis.URL == "" && c.Redis.RestURL != "" {
@@ -176,7 +181,7 @@ func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, boo
 			field = fmt.Sprintf("amqp.url (address %d)", i+1)
 		}
 		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.Scheme == "amqp" && !trusted(u.Hostname()) {
-			g.addf(field, "reaches %s over amqp:// (no TLS: the broker password and every event cross in cleartext); use amqps://, %s", u.Hostname(), remedy)
+			w.addf(field, "reaches %s over amqp:// (no TLS: the broker password and every event cross in cleartext); use amqps://, %s", u.Hostname(), remedy)
 		}
 	}
 	if raw := c.Database.URL.Reveal(); raw != "" {
@@ -191,7 +196,7 @@ func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, boo
 			if mode != "require" && mode != "verify-ca" && mode != "verify-full" {
 				for _, h := range postgresHosts(u) {
 					if !trusted(h) {
-						g.addf("database.url", "reaches %s with sslmode=%s (the password and the data may cross in cleartext; prefer and allow fall back to it); set sslmode=require or verify-full, %s", h, mode, remedy)
+						w.addf("database.url", "reaches %s with sslmode=%s (the password and the data may cross in cleartext; prefer and allow fall back to it); set sslmode=require or verify-full, %s", h, mode, remedy)
 						break
 					}
 				}
@@ -203,9 +208,10 @@ func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, boo
 		{"auth.jwks_url", c.Auth.JWKSURL, "anyone on the path could serve keys that sign any token"},
 	} {
 		if u, err := url.Parse(f.raw); err == nil && u.Scheme == "http" && !trusted(u.Hostname()) {
-			g.addf(f.field, "reaches %s over http:// (%s); use https://, %s", u.Hostname(), f.what, remedy)
+			w.addf(f.field, "reaches %s over http:// (%s); use https://, %s", u.Hostname(), f.what, remedy)
 		}
 	}
+	return w
 }
 
 // postgresHosts returns the hosts a PostgreSQL URL names: each of a
