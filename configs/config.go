@@ -101,6 +101,17 @@ type Config struct {
 	// Deny lists refuse client addresses and user agents on every request
 	// (docs/edge.md, "Deny lists").
 	Deny Deny `yaml:"deny"`
+	// CleartextHosts are the hosts (names or IP addresses, exact, any
+	// case) that environment production may reach without encryption:
+	// redis:// and amqp:// URLs, PostgreSQL without sslmode require,
+	// verify-ca or verify-full, and http:// in redis.rest_url, forward.url
+	// and auth.jwks_url. Loopback hosts (localhost, 127.0.0.0/8, ::1) always
+	// may; for any other an http:// redis.rest_url is refused at start and
+	// the rest are warned of (docs/configuration.md, "Production
+	// guardrails"). List only hosts reached over a network you trust to
+	// carry credentials (an in-cluster service behind a mesh with mTLS, a
+	// sidecar). Empty by default.
+	CleartextHosts []string `yaml:"cleartext_hosts"`
 
 	// TrustedPrefixes is TrustedProxies parsed by Load.
 	TrustedPrefixes []netip.Prefix `yaml:"-"`

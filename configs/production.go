@@ -3,6 +3,10 @@ package configs
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/olp-edu/borda/internal/amqpaddr"
 )
 
 // Production guardrails (docs/configuration.md, "Production guardrails"):
@@ -76,6 +80,7 @@ func (c *Config) validateProduction(p *problems, lookup func(string) (string, bo
 		short(AdminPprofTokenEnv+" (admin_pprof: token)", c.AdminPprofToken)
 	}
 	short(AdminTokenEnv, c.AdminToken)
+	c.Warnings = append(c.Warnings, c.cleartextProblems(&g, lookup)...)
 	if len(g) == 0 {
 		return
 	}
@@ -133,4 +138,117 @@ func (c *Config) validateAdmin(p *problems) {
 	default:
 		p.addf("admin_pprof", "%q: want loopback, token or off", c.AdminPprof)
 	}
+}
+
+// cleartextProblems judges each connection production would make without
+// encryption to a host that is neither loopback nor in cleartext_hosts
+// (fresh attack pass A60). An http:// Upstash REST URL is a problem (the
+// REST store is reached over the internet, and its token, a full Redis
+// credential, would cross readable on every request); the others are
+// returned as warnings, since an in-cluster Redis, RabbitMQ, PostgreSQL,
+// legacy endpoint or identity provider is commonly reached in cleartext
+// and Borda cannot tell the cluster's network from the internet: the
+// warning names the field, the host and the fix, never a credential.
+// Route upstreams are not checked: a gateway reaches its upstreams in the
+// cluster over http://, as Envoy, nginx and Traefik do by default.
+func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, bool)) (warnings []string) {
+	var w problems
+	trusted := func(host string) bool {
+		if isLoopbackHost(host) {
+			return true
+		}
+		for _, h := range c.CleartextHosts {
+			if strings.EqualFold(strings.TrimSpace(h), host) {
+				return true
+			}
+		}
+		return false
+	}
+	const remedy = "or list the host in cleartext_hosts if the network to it is trusted"
+	if raw := c.Redis.URL.Reveal(); raw != "" {
+		if u, err := url.Parse(raw); err == nil && u.Scheme == "redis" && !trusted(u.Hostname()) {
+			w.addf("redis.url", "reaches %s over redis:// (no TLS: the password and every key cross in cleartext); use rediss://, %s", u.Hostname(), remedy)
+		}
+	}
+	if c.Redis.URL == "" && c.Redis.RestURL != "" {
+		if u, err := url.Parse(c.Redis.RestURL); err == nil && u.Scheme == "http" && !trusted(u.Hostname()) {
+			g.addf("redis.rest_url", "reaches %s over http:// (UPSTASH_REDIS_REST_TOKEN, a full Redis credential, crosses in cleartext on every request); use https://, %s", u.Hostname(), remedy)
+		}
+	}
+	for i, raw := range amqpaddr.Fields(c.AMQP.URL.Reveal()) {
+		field := "amqp.url"
+		if strings.Contains(c.AMQP.URL.Reveal(), ",") {
+			field = fmt.Sprintf("amqp.url (address %d)", i+1)
+		}
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.Scheme == "amqp" && !trusted(u.Hostname()) {
+			w.addf(field, "reaches %s over amqp:// (no TLS: the broker password and every event cross in cleartext); use amqps://, %s", u.Hostname(), remedy)
+		}
+	}
+	if raw := c.Database.URL.Reveal(); raw != "" {
+		if u, err := url.Parse(raw); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+			mode := u.Query().Get("sslmode")
+			if mode == "" {
+				mode, _ = lookup("PGSSLMODE")
+			}
+			if mode == "" {
+				mode = "prefer" // libpq's and pgx's default
+			}
+			if mode != "require" && mode != "verify-ca" && mode != "verify-full" {
+				for _, h := range postgresHosts(u) {
+					if !trusted(h) {
+						w.addf("database.url", "reaches %s with sslmode=%s (the password and the data may cross in cleartext; prefer and allow fall back to it); set sslmode=require or verify-full, %s", h, mode, remedy)
+						break
+					}
+				}
+			}
+		}
+	}
+	for _, f := range []struct{ field, raw, what string }{
+		{"forward.url", c.Forward.URL, "events and the URL's credentials cross in cleartext"},
+		{"auth.jwks_url", c.Auth.JWKSURL, "anyone on the path could serve keys that sign any token"},
+	} {
+		if u, err := url.Parse(f.raw); err == nil && u.Scheme == "http" && !trusted(u.Hostname()) {
+			w.addf(f.field, "reaches %s over http:// (%s); use https://, %s", u.Hostname(), f.what, remedy)
+		}
+	}
+	return w
+}
+
+// postgresHosts returns the hosts a PostgreSQL URL names: each of a
+// comma-separated host list, or the host query parameter's; a Unix socket
+// directory ("/var/run/postgresql") or no host at all is local and left
+// out.
+func postgresHosts(u *url.URL) []string {
+	list := u.Host
+	if q := u.Query().Get("host"); q != "" {
+		list = q
+	}
+	var out []string
+	for _, h := range strings.Split(list, ",") {
+		h = strings.TrimSpace(h)
+		if h == "" || strings.HasPrefix(h, "/") {
+			continue
+		}
+		if strings.HasPrefix(h, "[") {
+			if i := strings.IndexByte(h, ']'); i > 0 {
+				h = h[1:i]
+			}
+		} else if strings.Count(h, ":") == 1 {
+			h, _, _ = strings.Cut(h, ":")
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// isLoopbackHost reports whether host is localhost (or a name under
+// .localhost, RFC 6761) or a loopback address (127.0.0.0/8, ::1, and
+// their IPv4-mapped forms). An empty host is a local default.
+func isLoopbackHost(host string) bool {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "" || h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(strings.Trim(h, "[]"))
+	return err == nil && a.Unmap().IsLoopback()
 }

@@ -174,3 +174,107 @@ func TestValidationProblemsNeverEchoURLSecrets(t *testing.T) {
 		}
 	}
 }
+
+// Fresh attack pass A60: production accepted an http:// Upstash REST URL
+// (the token is a full Redis credential on every request), plain amqp://
+// and PostgreSQL without TLS to remote hosts, and an http:// legacy URL,
+// with no word. The REST URL is refused, the others warned of, each naming
+// the field and the host; loopback hosts, TLS URLs and hosts listed in
+// cleartext_hosts pass silently, and BORDA_ALLOW_WEAK_PRODUCTION=1 makes
+// the refusal a warning.
+func TestProductionRefusesACleartextRESTTokenAndWarnsOfOtherCleartextCredentials(t *testing.T) {
+	t.Parallel()
+	refused := []struct {
+		field string
+		env   map[string]string
+	}{
+		{"redis.url", map[string]string{"REDIS_URL": "redis://:pw@redis.example.com:6379/0"}},
+		{"redis.url", map[string]string{"REDIS_URL": "redis://10.0.0.5:6379"}},
+		{"redis.rest_url", map[string]string{"UPSTASH_REDIS_REST_URL": "http://upstash.example.com", "UPSTASH_REDIS_REST_TOKEN": strongSecret}},
+		{"amqp.url", map[string]string{"AMQP_URL": "amqp://guest:guest@rabbit.example.com:5672/atk2"}},
+		{"amqp.url (address 2)", map[string]string{"AMQP_URL": "amqps://u:p@a.example.com/,amqp://u:p@b.example.com/"}},
+		{"database.url", map[string]string{"DATABASE_URL": "postgres://postgres:pw@db.example.com:5432/atk2?sslmode=disable"}},
+		{"database.url", map[string]string{"DATABASE_URL": "postgres://postgres:pw@db.example.com:5432/atk2"}},
+		{"database.url", map[string]string{"DATABASE_URL": "postgresql://u:pw@db.example.com/x?sslmode=prefer"}},
+		{"database.url", map[string]string{"DATABASE_URL": "postgres://u:pw@db.example.com/x?sslmode=allow"}},
+		{"database.url", map[string]string{"DATABASE_URL": "postgres://u:pw@127.0.0.1:5432,db2.example.com:5432/x"}},
+		{"database.url", map[string]string{"DATABASE_URL": "postgres://u:pw@db.example.com/x", "PGSSLMODE": "disable"}},
+		{"database.url", map[string]string{"DATABASE_URL": "postgres://u:pw@localhost/x?host=db.example.com"}},
+		{"forward.url", map[string]string{"LEGACY_WEBHOOK_URL": "http://legacy.example.com/hook"}},
+		{"auth.jwks_url", map[string]string{"AUTH_JWKS_URL": "http://idp.example.com/.well-known/jwks.json"}},
+		{"redis.url", map[string]string{"REDIS_URL": "redis://[2001:db8::1]:6379"}},
+	}
+	for _, tc := range refused {
+		// Only the Upstash REST URL is refused; the others (in-cluster
+		// services are commonly reached in cleartext) are one warning each.
+		refuse := tc.field == "redis.rest_url"
+		cfg, probs := parseProblems(t, "environment: production\n", tc.env)
+		said := cfg.Warnings
+		if refuse {
+			said = probs
+			if len(probs) != 1 || !strings.Contains(probs[0], configs.AllowWeakProductionEnv) {
+				t.Errorf("%v: problems %q, want one naming %s", tc.env, probs, tc.field)
+				continue
+			}
+		} else if probs != nil {
+			t.Errorf("%v: problems %q, want a warning only", tc.env, probs)
+			continue
+		}
+		if len(said) != 1 || !strings.HasPrefix(said[0], tc.field+": ") {
+			t.Errorf("%v: said %q, want one line naming %s", tc.env, said, tc.field)
+			continue
+		}
+		for _, secret := range []string{"pw", "guest:guest", strongSecret} {
+			if strings.Contains(said[0], ":"+secret+"@") || strings.Contains(said[0], strongSecret) {
+				t.Errorf("%v: %q shows a credential", tc.env, said[0])
+			}
+		}
+		env := map[string]string{configs.AllowWeakProductionEnv: "1"}
+		for k, v := range tc.env {
+			env[k] = v
+		}
+		if cfg, probs := parseProblems(t, "environment: production\n", env); probs != nil || len(cfg.Warnings) != 1 {
+			t.Errorf("%v with %s=1: problems %q, warnings %q, want one warning", tc.env, configs.AllowWeakProductionEnv, probs, cfg.Warnings)
+		}
+		if cfg, probs := parseProblems(t, "environment: staging\n", tc.env); probs != nil || len(cfg.Warnings) != 0 {
+			t.Errorf("%v in staging: problems %q, warnings %q, want none", tc.env, probs, cfg.Warnings)
+		}
+	}
+	accepted := []map[string]string{
+		{"REDIS_URL": "rediss://:pw@redis.example.com:6380/0"},
+		{"REDIS_URL": "redis://127.0.0.1:6379/0"},
+		{"REDIS_URL": "redis://localhost:6379"},
+		{"REDIS_URL": "redis://[::1]:6379"},
+		{"UPSTASH_REDIS_REST_URL": "https://upstash.example.com", "UPSTASH_REDIS_REST_TOKEN": strongSecret},
+		{"UPSTASH_REDIS_REST_URL": "http://127.0.0.1:8079", "UPSTASH_REDIS_REST_TOKEN": strongSecret},
+		{"AMQP_URL": "amqps://u:p@rabbit.example.com:5671/v"},
+		{"AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/"},
+		{"AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/,amqp://guest:guest@localhost:5673/"},
+		{"DATABASE_URL": "postgres://u:pw@db.example.com/x?sslmode=require"},
+		{"DATABASE_URL": "postgres://u:pw@db.example.com/x?sslmode=verify-full"},
+		{"DATABASE_URL": "postgres://u:pw@db.example.com/x", "PGSSLMODE": "verify-ca"},
+		{"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"},
+		{"DATABASE_URL": "postgres://u:pw@localhost/x?host=/var/run/postgresql"},
+		{"LEGACY_WEBHOOK_URL": "https://legacy.example.com/hook"},
+		{"LEGACY_WEBHOOK_URL": "http://127.0.0.1:8081/hook"},
+		{"AUTH_JWKS_URL": "https://idp.example.com/.well-known/jwks.json"},
+	}
+	for _, env := range accepted {
+		if cfg, probs := parseProblems(t, "environment: production\n", env); probs != nil || len(cfg.Warnings) != 0 {
+			t.Errorf("%v: problems %q, warnings %q, want none", env, probs, cfg.Warnings)
+		}
+	}
+	// cleartext_hosts: the operator names the in-cluster hosts it trusts.
+	yaml := "environment: production\ncleartext_hosts: [\"rabbitmq.borda.svc.cluster.local\", \"DB.internal\"]\n"
+	for _, env := range []map[string]string{
+		{"AMQP_URL": "amqp://u:p@rabbitmq.borda.svc.cluster.local:5672/"},
+		{"DATABASE_URL": "postgres://u:pw@db.internal/x"},
+	} {
+		if cfg, probs := parseProblems(t, yaml, env); probs != nil || len(cfg.Warnings) != 0 {
+			t.Errorf("%v with cleartext_hosts: problems %q, warnings %q, want none", env, probs, cfg.Warnings)
+		}
+	}
+	if cfg, _ := parseProblems(t, yaml, map[string]string{"AMQP_URL": "amqp://u:p@rabbitmq.other.svc.cluster.local:5672/"}); len(cfg.Warnings) != 1 {
+		t.Errorf("a host not in cleartext_hosts: warnings %q, want one", cfg.Warnings)
+	}
+}

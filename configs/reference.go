@@ -270,6 +270,20 @@ With ` + "`environment: production`" + `, ` + "`borda config check`" + ` and eve
   ` + "`tokens_env`" + ` tokens and ` + "`signature.secret_env`" + ` secrets, the variable named by ` + "`auth.jwt_secret_env`" + `,
   ` + "`LEGACY_WEBHOOK_HMAC_SECRET`" + `, ` + "`ADMIN_PPROF_TOKEN`" + ` and ` + "`ADMIN_TOKEN`" + ` (` + "`openssl rand -hex 32`" + ` makes one). The problem names the
   variable and the length, never the value.
+- ` + "`redis.rest_url`" + ` with ` + "`http://`" + ` to a host that is not loopback (` + "`localhost`" + `, 127.0.0.0/8, ` + "`::1`" + `) and not listed
+  in ` + "`cleartext_hosts`" + ` (fresh attack pass A60): the REST store is reached over the internet and its token, a full
+  Redis credential, is sent on every request. The other connections without encryption to such a host are **warned
+  of** (one ` + "`borda: warning:`" + ` line each, at ` + "`config check`" + ` and at start), not refused, because an in-cluster Redis,
+  RabbitMQ, PostgreSQL, legacy endpoint or identity provider is commonly reached in cleartext and Borda cannot tell
+  the cluster's network from the internet: ` + "`redis.url`" + ` with ` + "`redis://`" + `, ` + "`amqp.url`" + ` with ` + "`amqp://`" + ` (each address of a
+  list), ` + "`database.url`" + ` without ` + "`sslmode=require`" + `, ` + "`verify-ca`" + ` or ` + "`verify-full`" + ` (in the URL or ` + "`PGSSLMODE`" + `; the
+  default ` + "`prefer`" + ` falls back to cleartext), ` + "`forward.url`" + ` (` + "`LEGACY_WEBHOOK_URL`" + `) and ` + "`auth.jwks_url`" + ` with ` + "`http://`" + `
+  (a JWKS read in cleartext lets anyone on the path serve keys that sign any token). Each line names the field and
+  the host, never the URL's credentials. An in-cluster service reached over a network you trust to carry
+  credentials (a mesh with mTLS, a sidecar) goes in ` + "`cleartext_hosts`" + ` by its exact host name, which silences its
+  warning; route upstreams are not checked (a gateway reaches its upstreams in the cluster over ` + "`http://`" + `, as Envoy,
+  nginx and Traefik do). Development and staging, and every loopback URL (the test rigs and CI's production e2e),
+  are not affected.
 
 Override for test rigs only: ` + "`BORDA_ALLOW_WEAK_PRODUCTION=1`" + ` turns each refusal into a warning printed on stderr
 (` + "`borda: warning: FILE: …`" + `) by every command at start. Staging and development are not checked.

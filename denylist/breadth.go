@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"unicode/utf8"
 )
 
 // DefaultMaxShare is the largest share of the public IPv4 or IPv6
@@ -22,7 +24,8 @@ const DefaultMaxShare = 0.10
 // of RFC 6890: private, loopback, link-local, documentation, multicast,
 // reserved) or of the IPv6 global unicast space (2000::/3), or one of its
 // user-agent patterns matches a common browser's or a webhook provider's
-// user agent (essentialAgents: `*`, "mozilla", "chrome", "axios"...).
+// user agent at any version (essentialAgents: `*`, "mozilla", "chrome/14",
+// "axios"...).
 // The error names what is too broad. A feed answer that fails it is a
 // failed fetch (the last good list is kept); a configured list that fails
 // it is refused at start and on reload.
@@ -37,37 +40,208 @@ func (l *List) Check(maxShare float64) error {
 		return fmt.Errorf("its addresses cover %.1f %% of the public IPv6 space (2000::/3), more than the %.1f %% a deny list may (deny.max_coverage_percent)", 100*s, 100*maxShare)
 	}
 	for _, p := range l.agents {
-		for _, a := range essentialAgents {
-			if p.matches(strings.ToLower(a.ua)) {
-				return fmt.Errorf("user-agent pattern %q matches %s (%q): it would refuse most clients; name the client it is meant for", p.pattern, a.name, a.ua)
-			}
+		if a, ok := p.matchesEssential(); ok {
+			return fmt.Errorf("user-agent pattern %q matches %s (%q, at some version): it would refuse most clients; name the client it is meant for", p.pattern, a.name, a.example())
 		}
 	}
 	return nil
 }
 
-// matches reports whether the lower-cased user agent ua matches p.
-func (p agentPattern) matches(ua string) bool {
-	if p.glob {
-		return globMatch(p.pattern, ua)
-	}
-	return strings.Contains(ua, p.pattern)
+// An agentShape is a user agent no deny list may refuse, at every version:
+// its lower-cased text with each version a slot, '#' standing for one or
+// more of [0-9._] (any version: "131.0.0.0", "18_6_2", "20100101") and
+// '%' for one or more hex digits (a build, a hook id). A pattern that matches the shape with any slot values
+// is refused, so no pattern can refuse a browser release train that
+// shipped after the shapes were written ("chrome/14" refuses Chrome
+// 140-149: fresh attack pass A71, when the guard held Chrome/131 samples).
+type agentShape struct{ name, shape string }
+
+// example is the shape with plausible values in its slots, for messages.
+func (a agentShape) example() string {
+	return strings.NewReplacer("#", "N", "%", "x").Replace(a.shape)
 }
 
-// essentialAgents are user agents no deny list may refuse: the browsers
-// most visitors use and the webhook providers Borda takes events from.
-var essentialAgents = []struct{ name, ua string }{
-	{"Chrome on Windows", "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"},
-	{"Chrome on Android", "Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Mobile Safari/537.36"},
-	{"Safari on iPhone", "Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Mobile/15E148 Safari/604.1"},
-	{"Safari on macOS", "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15"},
-	{"Firefox on Windows", "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0"},
-	{"Edge on Windows", "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0"},
-	{"Samsung Internet", "Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/26.0 Chrome/122.0.0.0 Mobile Safari/537.36"},
-	{"Evolution API's webhooks (axios)", "axios/1.7.9"},
-	{"GitHub's webhooks", "GitHub-Hookshot/a1b2c3d"},
-	{"Stripe's webhooks", "Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
-	{"Standard Webhooks (Svix)", "Svix-Webhooks/1.57.0 (sender-abcde; +https://www.svix.com/http-sender/)"},
+// essentialAgents are the browsers most visitors use, on each platform,
+// and the webhook providers Borda takes events from (Evolution API sends
+// with axios). Generic HTTP libraries (python-requests, okhttp,
+// Go-http-client, curl) are not among them: refusing them is a common
+// deny list's purpose, and no provider Borda serves sends with them.
+var essentialAgents = []agentShape{
+	{"Chrome on Windows", "mozilla/# (windows nt #; win64; x64) applewebkit/# (khtml, like gecko) chrome/# safari/#"},
+	{"Chrome on macOS", "mozilla/# (macintosh; intel mac os x #) applewebkit/# (khtml, like gecko) chrome/# safari/#"},
+	{"Chrome on Linux", "mozilla/# (x11; linux x86_64) applewebkit/# (khtml, like gecko) chrome/# safari/#"},
+	{"Chrome on Android", "mozilla/# (linux; android #; k) applewebkit/# (khtml, like gecko) chrome/# mobile safari/#"},
+	{"Chrome on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) crios/# mobile/% safari/#"},
+	{"Edge on Windows", "mozilla/# (windows nt #; win64; x64) applewebkit/# (khtml, like gecko) chrome/# safari/# edg/#"},
+	{"Opera on Windows", "mozilla/# (windows nt #; win64; x64) applewebkit/# (khtml, like gecko) chrome/# safari/# opr/#"},
+	{"Samsung Internet", "mozilla/# (linux; android #; samsung sm-s918b) applewebkit/# (khtml, like gecko) samsungbrowser/# chrome/# mobile safari/#"},
+	{"Firefox on Windows", "mozilla/# (windows nt #; win64; x64; rv:#) gecko/# firefox/#"},
+	{"Firefox on macOS", "mozilla/# (macintosh; intel mac os x #; rv:#) gecko/# firefox/#"},
+	{"Firefox on Linux", "mozilla/# (x11; linux x86_64; rv:#) gecko/# firefox/#"},
+	{"Firefox on Android", "mozilla/# (android #; mobile; rv:#) gecko/# firefox/#"},
+	{"Firefox on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) fxios/# mobile/% safari/#"},
+	{"Safari on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) version/# mobile/% safari/#"},
+	{"Safari on iPad", "mozilla/# (ipad; cpu os # like mac os x) applewebkit/# (khtml, like gecko) version/# mobile/% safari/#"},
+	{"Safari on macOS", "mozilla/# (macintosh; intel mac os x #) applewebkit/# (khtml, like gecko) version/# safari/#"},
+	{"Evolution API's webhooks (axios)", "axios/#"},
+	{"GitHub's webhooks", "github-hookshot/%"},
+	{"Stripe's webhooks", "stripe/# (+https://stripe.com/docs/webhooks)"},
+	{"Standard Webhooks (Svix)", "svix-webhooks/# (sender-%; +https://www.svix.com/http-sender/)"},
+}
+
+// essentialText is every shape's text, for matchesEssential's quick
+// refusal of patterns sharing no literal text with any shape.
+var essentialText = func() string {
+	var b strings.Builder
+	for _, a := range essentialAgents {
+		b.WriteString(a.shape)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}()
+
+// matchesEssential returns the first essential agent p matches at some
+// version. A run of pattern characters no slot takes (neither '*', a
+// hex digit, '.' nor '_') can only match shape text as it is, so a pattern with such a
+// run found in no shape matches none, without running the matcher: a
+// feed of a million scanner names ("sqlmap": "sqlm") costs a few
+// substring searches each.
+func (p agentPattern) matchesEssential() (agentShape, bool) {
+	for _, piece := range strings.FieldsFunc(p.pattern, func(r rune) bool {
+		return r == '*' || r < utf8.RuneSelf && (slotAccepts('%', byte(r)) || slotAccepts('#', byte(r)))
+	}) {
+		if !strings.Contains(essentialText, piece) {
+			return agentShape{}, false
+		}
+	}
+	shapes := compiledShapes()
+	for k := range shapes {
+		if shapeMatches(p.pattern, p.glob, &shapes[k]) {
+			return essentialAgents[k], true
+		}
+	}
+	return agentShape{}, false
+}
+
+// slotAccepts reports whether the slot kind k ('#' or '%') takes c.
+func slotAccepts(k, c byte) bool {
+	if '0' <= c && c <= '9' {
+		return true
+	}
+	if k == '#' {
+		return c == '.' || c == '_'
+	}
+	return 'a' <= c && c <= 'f'
+}
+
+func isSlot(c byte) bool { return c == '#' || c == '%' }
+
+// shapeWords bounds a shape's length: 64 × shapeWords - 1 bytes.
+const shapeWords = 4
+
+// bits is a set of positions in a shape, 0 to len(shape).
+type bits [shapeWords]uint64
+
+func (b bits) or(c bits) bits {
+	for i := range b {
+		b[i] |= c[i]
+	}
+	return b
+}
+
+func (b bits) and(c bits) bits {
+	for i := range b {
+		b[i] &= c[i]
+	}
+	return b
+}
+
+// next is b with every position moved one on.
+func (b bits) next() bits {
+	for i := shapeWords - 1; i > 0; i-- {
+		b[i] = b[i]<<1 | b[i-1]>>63
+	}
+	b[0] <<= 1
+	return b
+}
+
+func (b bits) has(j int) bool { return b[j/64]&(1<<(j%64)) != 0 }
+
+func (b *bits) set(j int) { b[j/64] |= 1 << (j % 64) }
+
+func (b bits) empty() bool { return b == bits{} }
+
+// compiledShape is a shape as position sets: lit[c] the positions holding
+// the literal byte c, takes[c] the slots that take c, all every position.
+type compiledShape struct {
+	n          int
+	lit, takes [256]bits
+	all, slots bits
+}
+
+var compiledShapes = sync.OnceValue(func() []compiledShape {
+	out := make([]compiledShape, len(essentialAgents))
+	for k, a := range essentialAgents {
+		cs := &out[k]
+		cs.n = len(a.shape)
+		if cs.n >= 64*shapeWords {
+			panic("denylist: essential agent shape too long: " + a.name)
+		}
+		for j := 0; j <= cs.n; j++ {
+			cs.all.set(j)
+		}
+		for j := 0; j < cs.n; j++ {
+			c := a.shape[j]
+			if !isSlot(c) {
+				cs.lit[c].set(j)
+				continue
+			}
+			cs.slots.set(j)
+			for x := 0; x < 256; x++ {
+				if slotAccepts(c, byte(x)) {
+					cs.takes[x].set(j)
+				}
+			}
+		}
+	}
+	return out
+})
+
+// shapeMatches reports whether some user agent of the shape (its slots
+// filled with any values) matches pattern: as a substring, or as a glob
+// over the whole user agent ('*' any run). It runs the pattern over the
+// shape as two position sets, out (before shape[j]) and in (inside the
+// slot at shape[j], at least one character taken): a few word operations
+// per pattern byte.
+func shapeMatches(pattern string, glob bool, cs *compiledShape) bool {
+	var out, in bits
+	if glob {
+		out.set(0)
+	} else {
+		out, in = cs.all, cs.slots // the pattern may start anywhere, inside a value too
+	}
+	for i := 0; i < len(pattern); i++ {
+		c := pattern[i]
+		if c == '*' && glob {
+			// Any run of characters: every position from the first held.
+			cur := out.or(in)
+			var from bits
+			seen := false
+			for j := 0; j <= cs.n; j++ {
+				if seen = seen || cur.has(j); seen {
+					from.set(j)
+				}
+			}
+			out, in = from, from.and(cs.slots)
+			continue
+		}
+		in = out.or(in).and(cs.takes[c])
+		out = out.and(cs.lit[c]).next().or(in.next()) // a slot with something taken may end
+		if out.empty() && in.empty() {
+			return false
+		}
+	}
+	return !glob || out.has(cs.n)
 }
 
 // v4Special are the IPv4 special-purpose blocks of RFC 6890 and its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -67,14 +68,16 @@ func TestCheckRefusesAListThatDeniesEveryone(t *testing.T) {
 	}
 }
 
-// TestCheckRefusesAgentPatternsThatMatchEveryone (fresh attack pass
-// A043): a user-agent line "*" refused every browser and every webhook
-// provider. A pattern that matches a common browser's or a provider's
-// user agent is refused, in every spelling; a scanner's name passes.
+// TestCheckRefusesAgentPatternsThatMatchEveryone (fresh attack passes
+// A043, A71): a user-agent line "*" refused every browser and every
+// webhook provider, and "chrome/14" every Chrome 140-149. A pattern that
+// matches a common browser's or a provider's user agent at any version is
+// refused, in every spelling; a scanner's or HTTP library's name passes.
 func TestCheckRefusesAgentPatternsThatMatchEveryone(t *testing.T) {
 	t.Parallel()
 	for _, p := range []string{"*", "**", "*/*", "Mozilla", "mozilla/5.0*", "*Chrome*", "applewebkit", "Safari", "gecko",
-		"Android", "iPhone", "Windows", "axios", "axios/*", "github-hookshot", "stripe", "svix", "a", "e", " ", "/", "5.0", "(", "*)"} {
+		"Android", "iPhone", "Windows", "axios", "axios/*", "github-hookshot", "stripe", "svix", "a", "e", " ", "/", "5.0", "(", "*)",
+		"chrome/14", "Chrome/1", "firefox/15", "version/18.2", "axios/0.21.1", "axios/1.7.9", "github-hookshot/a1b2", "edg/14", "*chrome/14*"} {
 		l := build(t, Agents, p)
 		if strings.TrimSpace(p) == "" {
 			if l.Len() != 0 {
@@ -86,7 +89,8 @@ func TestCheckRefusesAgentPatternsThatMatchEveryone(t *testing.T) {
 			t.Errorf("pattern %q: Check = nil, want refused", p)
 		}
 	}
-	for _, p := range []string{"sqlmap", "nikto", "curl/*", "python-requests", "masscan", "zgrab", "axios/0.21.1", "Go-http-client/1.1", "*nuclei*", "libwww-perl*"} {
+	for _, p := range []string{"sqlmap", "nikto", "curl/*", "python-requests", "masscan", "zgrab", "Go-http-client/1.1", "*nuclei*", "libwww-perl*",
+		"okhttp", "node-fetch", "HeadlessChrome", "*bot*", "spider", "python-requests/*", "scrapy/*", "wget/*", "java/*", "petalbot"} {
 		if err := build(t, Agents, p).Check(DefaultMaxShare); err != nil {
 			t.Errorf("pattern %q: %v, want accepted", p, err)
 		}
@@ -132,5 +136,160 @@ func TestFeedRefusesAnAnswerThatDeniesEveryone(t *testing.T) {
 		if f.List().DeniesAddr(netip.MustParseAddr("8.8.8.8")) || f.List().DeniesAgent("Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0 Safari/537.36") {
 			t.Errorf("answer %.20q is in force", tc.bad)
 		}
+	}
+}
+
+// realAgents are user agents browsers and providers sent in 2025-2026,
+// verbatim: each must be one of the shapes (the shapes model them).
+var realAgents = []string{
+	"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/143.0.0.0 Safari/537.36",
+	"Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/142.0.0.0 Mobile Safari/537.36",
+	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 Safari/537.36",
+	"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/139.0.0.0 Safari/537.36",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/140.0.7339.101 Mobile/15E148 Safari/604.1",
+	"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/141.0.0.0 Safari/537.36 Edg/141.0.0.0",
+	"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/140.0.0.0 Safari/537.36 OPR/124.0.0.0",
+	"Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/28.0 Chrome/130.0.0.0 Mobile Safari/537.36",
+	"Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:145.0) Gecko/20100101 Firefox/145.0",
+	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:144.0) Gecko/20100101 Firefox/144.0",
+	"Mozilla/5.0 (X11; Linux x86_64; rv:143.0) Gecko/20100101 Firefox/143.0",
+	"Mozilla/5.0 (Android 15; Mobile; rv:145.0) Gecko/145.0 Firefox/145.0",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_6_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) FxiOS/143.0 Mobile/15E148 Safari/605.1.15",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.6 Mobile/15E148 Safari/604.1",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 26_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.1 Mobile/15E148 Safari/604.1",
+	"Mozilla/5.0 (iPad; CPU OS 18_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.6 Mobile/15E148 Safari/604.1",
+	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.0 Safari/605.1.15",
+	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.3.1 Safari/605.1.15",
+	"axios/1.7.9", "axios/1.12.2", "GitHub-Hookshot/a1b2c3d", "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+	"Svix-Webhooks/1.57.0 (sender-abcde; +https://www.svix.com/http-sender/)",
+}
+
+// versionedAgents returns, for every major version 1-300, the user agent
+// of each browser family and provider at that version, and the
+// "<product>/<version>" tokens that name it.
+func versionedAgents() (agents, tokens []string) {
+	formats := []string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%[1]d.0.0.0 Safari/537.36",
+		"Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%[1]d.0.0.0 Mobile Safari/537.36",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%[1]d.0.0.0 Safari/537.36",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS %[2]d_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/%[1]d.0.6778.73 Mobile/15E148 Safari/604.1",
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%[1]d.0.0.0 Safari/537.36 Edg/%[1]d.0.0.0",
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/%[1]d.0.0.0 Safari/537.36 OPR/%[2]d.0.0.0",
+		"Mozilla/5.0 (Linux; Android 14; SAMSUNG SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/%[2]d.0 Chrome/%[1]d.0.0.0 Mobile Safari/537.36",
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:%[1]d.0) Gecko/20100101 Firefox/%[1]d.0",
+		"Mozilla/5.0 (Android 15; Mobile; rv:%[1]d.0) Gecko/%[1]d.0 Firefox/%[1]d.0",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS %[2]d_%[3]d like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/%[2]d.%[3]d Mobile/15E148 Safari/604.1",
+		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/%[2]d.%[3]d.1 Safari/605.1.15",
+		"axios/%[2]d.%[3]d.%[1]d",
+		"Svix-Webhooks/%[2]d.%[1]d.0 (sender-abcde; +https://www.svix.com/http-sender/)",
+	}
+	products := []string{"chrome/", "crios/", "edg/", "opr/", "samsungbrowser/", "firefox/", "rv:", "version/", "iphone os ", "axios/"}
+	for v := 1; v <= 300; v++ {
+		for _, f := range formats {
+			ua := fmt.Sprintf(f, v, v%40, v%10)
+			agents = append(agents, ua)
+			lower := strings.ToLower(ua)
+			for _, p := range products {
+				if i := strings.Index(lower, p); i >= 0 {
+					end := i + len(p)
+					for end < len(lower) && lower[end] != ' ' && lower[end] != ')' && lower[end] != ';' {
+						end++
+					}
+					// "chrome/14", "chrome/143.0", "chrome/143.0.0.0": every
+					// prefix of the version that ends at a digit.
+					for k := i + len(p) + 1; k <= end; k++ {
+						if c := lower[k-1]; '0' <= c && c <= '9' {
+							tokens = append(tokens, lower[i:k])
+						}
+					}
+				}
+			}
+		}
+	}
+	return agents, tokens
+}
+
+// TestCheckRefusesEveryVersionOfEveryBrowser (fresh attack pass A71): the
+// guard held Chrome/131 samples, so "chrome/14" passed and then refused
+// every Chrome 140-149. Every browser family's and provider's user agent
+// at every version 1-300, every "<product>/<version prefix>" token of
+// them, random substrings and globs of them, and the real user agents of
+// 2025-2026 are refused as patterns; the fallback model (DeniesAgent over
+// the generated agents) agrees with the shapes on every one.
+func TestCheckRefusesEveryVersionOfEveryBrowser(t *testing.T) {
+	t.Parallel()
+	agents, tokens := versionedAgents()
+	refused := func(p string) {
+		t.Helper()
+		if err := build(t, Agents, p).Check(DefaultMaxShare); err == nil {
+			t.Errorf("pattern %q: Check = nil, want refused", p)
+		}
+	}
+	for _, ua := range append(append([]string{}, realAgents...), agents...) {
+		refused(ua)
+	}
+	for _, tok := range tokens {
+		refused(tok)
+	}
+	rng := rand.New(rand.NewPCG(71, 71))
+	for range 3000 {
+		ua := strings.ToLower(agents[rng.IntN(len(agents))])
+		i := rng.IntN(len(ua))
+		j := i + 1 + rng.IntN(len(ua)-i)
+		sub := strings.TrimSpace(ua[i:j])
+		if sub == "" || strings.Contains(sub, "#") {
+			continue
+		}
+		refused(sub)
+		refused("*" + sub + "*")
+		refused(ua[:i] + "*")
+	}
+}
+
+// FuzzAgentShapes holds the shape matcher to the plain one: a pattern
+// that DeniesAgent finds in one of the generated user agents (versions
+// 1-300 of every family) is refused by Check (seed corpus in
+// testdata/fuzz/FuzzAgentShapes).
+func FuzzAgentShapes(f *testing.F) {
+	agents, _ := versionedAgents()
+	agents = append(agents, realAgents...)
+	for _, s := range []string{"chrome/14", "*chrome/14*", "version/18.2", "sqlmap", "curl/*", "14", "mobile/15e1", "axios/1.", "svix-webhooks/1.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, pattern string) {
+		var b Builder
+		if err := b.Add(Agents, pattern); err != nil {
+			return
+		}
+		l := b.List()
+		if l.Len() == 0 {
+			return
+		}
+		denies := false
+		for _, ua := range agents {
+			if l.DeniesAgent(ua) {
+				denies = true
+				break
+			}
+		}
+		if denies && l.Check(DefaultMaxShare) == nil {
+			t.Fatalf("pattern %q denies a generated browser or provider agent, and Check accepts it", pattern)
+		}
+	})
+}
+
+// BenchmarkCheckAgents is the guard's cost per user-agent pattern: a
+// scanner name (refused by the literal-run filter) and a pattern that
+// runs the shape matcher over every shape.
+func BenchmarkCheckAgents(b *testing.B) {
+	for _, p := range []string{"sqlmap", "chrome-lighthouse/1", "safari/537.36 (khtml, like gecko) chrome/1"} {
+		b.Run(p, func(b *testing.B) {
+			var bl Builder
+			_ = bl.Add(Agents, p)
+			l := bl.List()
+			for b.Loop() {
+				_ = l.Check(DefaultMaxShare)
+			}
+		})
 	}
 }

@@ -108,3 +108,76 @@ routes:
 		}
 	}
 }
+
+// Fresh attack pass A71: the user-agent guard checked patterns against
+// Chrome/131 samples, so "chrome/14" passed `borda config check` (and a
+// feed) and then refused every Chrome 140-149 with 403. A pattern that
+// matches a browser or provider user agent at any version is refused: a
+// feed answering it is a failed fetch (current Chrome passes), and the
+// configuration naming it fails `borda config check`; a scanner's name
+// still passes.
+func TestHostileDenyPatternMatchingABrowserReleaseTrainIsRefused(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	feed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "sqlmap\nchrome/14\n")
+	}))
+	defer feed.Close()
+	config := fmt.Sprintf(`environment: development
+listen: "{LISTEN}"
+admin_listen: "{ADMIN}"
+redis:
+  url: ""
+amqp:
+  url: "amqp://guest:guest@127.0.0.1:1/"
+telemetry:
+  enabled: false
+deny:
+  feeds:
+    - {url: %q, kind: user_agent}
+routes:
+  - name: app
+    path_prefix: /
+    upstream: %q
+`, feed.URL+"/ua", up.URL)
+	p := startServe(t, config)
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(p.logs.String(), "refused the answer") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the feed's answer was not fetched and refused within 15 s:\n%s", p.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(p.logs.String(), "chrome/14") {
+		t.Errorf("the log does not name the refused pattern:\n%s", p.logs.String())
+	}
+	for _, ua := range []string{
+		"Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/143.0.0.0 Safari/537.36",
+		"Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/142.0.0.0 Mobile Safari/537.36",
+	} {
+		if code, body := denyStatus(t, p.public, "/x", "8.8.8.8", ua); code != 200 {
+			t.Errorf("UA %q: %d %s, want 200", ua, code, body)
+		}
+	}
+
+	dir := t.TempDir()
+	check := func(pattern string) (int, string) {
+		path := filepath.Join(dir, "ua.yaml")
+		cfg := fmt.Sprintf("environment: development\ndeny:\n  user_agents: [%q]\nroutes:\n  - name: app\n    path_prefix: /\n    upstream: \"http://127.0.0.1:3000\"\n", pattern)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(borda(t), "config", "check", "--config", path)
+		cmd.Env = cleanEnv()
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	for _, pattern := range []string{"chrome/14", "Chrome/1", "CriOS/14", "Edg/14", "firefox/15", "rv:14", "Version/18.2", "iPhone OS 18_2", "SamsungBrowser/2", "axios/1.7", "*Chrome/14*", "Mobile/15E1"} {
+		if code, out := check(pattern); code == 0 || !strings.Contains(out, "deny") {
+			t.Errorf("config check of user_agents [%q]: exit %d, want a refusal naming deny:\n%s", pattern, code, out)
+		}
+	}
+	if code, out := check("sqlmap"); code != 0 {
+		t.Errorf("config check of user_agents [sqlmap]: exit %d, want 0:\n%s", code, out)
+	}
+}

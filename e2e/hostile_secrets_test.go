@@ -442,3 +442,67 @@ func secretsHeaderText(v any) string {
 	}
 	return fmt.Sprint(v)
 }
+
+// Fresh attack pass A60: a production file sending credentials in
+// cleartext to remote hosts (an http:// Upstash REST URL, plain amqp://,
+// PostgreSQL with sslmode=disable, an http:// legacy URL) passed `borda
+// config check` with exit 0 and no word. Config check and serve refuse
+// it, naming each field and host and never a password; the test-rig
+// override makes them warnings, and cleartext_hosts names hosts the
+// operator trusts.
+func TestHostileProductionCleartextCredentialsToRemoteHostsAreNamed(t *testing.T) {
+	const strong = "0123456789abcdef0123456789abcdef"
+	cfg := strings.NewReplacer("{LISTEN}", freePort(t), "{ADMIN}", freePort(t)).Replace(
+		strings.Replace(minimalServe("http://127.0.0.1:1", "", ""), "environment: development", "environment: production", 1))
+	path := secretsWriteConfig(t, cfg)
+	env := append(cleanEnv(),
+		"UPSTASH_REDIS_REST_URL=http://upstash.example.com", "UPSTASH_REDIS_REST_TOKEN="+strong,
+		"AMQP_URL=amqp://guest:CANARYamqp@rabbit.example.com:5672/atk2",
+		"DATABASE_URL=postgres://postgres:CANARYpg@db.example.com:5432/atk2?sslmode=disable",
+		"LEGACY_WEBHOOK_URL=http://legacy.example.com/hook", "LEGACY_WEBHOOK_HMAC_SECRET="+strong,
+		"WEBHOOK_TOKENS="+strong)
+	// The Upstash REST token over http:// is refused (exit 2); the other
+	// cleartext connections (commonly in-cluster) are one warning each.
+	for _, args := range [][]string{{"config", "check", "--config", path}, {"serve", "--config", path}} {
+		out, code := secretsRun(t, env, args...)
+		if code != 2 || !strings.Contains(out, "redis.rest_url") || !strings.Contains(out, "upstash.example.com") {
+			t.Errorf("borda %s: exit %d, want 2 naming redis.rest_url and its host:\n%s", args[0], code, out)
+		}
+		if strings.Contains(out, "CANARY") || strings.Contains(out, strong) {
+			t.Errorf("borda %s echoes a credential:\n%s", args[0], out)
+		}
+	}
+	var noREST []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "UPSTASH_REDIS_REST_") {
+			noREST = append(noREST, kv)
+		}
+	}
+	out, code := secretsRun(t, noREST, "config", "check", "--config", path)
+	if code != 0 || strings.Count(out, "borda: warning:") < 3 {
+		t.Errorf("cleartext AMQP, PostgreSQL and legacy URL: exit %d, want 0 and their warnings:\n%s", code, out)
+	}
+	for _, f := range []string{"amqp.url", "rabbit.example.com", "database.url", "db.example.com", "forward.url", "legacy.example.com"} {
+		if !strings.Contains(out, f) {
+			t.Errorf("config check does not name %s:\n%s", f, out)
+		}
+	}
+	if strings.Contains(out, "CANARY") || strings.Contains(out, strong) {
+		t.Errorf("config check echoes a credential:\n%s", out)
+	}
+	out, code = secretsRun(t, append(env, "BORDA_ALLOW_WEAK_PRODUCTION=1"), "config", "check", "--config", path)
+	if code != 0 || strings.Count(out, "borda: warning:") < 4 {
+		t.Errorf("with BORDA_ALLOW_WEAK_PRODUCTION=1: exit %d, want 0 and 4 warnings:\n%s", code, out)
+	}
+	trusted := secretsWriteConfig(t, cfg+"cleartext_hosts: [upstash.example.com, rabbit.example.com, db.example.com, legacy.example.com]\n")
+	if out, code := secretsRun(t, env, "config", "check", "--config", trusted); code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("with every host in cleartext_hosts: exit %d, want 0 and no warning:\n%s", code, out)
+	}
+	// Loopback URLs (the test rigs, CI's production e2e) pass untouched.
+	local := append(cleanEnv(), "REDIS_URL=redis://127.0.0.1:6379/0", "AMQP_URL=amqp://guest:guest@127.0.0.1:5672/",
+		"DATABASE_URL=postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "LEGACY_WEBHOOK_URL=http://127.0.0.1:8081/hook",
+		"LEGACY_WEBHOOK_HMAC_SECRET="+strong, "WEBHOOK_TOKENS="+strong)
+	if out, code := secretsRun(t, local, "config", "check", "--config", path); code != 0 || strings.Contains(out, "warning") {
+		t.Errorf("loopback URLs: exit %d, want 0 and no warning:\n%s", code, out)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -387,6 +388,75 @@ func TestHostileSecretsInPortalPathsNeverBecomeKeys(t *testing.T) {
 		for _, s := range secrets {
 			if strings.Contains(it.Val(), s) {
 				t.Errorf("key %q holds the secret %q", it.Val(), s)
+			}
+		}
+	}
+}
+
+// Fresh attack passes A35 and A36: secrets spelled with ';', '=', '+' or
+// ',' (a servlet session id in a path parameter, ";token=", padded or
+// '+'-bearing base64, a ','-joined token), an e-mail address and a CPF
+// were Redis keys and gateway_metrics rows verbatim, and ";<n>" made a
+// distinct endpoint per n, filling the route's cap. Path parameters are
+// dropped and such segments are {id}: no key and no row holds the secret,
+// and fifty ";<n>" spellings are one endpoint.
+func TestHostileSecretsSpelledWithParamsOrBase64NeverBecomeKeys(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	p := startServe(t, rig.serveWithoutDatabase())
+	secrets := []string{"9A3F2B7C1D4E5F60718293A4B5C6D7E8", "Zx9Qm2LkP4vR8tWy", "dGhpcyBpcyBhIHNlY3JldCB0b2tlbg", "user@example.com", "123.456.789-09", "jsessionid", "token="}
+	paths := []string{
+		"/app;jsessionid=9A3F2B7C1D4E5F60718293A4B5C6D7E8/home",
+		"/magic-login;token=Zx9Qm2LkP4vR8tWyZx9Qm2LkP4vR8tWy",
+		"/magic/dGhpcyBpcyBhIHNlY3JldCB0b2tlbg==",
+		"/r/Zx9Qm2LkP4vR8tWy%2BZx9Qm2LkP4vR8tWy",
+		"/reset/Zx9Qm2LkP4vR8tWy,Zx9Qm2LkP4vR8tWyQQ",
+		"/mail/user@example.com",
+		"/cpf/123.456.789-09",
+	}
+	for n := range 50 {
+		paths = append(paths, fmt.Sprintf("/third;%d/a", n))
+	}
+	for _, path := range paths {
+		resp, _, err := rawExchange(t, p.public, "GET "+path+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 5*time.Second)
+		if err != nil {
+			t.Fatalf("GET %q: %v", path, err)
+		}
+		if resp.StatusCode != 200 {
+			t.Errorf("GET %q → %d, want 200 (the upstream's)", path, resp.StatusCode)
+		}
+	}
+	for _, want := range []string{"/app/home", "/magic-login", "/magic/{id}", "/r/{id}", "/reset/{id}", "/mail/{id}", "/cpf/{id}", "/third/a"} {
+		rig.waitForCounter(t, "m:app:"+want+":*")
+	}
+	third := 0
+	it := rig.rdb.Scan(t.Context(), 0, rig.ks.Prefix()+"*", 1000).Iterator()
+	for it.Next(t.Context()) {
+		for _, s := range secrets {
+			if strings.Contains(it.Val(), s) {
+				t.Errorf("key %q holds %q", it.Val(), s)
+			}
+		}
+		if strings.Contains(it.Val(), ":m:app:/third") {
+			third++
+		}
+	}
+	if third != 1 {
+		t.Errorf("%d keys for /third;<n>/a, want 1", third)
+	}
+	out, code := rig.run(t, "aggregate")
+	if code != 0 {
+		t.Fatalf("borda aggregate exited %d:\n%s", code, out)
+	}
+	rows := rig.rows(t)
+	t.Logf("rows: %q", rows)
+	if !slices.Contains(rows, "endpoint app:/third/a 50") {
+		t.Errorf("no row \"endpoint app:/third/a 50\"")
+	}
+	for _, r := range rows {
+		for _, s := range secrets {
+			if strings.Contains(r, s) {
+				t.Errorf("gateway_metrics row %q holds %q", r, s)
 			}
 		}
 	}

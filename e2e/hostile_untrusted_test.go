@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -77,5 +78,55 @@ func TestHostileCrossSiteWebSocketHijacking(t *testing.T) {
 	}
 	if resp.StatusCode == http.StatusForbidden || len(up.requests()) != 1 {
 		t.Errorf("own origin: %d, upstream %d requests; want it proxied", resp.StatusCode, len(up.requests()))
+	}
+}
+
+// Fresh attack pass A58: Set-Cookie2: olp_auth=… (RFC 2965, obsoleted by
+// RFC 6265) passed through from a third-party upstream while every
+// Set-Cookie spelling was policed. It is dropped from every response,
+// final and 103 Early Hints, on session and third-party routes alike, in
+// any spelling; the route's own Set-Cookie still passes.
+func TestHostileSetCookie2FromAnUpstreamNeverReachesTheClient(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		set := func() {
+			w.Header()["Set-Cookie2"] = []string{"olp_auth=j; Version=1"}
+			w.Header()["set_cookie2"] = []string{"olp_auth=k; Version=1"}
+			w.Header()["SET-COOKIE2"] = []string{"olp_auth=l; Version=1"}
+		}
+		set()
+		w.Header().Set("Link", "</s.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		set()
+		w.Header()["Set-Cookie"] = []string{"tp=1"}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	p := startServe(t, minimalServe(srv.URL, "", `  - name: terceiro
+    path_prefix: /terceiro
+    upstream: "`+srv.URL+`"
+    cookies: {forward: []}
+`))
+	for _, path := range []string{"/x", "/terceiro/x"} {
+		raw := "GET " + path + " HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+		conn, err := net.DialTimeout("tcp", hostPort(p.public), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, raw); err != nil {
+			t.Fatal(err)
+		}
+		all, _ := io.ReadAll(conn)
+		conn.Close()
+		text := strings.ToLower(string(all))
+		if !strings.Contains(text, "103 early hints") || !strings.Contains(text, "200 ok") {
+			t.Fatalf("%s: want a 103 and a 200:\n%s", path, all)
+		}
+		if strings.Contains(text, "cookie2") || strings.Contains(text, "olp_auth") {
+			t.Errorf("%s: a Set-Cookie2 reached the client:\n%s", path, all)
+		}
+		if !strings.Contains(text, "set-cookie: tp=1") {
+			t.Errorf("%s: the route's own Set-Cookie is missing:\n%s", path, all)
+		}
 	}
 }

@@ -528,10 +528,15 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 // on a route that does not forward the session untrustedResponseHeaders
 // (Clear-Site-Data, Service-Worker-Allowed). One policy for every
 // response the upstream sends through the gateway: a 103 Early Hints
-// carried Clear-Site-Data past it (issue 22 A54).
+// carried Clear-Site-Data past it (issue 22 A54). Set-Cookie2 (RFC 2965,
+// obsoleted by RFC 6265) is dropped on every route in any spelling
+// (dropSetCookie2): no current browser reads it, and a client library that
+// still does would store an olp_* cookie the Set-Cookie policy never saw
+// (fresh attack pass A58).
 func (p *routeProxy) dropEdgeOwned(h http.Header) {
 	delete(h, "X-Request-Id")
 	delete(h, wouldBlockKey)
+	dropSetCookie2(h)
 	if p.rt.varyOrigin {
 		for _, k := range corsResponseHeaders {
 			delete(h, k)
@@ -539,6 +544,16 @@ func (p *routeProxy) dropEdgeOwned(h http.Header) {
 	}
 	if !p.rt.session {
 		for _, k := range untrustedResponseHeaders {
+			delete(h, k)
+		}
+	}
+}
+
+// dropSetCookie2 removes every Set-Cookie2 field of h, in any letter
+// case and with '_' for '-' (a name the transport did not canonicalize).
+func dropSetCookie2(h http.Header) {
+	for k := range h {
+		if len(k) == len("Set-Cookie2") && strings.EqualFold(strings.ReplaceAll(k, "_", "-"), "Set-Cookie2") {
 			delete(h, k)
 		}
 	}

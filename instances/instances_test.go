@@ -61,6 +61,37 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestParseReadsMemberNamesExactly (fresh attack pass A34): encoding/json's
+// struct decoding matches "Instance", "EVENT", "State" and "ſtate" (U+017F)
+// to the lower-case fields and keeps the last, so consume-events wrote
+// victim-inst/close while PHP, Python and JavaScript read legit-inst/open.
+// Names are read exactly, as those readers do; a repeated exact name
+// keeps the last, as they do.
+func TestParseReadsMemberNamesExactly(t *testing.T) {
+	t.Parallel()
+	const at = `"date_time":"2026-01-01T06:40:01Z"`
+	for _, tt := range []struct {
+		body            string
+		ok              bool
+		instance, state string
+	}{
+		{`{"event":"connection.update","instance":"legit-inst","Instance":"victim-inst","data":{"state":"open","State":"close"},` + at + `}`, true, "legit-inst", "open"},
+		{`{"event":"messages.upsert","EVENT":"connection.update","instance":"kelvin-inst","data":{"key":{"id":"k1"},"\u017ftate":"close"},` + at + `}`, false, "", ""},
+		{`{"Event":"connection.update","instance":"i","data":{"state":"open"},` + at + `}`, false, "", ""},
+		{`{"event":"connection.update","INSTANCE":"x","data":{"instance":"i","ſtate":"close","state":"open"},` + at + `}`, true, "i", "open"},
+		{`{"event":"connection.update","instance":"i","data":{"\u212aey":1,"state":"open","STATE":"close"},` + at + `}`, true, "i", "open"},
+		{`{"event":"connection.update","instance":"a","instance":"b","data":{"state":"open"},` + at + `}`, true, "b", "open"},
+	} {
+		u, ok, err := Parse("application/json", []byte(tt.body))
+		if ok != tt.ok || (ok && (err != nil || u.Instance != tt.instance || u.State != tt.state)) {
+			t.Errorf("Parse(%s) = %+v, %v, %v; want ok %v instance %q state %q", tt.body, u, ok, err, tt.ok, tt.instance, tt.state)
+		}
+	}
+	if _, ok, err := Parse("application/json", []byte(`{"event":"connection.update","Instance":"victim","data":{"State":"close"},`+at+`}`)); !ok || err == nil {
+		t.Errorf("only case-folded names: ok %v err %v, want ErrMalformed (no instance or state)", ok, err)
+	}
+}
+
 type state struct {
 	state     string
 	reason    *int

@@ -54,20 +54,76 @@ type Update struct {
 
 // evolutionEvent is the part of an Evolution API v2 webhook body read here.
 type evolutionEvent struct {
-	Event    string `json:"event"`
-	Instance string `json:"instance"`
+	Event    string
+	Instance string
 	Data     struct {
-		Instance     string          `json:"instance"`
-		State        string          `json:"state"`
-		StatusReason json.RawMessage `json:"statusReason"`
-	} `json:"data"`
-	DateTime string `json:"date_time"`
+		Instance     string
+		State        string
+		StatusReason json.RawMessage
+	}
+	DateTime string
+}
+
+// decodeEvent reads body's members by their exact names (RFC 8259: names
+// are case-sensitive), a repeated name's last value winning, as PHP,
+// Python, JavaScript and PostgreSQL read them. encoding/json's struct
+// decoding would also match "Instance", "EVENT" or "ſtate" (U+017F) to the
+// fields, so the legacy system and this table could read one event two
+// ways (fresh attack pass A34; the ingress refuses such bodies too).
+func decodeEvent(body []byte) (ev evolutionEvent, err error) {
+	top, err := objectMembers(body)
+	if err != nil {
+		return ev, err
+	}
+	for name, dst := range map[string]*string{"event": &ev.Event, "instance": &ev.Instance, "date_time": &ev.DateTime} {
+		if *dst, err = stringMember(top, name); err != nil {
+			return ev, err
+		}
+	}
+	if raw, ok := top["data"]; ok && string(raw) != "null" {
+		data, err := objectMembers(raw)
+		if err != nil {
+			return ev, err
+		}
+		if ev.Data.Instance, err = stringMember(data, "instance"); err != nil {
+			return ev, err
+		}
+		if ev.Data.State, err = stringMember(data, "state"); err != nil {
+			return ev, err
+		}
+		ev.Data.StatusReason = data["statusReason"]
+	}
+	return ev, nil
+}
+
+// objectMembers decodes a JSON object into its members by exact name.
+func objectMembers(raw []byte) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not an object")
+	}
+	return m, nil
+}
+
+// stringMember is m's member name as a string: "" when absent or null, an
+// error when it is not a string.
+func stringMember(m map[string]json.RawMessage, name string) (string, error) {
+	raw, ok := m[name]
+	if !ok || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
 }
 
 // Parse reads a webhook body (JSON, or form-urlencoded with the JSON in
 // its payload field) and returns its connection update. ok is false for
 // any other event; err wraps ErrMalformed when it is a connection.update
-// that cannot be applied.
+// that cannot be applied. Member names are read exactly (decodeEvent).
 func Parse(contentType string, body []byte) (u Update, ok bool, err error) {
 	if mt, _, _ := mime.ParseMediaType(contentType); mt == "application/x-www-form-urlencoded" {
 		vals, err := url.ParseQuery(string(body))
@@ -76,8 +132,8 @@ func Parse(contentType string, body []byte) (u Update, ok bool, err error) {
 		}
 		body = []byte(vals.Get("payload"))
 	}
-	var ev evolutionEvent
-	if err := json.Unmarshal(body, &ev); err != nil {
+	ev, err := decodeEvent(body)
+	if err != nil {
 		return Update{}, false, nil // not an event of ours
 	}
 	if normalizeEvent(ev.Event) != EventConnectionUpdate {

@@ -11,18 +11,26 @@ const maxTemplateLen = 256
 // ("cafe", "added") stay as they are.
 const minHexIDLen = 16
 
-// Template returns path with every segment that looks like an id or a
-// token replaced by "{id}": all-digit segments ("42"), UUIDs in their
-// 8-4-4-4-12 hex form (RFC 9562), all-hex segments of at least 16
-// characters, and token-like segments (isToken: magic-login, password
-// reset, invite and verification links, JWTs), so a bearer secret in a
-// path never becomes a key or a gateway_metrics row (fresh attack pass
-// A051). A query or fragment is cut off, and an empty path is "/". It
-// allocates only when a segment is replaced.
+// Template returns path with every segment that looks like an id, a
+// token or personal data replaced by "{id}", and every segment's path
+// parameters (";jsessionid=…", RFC 3986 §3.3) dropped, so a bearer
+// secret or an e-mail address in a path never becomes a key or a
+// gateway_metrics row (fresh attack passes A051, A35) and ";<n>" cannot
+// make distinct endpoints (A36). A segment is "{id}" when it is
+// all-digit ("42"), a UUID in its 8-4-4-4-12 hex form (RFC 9562), all-hex
+// of at least 16 characters, token-like (isToken: magic-login, password
+// reset, invite and verification links, JWTs), or holds encoded or
+// personal material (isEncoded: '=', '+', ',' or '@', so padded or
+// standard base64, a "k=v" parameter, an e-mail address; a document
+// number such as a CPF, "123.456.789-09"). A query or fragment is cut
+// off, and an empty path is "/". It allocates only when a segment is
+// replaced or cut.
 //
 //	/api/alunos/42/notas                       → /api/alunos/{id}/notas
 //	/v1/files/0b7e5e0e-58a4-4b1c-9a0e-3f1c...  → /v1/files/{id}
 //	/auth/magic/Zx9_3kLq-8vT2mNbR7wYp4Qs      → /auth/magic/{id}
+//	/app;jsessionid=9A3F2B7C1D4E/home          → /app/home
+//	/magic/dGhpcyBpcyBhIHNlY3JldA==            → /magic/{id}
 func Template(path string) string {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
@@ -37,12 +45,21 @@ func Template(path string) string {
 		if i < len(path) && path[i] != '/' {
 			continue
 		}
-		if seg := path[start:i]; isID(seg) {
+		seg := path[start:i]
+		params := strings.IndexByte(seg, ';')
+		if params >= 0 {
+			seg = seg[:params]
+		}
+		if id := isID(seg); id || params >= 0 {
 			if b.Len() == 0 {
 				b.Grow(len(path))
 			}
 			b.WriteString(path[done:start])
-			b.WriteString("{id}")
+			if id {
+				b.WriteString("{id}")
+			} else {
+				b.WriteString(seg)
+			}
 			done = i
 		}
 		start = i + 1
@@ -51,16 +68,20 @@ func Template(path string) string {
 		return path
 	}
 	b.WriteString(path[done:])
+	if b.Len() == 0 { // ";x": nothing but a parameter
+		return "/"
+	}
 	return b.String()
 }
 
-// isID reports whether a path segment is an id: digits only, a UUID, or
-// at least minHexIDLen hex digits.
+// isID reports whether a path segment (without its parameters) is an id:
+// digits only, a UUID, at least minHexIDLen hex digits, a token
+// (isToken) or encoded or personal material (isEncoded).
 func isID(seg string) bool {
 	if seg == "" {
 		return false
 	}
-	if isUUID(seg) || isToken(seg) {
+	if isUUID(seg) || isToken(seg) || isEncoded(seg) {
 		return true
 	}
 	digits := true
@@ -74,6 +95,34 @@ func isID(seg string) bool {
 		}
 	}
 	return digits || len(seg) >= minHexIDLen
+}
+
+// minDocumentDigits is the fewest digits a segment of digits and
+// separators needs to be a document number (isEncoded): a CPF has 11, a
+// CNPJ 14, a phone number 10 or more, a date 8; "v1.2.3" and "2.0" stay.
+const minDocumentDigits = 6
+
+// isEncoded reports whether seg (a decoded path segment) holds material
+// no endpoint name does: '=' (base64 padding, a "k=v" parameter), '+'
+// (standard base64, a phone number), ',' (lists, signed values), '@' (an
+// e-mail address), or only digits and the separators ".-_ ()" with at
+// least minDocumentDigits digits (a CPF "123.456.789-09", a CNPJ, a phone
+// number, a date).
+func isEncoded(seg string) bool {
+	if strings.ContainsAny(seg, "=+,@") {
+		return true
+	}
+	digits := 0
+	for i := 0; i < len(seg); i++ {
+		switch c := seg[i]; {
+		case '0' <= c && c <= '9':
+			digits++
+		case c == '.' || c == '-' || c == '_' || c == ' ' || c == '(' || c == ')':
+		default:
+			return false
+		}
+	}
+	return digits >= minDocumentDigits
 }
 
 // minTokenLen and longTokenLen bound isToken: a segment of at least

@@ -60,6 +60,47 @@ func TestTemplateKeepsSecretsOutOfKeys(t *testing.T) {
 	}
 }
 
+// TestTemplateDropsPathParametersAndEncodedSecrets (fresh attack passes
+// A35, A36): a servlet session id in a path parameter, a ";token=", a
+// padded or '+'-bearing base64 token, a ','-joined token, an e-mail
+// address or a CPF was a Redis key and a gateway_metrics row verbatim,
+// and ";<n>" made a distinct endpoint per n. Path parameters are dropped
+// (as the router matches a segment up to them) and a segment holding
+// '=', '+', ',', '@' or a document number is {id}.
+func TestTemplateDropsPathParametersAndEncodedSecrets(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ path, want string }{
+		{"/app;jsessionid=9A3F2B7C1D4E5F60718293A4B5C6D7E8/home", "/app/home"},
+		{"/app;JSESSIONID=9A3F2B7C1D4E5F60718293A4B5C6D7E8", "/app"},
+		{"/magic-login;token=Zx9Qm2LkP4vR8tWyZx9Qm2LkP4vR8tWy", "/magic-login"},
+		{"/third;1/a", "/third/a"},
+		{"/third;2/a", "/third/a"},
+		{"/a;b;c/d;e=f", "/a/d"},
+		{"/;x/b", "//b"},
+		{"/alunos/42;v=2", "/alunos/{id}"},
+		{"/magic/dGhpcyBpcyBhIHNlY3JldCB0b2tlbg==", "/magic/{id}"},
+		{"/magic/dGhpcyBpcyBhIHNlY3JldA=", "/magic/{id}"},
+		{"/r/Zx9Qm2LkP4vR8tWy+Zx9Qm2LkP4vR8tWy", "/r/{id}"},
+		{"/reset/Zx9Qm2LkP4vR8tWy,Zx9Qm2LkP4vR8tWyQQ", "/reset/{id}"},
+		{"/k/a=b", "/k/{id}"},
+		{"/mail/user@example.com", "/mail/{id}"},
+		{"/mail/usuário@exemplo.com.br/caixa", "/mail/{id}/caixa"},
+		{"/cpf/123.456.789-09", "/cpf/{id}"},
+		{"/cnpj/12.345.678/0001-90", "/cnpj/{id}/{id}"},
+		{"/tel/(11) 99999-9999", "/tel/{id}"},
+		{"/tel/+5511999999999", "/tel/{id}"},
+		{"/agenda/2026-12-06", "/agenda/{id}"},
+		// Stay: versions, words, file names.
+		{"/static/1.2.3/app.js", "/static/1.2.3/app.js"},
+		{"/api/v2.0/escolas", "/api/v2.0/escolas"},
+		{"/api/relatorio-mensal", "/api/relatorio-mensal"},
+	} {
+		if got := Template(tt.path); got != tt.want {
+			t.Errorf("Template(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+}
+
 func TestTemplateAllocatesOnlyWhenReplacing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = Template("/api/alunos/notas") }); n != 0 {
 		t.Errorf("Template of a path without ids: %v allocs, want 0", n)
@@ -107,7 +148,8 @@ func TestEndpointCapOverflowsToOtherPerRoutePerMinute(t *testing.T) {
 // (templating it again changes nothing) and never longer than the path
 // plus what "{id}" adds.
 func FuzzTemplate(f *testing.F) {
-	for _, s := range []string{"/", "/api/alunos/42", "/v1/files/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5a", "?x", "//1//", "/a/507f1f77bcf86cd799439011/b"} {
+	for _, s := range []string{"/", "/api/alunos/42", "/v1/files/0b7e5e0e-58a4-4b1c-9a0e-3f1c2d3e4f5a", "?x", "//1//", "/a/507f1f77bcf86cd799439011/b",
+		"/app;jsessionid=9A3F/home", "/;x/b", "/m/YQ==", "/u/a@b.c", "/cpf/123.456.789-09"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, path string) {
@@ -118,8 +160,8 @@ func FuzzTemplate(f *testing.F) {
 		if again := Template(got); again != got {
 			t.Fatalf("Template(Template(%q)) = %q, want %q", path, again, got)
 		}
-		if strings.ContainsAny(got, "?#") {
-			t.Fatalf("Template(%q) = %q keeps a query or fragment", path, got)
+		if strings.ContainsAny(got, "?#;=+,@") {
+			t.Fatalf("Template(%q) = %q keeps a query, a fragment, a path parameter or encoded material", path, got)
 		}
 		if len(got) > len(path)+4*strings.Count(path, "/")+4 {
 			t.Fatalf("Template(%q) = %q grew too much", path, got)

@@ -3,6 +3,7 @@ package ingress
 import (
 	"bytes"
 	"encoding/json"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -497,8 +498,14 @@ func jsonLoneSurrogate(b []byte) bool {
 const smallObject = 16
 
 // jsonDuplicateMember reports whether an object of b (valid JSON) names a
-// member twice. Names are compared after decoding (`"\u0069d"` is `"id"`),
-// as encoding/json compares them. It reads b once; plain ASCII names are
+// member twice. Names are compared after decoding (`"\u0069d"` is `"id"`)
+// and case-insensitively under Unicode simple folding, as encoding/json
+// matches a member to a struct field (bytes.EqualFold: "Instance",
+// "INSTANCE", "ſtate" with U+017F and "\u212aey" with the Kelvin sign are
+// "instance", "state" and "key" to it, and it keeps the last), while
+// PHP, Python, JavaScript and PostgreSQL read names exactly: two names
+// equal under folding are one member to one reader and two to the others
+// (fresh attack pass A34). It reads b once; plain ASCII names are
 // compared in place, without allocating.
 func jsonDuplicateMember(b []byte) bool {
 	type frame struct {
@@ -519,13 +526,14 @@ func jsonDuplicateMember(b []byte) bool {
 					top := &stack[n-1]
 					name := memberName(b[i:end])
 					if top.big != nil {
-						if _, dup := top.big[string(name)]; dup {
+						folded := string(foldName(name))
+						if _, dup := top.big[folded]; dup {
 							return true
 						}
-						top.big[string(name)] = struct{}{}
+						top.big[folded] = struct{}{}
 					} else {
 						for _, prev := range names[top.first:] {
-							if bytes.Equal(prev, name) {
+							if bytes.EqualFold(prev, name) {
 								return true
 							}
 						}
@@ -533,7 +541,7 @@ func jsonDuplicateMember(b []byte) bool {
 						if len(names)-top.first > smallObject {
 							top.big = make(map[string]struct{}, 2*smallObject)
 							for _, prev := range names[top.first:] {
-								top.big[string(prev)] = struct{}{}
+								top.big[string(foldName(prev))] = struct{}{}
 							}
 							names = names[:top.first]
 						}
@@ -570,4 +578,35 @@ func memberName(quoted []byte) []byte {
 		return inner
 	}
 	return []byte(s)
+}
+
+// foldName returns name folded as encoding/json folds member names:
+// foldName(x) == foldName(y) exactly when bytes.EqualFold(x, y). ASCII
+// letters become upper case, every other rune the smallest rune of its
+// simple folding orbit (unicode.SimpleFold: ſ U+017F is S, the Kelvin
+// sign U+212A is K).
+func foldName(name []byte) []byte {
+	out := make([]byte, 0, len(name))
+	for i := 0; i < len(name); {
+		if c := name[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(name[i:])
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		out = utf8.AppendRune(out, r)
+		i += n
+	}
+	return out
 }

@@ -53,7 +53,9 @@ const (
 	// json refuses the body: one event, two readings.
 	ReasonInvalidUTF8 = "INVALID_UTF8"
 	// ReasonDuplicateMember: an object names a member twice (names
-	// compared after decoding escapes, as encoding/json compares them).
+	// compared after decoding escapes and under Unicode simple case
+	// folding, as encoding/json matches them to struct fields: "Instance"
+	// and "instance" are one member to it, two to exact-name readers).
 	// encoding/json, JavaScript's JSON.parse, Python's json and
 	// PostgreSQL's jsonb keep the last; gjson, jq's `first` paths and many
 	// streaming parsers the first: the id Borda derives and the id a

@@ -69,7 +69,7 @@ func retryAfterSeconds(d time.Duration) int {
 // whoever reads a provider's delivery log.
 var invalidMessages = map[string]string{
 	ReasonInvalidUTF8:         "O corpo JSON não é UTF-8 válido.",
-	ReasonDuplicateMember:     "O corpo JSON repete um membro num mesmo objeto.",
+	ReasonDuplicateMember:     "O corpo JSON repete um membro num mesmo objeto (nomes comparados sem distinguir maiúsculas de minúsculas).",
 	ReasonContentTypeRepeated: "O cabeçalho Content-Type aparece mais de uma vez.",
 }
 

@@ -365,9 +365,15 @@ var (
 		`{"instance":"i","event":"e","data":{"key":{"id":"1"}},"event":"other"}`,
 		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":0}`,
 		`[{"a":{"b":[{"c":1,"c":2}]}}]`,
+		// Equal under encoding/json's case folding (fresh attack pass A34).
+		`{"ID":1,"id":2}`, `{"Id":1,"iD":2}`, `{"instance":"a","Instance":"b"}`, `{"event":"a","EVENT":"b"}`,
+		`{"data":{"state":"open","State":"close"}}`, `{"state":"open","\u017ftate":"close"}`, `{"state":"open","ſtate":"close"}`,
+		`{"key":1,"\u212aey":2}`, `{"key":1,"Key":2}`, `{"\u00c9":1,"é":2}`, `{"σ":1,"ς":2}`, `{"σ":1,"Σ":2}`,
+		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"K3":0}`,
+		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"\u212a3":0}`,
 	}
 	uniqueBodies = []string{
-		`{"id":1}`, `{"a":{"a":1}}`, `[{"a":1},{"a":2}]`, `{"a":1,"b":{"a":2},"c":[{"a":3}]}`, `{"ID":1,"id":2}`, `{"Id":1,"iD":2}`,
+		`{"id":1}`, `{"a":{"a":1}}`, `[{"a":1},{"a":2}]`, `{"a":1,"b":{"a":2},"c":[{"a":3}]}`, `{"ID":1,"Data":{"id":2}}`, `{"i":1,"ı":2}`, `{"ss":1,"ß":2}`,
 		`{"a":"id","id":"a"}`, `{"x":"\"id\":1,\"id\":2"}`, `{"a b":1,"ab":2}`,
 		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k18":18}`,
 		`{"a":{"x":1,"y":2},"b":{"x":1,"y":2}}`,
@@ -376,8 +382,11 @@ var (
 
 // B19: a body read as JSON that names a member twice in one object is
 // refused 400 DUPLICATE_MEMBER, at any depth, in every escape spelling of
-// the name; the same name in different objects is fine. Member names are
-// case-sensitive (RFC 8259), unlike encoding/json's struct matching.
+// the name; the same name in different objects is fine. Names are compared
+// as encoding/json matches them to struct fields, case-insensitively under
+// Unicode simple folding ("Instance", "ſtate"), since exact-name readers
+// (PHP, Python, JavaScript) would read another member (fresh attack pass
+// A34).
 func TestJSONBodyWithDuplicateMemberIsRefused(t *testing.T) {
 	t.Parallel()
 	pub := &fakePublisher{}
@@ -391,12 +400,13 @@ func TestJSONBodyWithDuplicateMemberIsRefused(t *testing.T) {
 }
 
 // duplicateModel is the reference for jsonDuplicateMember: encoding/json's
-// tokenizer, a set of decoded names per open object.
+// tokenizer, the decoded names per open object, compared with
+// bytes.EqualFold (encoding/json's field matching).
 func duplicateModel(b []byte) bool {
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	type frame struct {
 		object  bool
-		names   map[string]bool
+		names   []string
 		wantKey bool
 	}
 	var stack []*frame
@@ -410,10 +420,12 @@ func duplicateModel(b []byte) bool {
 			top = stack[len(stack)-1]
 		}
 		if s, ok := tok.(string); ok && top != nil && top.object && top.wantKey {
-			if top.names[s] {
-				return true
+			for _, prev := range top.names {
+				if strings.EqualFold(prev, s) {
+					return true
+				}
 			}
-			top.names[s] = true
+			top.names = append(top.names, s)
 			top.wantKey = false
 			continue
 		}
@@ -422,7 +434,7 @@ func duplicateModel(b []byte) bool {
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, names: map[string]bool{}, wantKey: true})
+			stack = append(stack, &frame{object: true, wantKey: true})
 		case json.Delim('['):
 			stack = append(stack, &frame{})
 		case json.Delim('}'), json.Delim(']'):
