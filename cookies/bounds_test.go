@@ -69,3 +69,19 @@ func TestFrameworkCookieNameDecodesEveryHexDigit(t *testing.T) {
 		t.Error("hasOwnedPrefix at the __Host- prefix's edge")
 	}
 }
+
+// jwsShaped reads every base64 character of either alphabet, and padding,
+// as part of a segment; anything else ends the shape.
+func TestJWSShapeAcceptsEveryBase64Character(t *testing.T) {
+	t.Parallel()
+	for _, c := range []string{"0", "9", "a", "z", "A", "Z", "-", "_", "+", "/", "="} {
+		if w := "x" + c + ".y.z"; !jwsShaped(w) {
+			t.Errorf("jwsShaped(%q) = false", w)
+		}
+	}
+	for _, w := range []string{"x!.y.z", "x.y", "x.y.z.w", ".y.z", "x..z", "x.y.", "x y.z.w", "x.y.z\x00"} {
+		if jwsShaped(w) {
+			t.Errorf("jwsShaped(%q) = true", w)
+		}
+	}
+}
