@@ -2,6 +2,7 @@ package cookies
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -14,6 +15,20 @@ const AuthCookie = "olp_auth"
 // and the upstream could read different ones, so the gateway refuses it
 // (docs/edge.md, Identity: "One credential per request").
 var ErrConflict = errors.New("cookies: the request carries two different credentials")
+
+// MaxCandidates is the most distinct candidate credentials Resolve weighs
+// in one request: the Bearer header, a current olp_auth, and stale
+// olp_auth cookies of another Domain or Path fit. Each candidate beyond
+// the first may cost a signature verification (RS256 or ES256 with a
+// JWKS: tens of microseconds each), so a request with more is refused
+// (ErrTooManyCredentials) before any is verified (fresh attack pass 2
+// A66: 120 olp_auth cookies cost about 7 ms of CPU per request).
+const MaxCandidates = 4
+
+// ErrTooManyCredentials is Resolve's error for a request with more than
+// MaxCandidates distinct candidate credentials; nothing was verified. It
+// wraps ErrConflict.
+var ErrTooManyCredentials = fmt.Errorf("%w: more than %d candidates", ErrConflict, MaxCandidates)
 
 // Resolved is the one credential of a request, as Resolve decided it: the
 // token the limiter's identity is read from (Token), and the forms in which
@@ -69,7 +84,10 @@ func (r Resolved) Forwarded() bool { return r.Bearer != "" || r.Cookie != "" || 
 //   - one candidate: it;
 //   - several: the single one verify accepts (the others are removed before
 //     the upstream: "reduced to the verified one"); none or more than one
-//     verified: ErrConflict.
+//     verified: ErrConflict;
+//   - more than MaxCandidates: ErrTooManyCredentials before any is
+//     verified (more than MaxCandidates olp_auth cookies the route does not
+//     forward: anonymous, none verified).
 //
 // verify may be nil (no verifier: nothing verifies). Headers a Connection
 // line names are ignored, as ReverseProxy never forwards them. h is not
@@ -112,11 +130,14 @@ func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (
 			}
 		}
 	})
+	if len(cands) > MaxCandidates {
+		return Resolved{}, ErrTooManyCredentials
+	}
 	var chosen string
 	switch len(cands) {
 	case 0:
-		if len(unforwarded) == 0 {
-			return Resolved{}, nil
+		if len(unforwarded) == 0 || len(unforwarded) > MaxCandidates {
+			return Resolved{}, nil // more: anonymous, none verified (nothing reaches the upstream)
 		}
 		tok, err := unforwarded.pick(verify)
 		if err != nil {

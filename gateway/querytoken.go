@@ -18,7 +18,7 @@ const queryTokenParam = "access_token"
 // credentials for one slot. Every key a modelled upstream parser reads as
 // access_token is a candidate (isQueryTokenKey). It reports whether the
 // request goes on. Form bodies (access_token in an urlencoded body) are
-// not read here (docs/edge.md, "One credential per request").
+// read by identifyFormToken, after this.
 func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	raw := r.URL.RawQuery
 	if !mayHoldQueryToken(raw) {
@@ -29,17 +29,18 @@ func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *
 		switch {
 		case v == "" || v == token:
 		case token != "":
-			writeProblem(w, problemConflictingCredentials, ex.id)
+			s.refuseCredential(w, r, ex, problemConflictingCredentials)
 			return false
 		default:
 			token = v
 		}
 	}
+	ex.queryCandidate = token
 	switch {
 	case token == "":
 		return true
 	case ex.credential.Token != "" && ex.credential.Token != token:
-		writeProblem(w, problemConflictingCredentials, ex.id)
+		s.refuseCredential(w, r, ex, problemConflictingCredentials)
 		return false
 	case ex.credential.Token == "" && s.verifier != nil:
 		if id, ok := s.verifier.Verify(token); ok {
