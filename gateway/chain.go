@@ -40,20 +40,6 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		defer s.inFlight.Add(-1)
 		ex := &exchange{start: time.Now()}
 		ex.w.reset(w, s.sendTimeout)
-		var clientID string
-		if v := r.Header["X-Request-Id"]; len(v) > 0 {
-			clientID = v[0]
-		}
-		ex.id = requestID(clientID)
-		ex.idVals[0] = ex.id
-		// The response carries it from here on; the upstream's copy is
-		// set by rewrite and the webhook's by dispatch, so the incoming
-		// header map does not grow for it.
-		h := w.Header()
-		h["X-Request-Id"] = ex.idVals[:]
-		if s.draining.Load() {
-			h["Connection"] = []string{"close"}
-		}
 		var peer netip.Addr
 		peerStr := ""
 		if m, ok := r.Context().Value(peerMemoKey{}).(*peerMemo); ok {
@@ -71,6 +57,25 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			ex.clientStr = ex.client.String() // once: logs, headers and IPv4 subjects reuse it
 		}
 		ex.subjectIP = ex.clientStr
+		// A client's X-Request-Id is adopted only from a trusted proxy
+		// (which made or vetted it); from any other peer a fresh id, as
+		// Envoy regenerates x-request-id for edge requests
+		// (preserve_external_request_id: false): a client copying another
+		// request's id would merge log trails (fresh attack pass 2 A50).
+		var clientID string
+		if v := r.Header["X-Request-Id"]; len(v) > 0 && ex.trusted {
+			clientID = v[0]
+		}
+		ex.id = requestID(clientID)
+		ex.idVals[0] = ex.id
+		// The response carries it from here on; the upstream's copy is
+		// set by rewrite and the webhook's by dispatch, so the incoming
+		// header map does not grow for it.
+		h := w.Header()
+		h["X-Request-Id"] = ex.idVals[:]
+		if s.draining.Load() {
+			h["Connection"] = []string{"close"}
+		}
 		if ex.client.Is6() {
 			ex.subjectIP = s.ip.subject(ex.client)
 		}
