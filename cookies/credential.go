@@ -1,6 +1,7 @@
 package cookies
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -106,6 +107,9 @@ func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (
 		} else if tok, ok := schemeJWS(auth); ok {
 			cands.add(tok)
 			schemeTok = tok
+		} else if tok, ok, _ := basicJWS(auth); ok {
+			cands.add(tok)
+			schemeTok = tok
 		}
 	}
 	var unforwarded candidates
@@ -190,6 +194,50 @@ func schemeJWS(auth string) (string, bool) {
 		return "", false
 	}
 	return tok, true
+}
+
+// basicJWS reads the credentials of an Authorization: Basic value as the
+// upstreams that take a token as the Basic password (GitHub-style
+// "x:<token>") or user name ("<token>:x-oauth-basic") read them: the
+// base64 word decoded leniently (padding optional, either alphabet: Node's
+// Buffer, PHP's base64_decode), split at the first ':'. ok is true when
+// exactly one JWS-shaped value is there (user and password may repeat
+// it) and it is usable (canonical base64url): the candidate (fresh attack
+// pass 2 A11: a JWT as the Basic password was anonymous to the limiter).
+// hidden is true when a JWS-shaped value is there but no one usable
+// token: two different ones, or a non-canonical spelling
+// (AuthorizationNonCanonical refuses it).
+func basicJWS(auth string) (tok string, ok, hidden bool) {
+	auth = strings.Trim(auth, " \t")
+	i := strings.IndexAny(auth, " \t")
+	if i < 0 || !strings.EqualFold(auth[:i], "Basic") {
+		return "", false, false
+	}
+	word := strings.TrimRight(strings.Trim(auth[i:], " \t"), "=")
+	word = strings.NewReplacer("-", "+", "_", "/").Replace(word)
+	b, err := base64.RawStdEncoding.DecodeString(word)
+	if err != nil {
+		return "", false, false
+	}
+	user, pass, _ := strings.Cut(string(b), ":")
+	for _, v := range []string{user, pass} {
+		if !jwsShaped(v) {
+			continue
+		}
+		switch {
+		case tok == "":
+			tok = v
+		case v != tok:
+			return "", false, true
+		}
+	}
+	if tok == "" {
+		return "", false, false
+	}
+	if strings.ContainsAny(tok, "+/=") || !usableToken(tok, false) {
+		return "", false, true
+	}
+	return tok, true, false
 }
 
 // candidates are distinct credential values in the order they came.

@@ -397,3 +397,54 @@ func TestResolveRefusesMoreCandidatesThanItVerifies(t *testing.T) {
 		}
 	}
 }
+
+// A JWT as the password of Authorization: Basic (GitHub-style token as
+// password) or as its user name was anonymous to the limiter while an
+// upstream that takes tokens that way read it as the user's (fresh attack
+// pass 2 A11). Now the one JWS in the decoded Basic credentials is a
+// candidate, however the base64 is spelled (padded or not, either
+// alphabet, any scheme case); two different JWS, or a non-canonical one,
+// are refused (AuthorizationNonCanonical); Basic without a JWS is not judged.
+func TestResolveReadsAJWTAsTheBasicPasswordOrUser(t *testing.T) {
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1MSJ9.c2lnbmF0dXJl"
+	const other = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1MiJ9.c2lnbmF0dXJl"
+	std := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	raw := func(s string) string { return base64.RawStdEncoding.EncodeToString([]byte(s)) }
+	url := func(s string) string { return base64.URLEncoding.EncodeToString([]byte(s)) }
+	for _, auth := range []string{
+		"Basic " + std("x:"+jwt), "basic " + std("x:"+jwt), "BASIC  " + std("x:"+jwt), "Basic " + raw("x:"+jwt),
+		"Basic " + url("x:"+jwt), "Basic " + std(jwt+":x-oauth-basic"), "Basic " + std(jwt+":"), "Basic " + std(":"+jwt),
+		"Basic " + std(jwt+":"+jwt), "Basic\t" + std("user:"+jwt),
+	} {
+		h := http.Header{"Authorization": {auth}}
+		if AuthorizationNonCanonical(h) {
+			t.Errorf("%q: refused as non-canonical", auth)
+		}
+		r, err := Resolve(h, nil, nil)
+		if err != nil || r.Token != jwt || !r.Forwarded() {
+			t.Errorf("%q: Resolve = %+v %v, want the JWT as the forwarded candidate", auth, r, err)
+		}
+		// Beside a different olp_auth cookie turned into Bearer: two candidates.
+		h.Set("Cookie", "olp_auth="+other)
+		if _, err := Resolve(h, []Forward{{Cookie: AuthCookie}}, nil); !errors.Is(err, ErrConflict) {
+			t.Errorf("%q beside another olp_auth: %v, want ErrConflict", auth, err)
+		}
+	}
+	for _, auth := range []string{
+		"Basic " + std(jwt+":"+other), "Basic " + std("x:"+strings.Replace(jwt, "c2ln", "c2l+", 1)),
+		"Basic " + std("x:"+jwt+"=="),
+	} {
+		if !AuthorizationNonCanonical(http.Header{"Authorization": {auth}}) {
+			t.Errorf("%q: not refused", auth)
+		}
+	}
+	for _, auth := range []string{"Basic " + std("alice:secret"), "Basic " + std("a.b:c"), "Basic !!!", "Basic " + std("x:a.b.c d")} {
+		h := http.Header{"Authorization": {auth}}
+		if AuthorizationNonCanonical(h) {
+			t.Errorf("%q: refused", auth)
+		}
+		if r, err := Resolve(h, nil, nil); err != nil || r.Token != "" {
+			t.Errorf("%q: Resolve = %+v %v, want no candidate", auth, r, err)
+		}
+	}
+}
