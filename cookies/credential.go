@@ -1,7 +1,9 @@
 package cookies
 
 import (
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 )
@@ -14,6 +16,20 @@ const AuthCookie = "olp_auth"
 // and the upstream could read different ones, so the gateway refuses it
 // (docs/edge.md, Identity: "One credential per request").
 var ErrConflict = errors.New("cookies: the request carries two different credentials")
+
+// MaxCandidates is the most distinct candidate credentials Resolve weighs
+// in one request: the Bearer header, a current olp_auth, and stale
+// olp_auth cookies of another Domain or Path fit. Each candidate beyond
+// the first may cost a signature verification (RS256 or ES256 with a
+// JWKS: tens of microseconds each), so a request with more is refused
+// (ErrTooManyCredentials) before any is verified (fresh attack pass 2
+// A66: 120 olp_auth cookies cost about 7 ms of CPU per request).
+const MaxCandidates = 4
+
+// ErrTooManyCredentials is Resolve's error for a request with more than
+// MaxCandidates distinct candidate credentials; nothing was verified. It
+// wraps ErrConflict.
+var ErrTooManyCredentials = fmt.Errorf("%w: more than %d candidates", ErrConflict, MaxCandidates)
 
 // Resolved is the one credential of a request, as Resolve decided it: the
 // token the limiter's identity is read from (Token), and the forms in which
@@ -69,7 +85,10 @@ func (r Resolved) Forwarded() bool { return r.Bearer != "" || r.Cookie != "" || 
 //   - one candidate: it;
 //   - several: the single one verify accepts (the others are removed before
 //     the upstream: "reduced to the verified one"); none or more than one
-//     verified: ErrConflict.
+//     verified: ErrConflict;
+//   - more than MaxCandidates: ErrTooManyCredentials before any is
+//     verified (more than MaxCandidates olp_auth cookies the route does not
+//     forward: anonymous, none verified).
 //
 // verify may be nil (no verifier: nothing verifies). Headers a Connection
 // line names are ignored, as ReverseProxy never forwards them. h is not
@@ -86,6 +105,9 @@ func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (
 			cands.add(tok)
 			r.Bearer = tok
 		} else if tok, ok := schemeJWS(auth); ok {
+			cands.add(tok)
+			schemeTok = tok
+		} else if tok, ok, _ := basicJWS(auth); ok {
 			cands.add(tok)
 			schemeTok = tok
 		}
@@ -112,11 +134,14 @@ func Resolve(h http.Header, forward []Forward, verify func(token string) bool) (
 			}
 		}
 	})
+	if len(cands) > MaxCandidates {
+		return Resolved{}, ErrTooManyCredentials
+	}
 	var chosen string
 	switch len(cands) {
 	case 0:
-		if len(unforwarded) == 0 {
-			return Resolved{}, nil
+		if len(unforwarded) == 0 || len(unforwarded) > MaxCandidates {
+			return Resolved{}, nil // more: anonymous, none verified (nothing reaches the upstream)
 		}
 		tok, err := unforwarded.pick(verify)
 		if err != nil {
@@ -169,6 +194,50 @@ func schemeJWS(auth string) (string, bool) {
 		return "", false
 	}
 	return tok, true
+}
+
+// basicJWS reads the credentials of an Authorization: Basic value as the
+// upstreams that take a token as the Basic password (GitHub-style
+// "x:<token>") or user name ("<token>:x-oauth-basic") read them: the
+// base64 word decoded leniently (padding optional, either alphabet: Node's
+// Buffer, PHP's base64_decode), split at the first ':'. ok is true when
+// exactly one JWS-shaped value is there (user and password may repeat
+// it) and it is usable (canonical base64url): the candidate (fresh attack
+// pass 2 A11: a JWT as the Basic password was anonymous to the limiter).
+// hidden is true when a JWS-shaped value is there but no one usable
+// token: two different ones, or a non-canonical spelling
+// (AuthorizationNonCanonical refuses it).
+func basicJWS(auth string) (tok string, ok, hidden bool) {
+	auth = strings.Trim(auth, " \t")
+	i := strings.IndexAny(auth, " \t")
+	if i < 0 || !strings.EqualFold(auth[:i], "Basic") {
+		return "", false, false
+	}
+	word := strings.TrimRight(strings.Trim(auth[i:], " \t"), "=")
+	word = strings.NewReplacer("-", "+", "_", "/").Replace(word)
+	b, err := base64.RawStdEncoding.DecodeString(word)
+	if err != nil {
+		return "", false, false
+	}
+	user, pass, _ := strings.Cut(string(b), ":")
+	for _, v := range []string{user, pass} {
+		if !jwsShaped(v) {
+			continue
+		}
+		switch {
+		case tok == "":
+			tok = v
+		case v != tok:
+			return "", false, true
+		}
+	}
+	if tok == "" {
+		return "", false, false
+	}
+	if strings.ContainsAny(tok, "+/=") || !usableToken(tok, false) {
+		return "", false, true
+	}
+	return tok, true, false
 }
 
 // candidates are distinct credential values in the order they came.

@@ -48,6 +48,8 @@ func looksLikeJOSEHeader(seg string) bool {
 //   - under Bearer: a value that is not RFC 6750 token68 syntax (a comma
 //     list "a, Bearer b", spaces inside, other separators), or a JWS that
 //     NonCanonicalJWS refuses;
+//   - under Basic: a user name and a password that are two different
+//     JWS-shaped values, or one that is not canonical (basicJWS);
 //   - under any other scheme, or none: a JWS-shaped word (three dot
 //     separated base64 segments, see jwsShaped) that is not the value's one
 //     credential as schemeJWS reads it ("JWT a b", `Token token="a"`,
@@ -63,6 +65,9 @@ func AuthorizationNonCanonical(h http.Header) bool {
 	}
 	if _, ok := schemeJWS(auth); ok {
 		return false
+	}
+	if _, _, hidden := basicJWS(auth); hidden {
+		return true // a Basic user or password holding no one usable JWS
 	}
 	for w := range strings.FieldsFuncSeq(auth, credentialSeparator) {
 		if jwsShaped(w) {

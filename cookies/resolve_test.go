@@ -1,6 +1,9 @@
 package cookies
 
 import (
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -26,8 +29,14 @@ func upstreamCredentials(h http.Header) []string {
 	var out []string
 	auth := h.Get("Authorization")
 	// What a JWT library tries to parse: three non-empty segments.
+	// A segment with a byte outside both base64 alphabets decodes in no
+	// JWT library ("0.0.!", found by FuzzResolve), so it is no credential.
 	shaped := func(v string) bool {
-		return strings.Count(v, ".") == 2 && !strings.Contains(v, "..") && !strings.HasPrefix(v, ".") && !strings.HasSuffix(v, ".")
+		return strings.Count(v, ".") == 2 && !strings.Contains(v, "..") && !strings.HasPrefix(v, ".") && !strings.HasSuffix(v, ".") &&
+			strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=.") == "" &&
+			!strings.ContainsFunc(v, func(r rune) bool {
+				return !strings.ContainsRune("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=.", r)
+			})
 	}
 	if f := strings.Fields(auth); len(f) >= 2 && strings.EqualFold(f[0], "bearer") {
 		out = append(out, strings.Trim(f[1], `",`))
@@ -44,6 +53,19 @@ func upstreamCredentials(h http.Header) []string {
 		// A parser taking the last word ("scheme ... token").
 		if last := strings.Trim(f[len(f)-1], `",`); shaped(last) {
 			out = append(out, last)
+		}
+	}
+	if f := strings.Fields(auth); len(f) == 2 && strings.EqualFold(f[0], "basic") {
+		// Token-as-password upstreams (GitHub style): the decoded user
+		// name or password, base64 read as leniently as Node's Buffer.
+		w := strings.NewReplacer("-", "+", "_", "/").Replace(strings.TrimRight(f[1], "="))
+		if b, err := base64.RawStdEncoding.DecodeString(w); err == nil {
+			u, pw, _ := strings.Cut(string(b), ":")
+			for _, v := range []string{u, pw} {
+				if shaped(v) {
+					out = append(out, v)
+				}
+			}
 		}
 	}
 	if _, v, ok := strings.Cut(auth, "token="); ok {
@@ -321,7 +343,14 @@ func FuzzResolve(f *testing.F) {
 	f.Add("theme=x olp_auth="+jwtB, "olp_auth="+jwtA, "", "", uint8(1))
 	f.Add("a=1, olp_auth=x", "", "Bearer "+jwtA, "", uint8(1))
 	f.Add("olp_auth="+jwtB, "", "Bearer "+jwtA, "Authorization", uint8(0))
+	f.Add("olp_auth="+jwtB, "", "Basic "+base64.StdEncoding.EncodeToString([]byte("x:"+jwtA)), "", uint8(1))
+	f.Add("", "", "Basic "+base64.RawURLEncoding.EncodeToString([]byte(jwtA+":"+jwtB)), "", uint8(2))
 	f.Fuzz(func(t *testing.T, c1, c2, auth, conn string, policy uint8) {
+		for _, v := range []string{c1, c2, auth, conn} {
+			if !reachableFieldValue(v) {
+				return // net/http's server refuses the request (400) before any handler
+			}
+		}
 		h := http.Header{}
 		for _, c := range []string{c1, c2} {
 			if c != "" {
@@ -340,4 +369,127 @@ func FuzzResolve(f *testing.F) {
 		}
 		_, _ = checkOneCredential(t, h, fw, verifiesOK)
 	})
+}
+
+// A request with 120 olp_auth cookies, each a JWS with a bad signature,
+// cost one signature verification per distinct value (about 7 ms of CPU
+// per request with RS256) and was answered 400 (fresh attack pass 2
+// A66). Resolve now weighs at most MaxCandidates distinct candidates:
+// more are refused (ErrTooManyCredentials, which is an ErrConflict)
+// before verify is called once; up to MaxCandidates, verify is called at
+// most once per candidate. On a route that does not forward olp_auth,
+// more than MaxCandidates values are anonymous, none verified.
+func TestResolveRefusesMoreCandidatesThanItVerifies(t *testing.T) {
+	jws := func(i int) string {
+		return "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0." + base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("bad-signature-%03d", i)))
+	}
+	cookieLine := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = AuthCookie + "=" + jws(i)
+		}
+		return strings.Join(parts, "; ")
+	}
+	asCookie := []Forward{{Cookie: AuthCookie}}
+	asBearer := []Forward{{Cookie: "olp_a", AsAuthorization: true}, {Cookie: "olp_b", AsAuthorization: true}, {Cookie: AuthCookie}}
+	for _, tc := range []struct {
+		name    string
+		h       http.Header
+		forward []Forward
+		tooMany bool
+		maxCall int
+	}{
+		{"5 olp_auth cookies", http.Header{"Cookie": {cookieLine(5)}}, asCookie, true, 0},
+		{"120 olp_auth cookies", http.Header{"Cookie": {cookieLine(120)}}, asCookie, true, 0},
+		{"120 on two lines", http.Header{"Cookie": {cookieLine(60), cookieLine(120)}}, asCookie, true, 0},
+		{"Bearer and 4 cookies", http.Header{"Authorization": {"Bearer " + jws(99)}, "Cookie": {cookieLine(4)}}, asCookie, true, 0},
+		{"4 olp_auth cookies", http.Header{"Cookie": {cookieLine(4)}}, asCookie, false, 4},
+		{"Bearer and 3 cookies", http.Header{"Authorization": {"Bearer " + jws(99)}, "Cookie": {cookieLine(3)}}, asCookie, false, 4},
+		{"5 equal values are one", http.Header{"Cookie": {cookieLine(1) + "; " + cookieLine(1) + "; " + cookieLine(1) + "; " + cookieLine(1) + "; " + cookieLine(1)}}, asCookie, false, 0},
+		{"cookies as Bearer and as cookie", http.Header{"Cookie": {"olp_a=" + jws(50) + "; olp_b=" + jws(51) + "; " + cookieLine(3)}}, asBearer, true, 0},
+		{"120 unforwarded", http.Header{"Cookie": {cookieLine(120)}}, nil, false, 0},
+		{"4 unforwarded", http.Header{"Cookie": {cookieLine(4)}}, nil, false, 4},
+	} {
+		calls := 0
+		_, err := Resolve(tc.h, tc.forward, func(string) bool { calls++; return false })
+		if got := errors.Is(err, ErrTooManyCredentials); got != tc.tooMany {
+			t.Errorf("%s: ErrTooManyCredentials %v (err %v), want %v", tc.name, got, err, tc.tooMany)
+		}
+		if tc.tooMany && !errors.Is(err, ErrConflict) {
+			t.Errorf("%s: %v is no ErrConflict", tc.name, err)
+		}
+		if calls > tc.maxCall {
+			t.Errorf("%s: verify called %d times, want at most %d", tc.name, calls, tc.maxCall)
+		}
+	}
+}
+
+// A JWT as the password of Authorization: Basic (GitHub-style token as
+// password) or as its user name was anonymous to the limiter while an
+// upstream that takes tokens that way read it as the user's (fresh attack
+// pass 2 A11). Now the one JWS in the decoded Basic credentials is a
+// candidate, however the base64 is spelled (padded or not, either
+// alphabet, any scheme case); two different JWS, or a non-canonical one,
+// are refused (AuthorizationNonCanonical); Basic without a JWS is not judged.
+func TestResolveReadsAJWTAsTheBasicPasswordOrUser(t *testing.T) {
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1MSJ9.c2lnbmF0dXJl"
+	const other = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1MiJ9.c2lnbmF0dXJl"
+	std := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	raw := func(s string) string { return base64.RawStdEncoding.EncodeToString([]byte(s)) }
+	url := func(s string) string { return base64.URLEncoding.EncodeToString([]byte(s)) }
+	for _, auth := range []string{
+		"Basic " + std("x:"+jwt), "basic " + std("x:"+jwt), "BASIC  " + std("x:"+jwt), "Basic " + raw("x:"+jwt),
+		"Basic " + url("x:"+jwt), "Basic " + std(jwt+":x-oauth-basic"), "Basic " + std(jwt+":"), "Basic " + std(":"+jwt),
+		"Basic " + std(jwt+":"+jwt), "Basic\t" + std("user:"+jwt),
+	} {
+		h := http.Header{"Authorization": {auth}}
+		if AuthorizationNonCanonical(h) {
+			t.Errorf("%q: refused as non-canonical", auth)
+		}
+		r, err := Resolve(h, nil, nil)
+		if err != nil || r.Token != jwt || !r.Forwarded() {
+			t.Errorf("%q: Resolve = %+v %v, want the JWT as the forwarded candidate", auth, r, err)
+		}
+		// Beside a different olp_auth cookie turned into Bearer: two candidates.
+		h.Set("Cookie", "olp_auth="+other)
+		if _, err := Resolve(h, []Forward{{Cookie: AuthCookie}}, nil); !errors.Is(err, ErrConflict) {
+			t.Errorf("%q beside another olp_auth: %v, want ErrConflict", auth, err)
+		}
+	}
+	for _, auth := range []string{
+		"Basic " + std(jwt+":"+other), "Basic " + std("x:"+strings.Replace(jwt, "c2ln", "c2l+", 1)),
+		"Basic " + std("x:"+jwt+"=="),
+	} {
+		if !AuthorizationNonCanonical(http.Header{"Authorization": {auth}}) {
+			t.Errorf("%q: not refused", auth)
+		}
+	}
+	for _, auth := range []string{"Basic " + std("alice:secret"), "Basic " + std("a.b:c"), "Basic !!!", "Basic " + std("x:a.b.c d")} {
+		h := http.Header{"Authorization": {auth}}
+		if AuthorizationNonCanonical(h) {
+			t.Errorf("%q: refused", auth)
+		}
+		if r, err := Resolve(h, nil, nil); err != nil || r.Token != "" {
+			t.Errorf("%q: Resolve = %+v %v, want no candidate", auth, r, err)
+		}
+	}
+}
+
+// reachableFieldValue reports whether v can arrive as a header value
+// through net/http's server, which refuses a request whose field value
+// holds a control byte other than HTAB (RFC 9110 §5.5; httpguts
+// ValidHeaderFieldValue), such as the form feed in "Bearer\f<token>"
+// that strings.Fields would split on, and which never starts or ends with
+// whitespace (net/textproto trims it: " Bearer x"), both found by
+// FuzzResolve.
+func reachableFieldValue(v string) bool {
+	if strings.Trim(v, " \t") != v {
+		return false // net/textproto trims a value's surrounding whitespace
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }

@@ -474,3 +474,68 @@ func TestHostileJWTHiddenAmongWordsOfAnAuthorizationValue(t *testing.T) {
 		t.Errorf("the upstream received %d of the hidden-JWT requests", n)
 	}
 }
+
+// TestHostileCritHeaderTokenCountsAsTheUser (fresh attack pass 2, A40): an
+// HS256 token whose header lists an unknown extension in "crit" verified
+// and was counted as the user, though RFC 7515 §4.1.11 says reject it.
+// Through the real binary: it is anonymous (no per-user 429 on its second
+// request), the same claims without crit are the user's ([200 429]).
+func TestHostileCritHeaderTokenCountsAsTheUser(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", identityLimited), "AUTH_JWT_SECRET="+identitySecret)
+	signed := func(user string, crit bool) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": user, "exp": time.Now().Add(time.Hour).Unix()})
+		if crit {
+			tok.Header["crit"] = []string{"exp2"}
+			tok.Header["exp2"] = 1
+		}
+		s, err := tok.SignedString([]byte(identitySecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		tok  string
+		want string
+	}{{signed("u-crit", true), "[200 200]"}, {signed("u-nocrit", false), "[200 429]"}} {
+		var codes []int
+		for range 2 {
+			resp, _, err := rawExchange(t, p.public, "GET /x HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer "+tc.tok+"\r\nConnection: close\r\n\r\n", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, resp.StatusCode)
+		}
+		if fmt.Sprint(codes) != tc.want {
+			t.Errorf("%s: %v, want %s", tc.tok[:20], codes, tc.want)
+		}
+	}
+}
+
+// TestHostileJWTAsTheBasicPasswordSkipsTheUserLimit (fresh attack pass 2,
+// A11): Authorization: Basic base64("x:<jwt>") was anonymous to the
+// limiter while an upstream taking a token as the Basic password read it
+// as the user's. Through the real binary: it is the user's identity (the
+// second request 429), and the header reaches the upstream as sent.
+func TestHostileJWTAsTheBasicPasswordSkipsTheUserLimit(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", identityLimited), "AUTH_JWT_SECRET="+identitySecret)
+	for i, cred := range []string{"x:%s", "%s:x-oauth-basic"} {
+		auth := "Basic " + base64.StdEncoding.EncodeToString(fmt.Appendf(nil, cred, identityToken(t, fmt.Sprintf("u-basic-%d", i), 0)))
+		var codes []int
+		for range 2 {
+			resp, _, err := rawExchange(t, p.public, "GET /x HTTP/1.1\r\nHost: a\r\nAuthorization: "+auth+"\r\nConnection: close\r\n\r\n", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, resp.StatusCode)
+		}
+		if fmt.Sprint(codes) != "[200 429]" {
+			t.Errorf("Basic %q: %v, want [200 429]", cred, codes)
+		}
+		if seen := up.requests(); seen[len(seen)-1].Header.Get("Authorization") != auth {
+			t.Errorf("Basic %q: the upstream got %q", cred, seen[len(seen)-1].Header.Get("Authorization"))
+		}
+	}
+}

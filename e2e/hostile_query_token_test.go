@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -80,5 +81,32 @@ func TestHostilePortalTokenReachesAThirdPartyRoute(t *testing.T) {
 	last := up.requests()[5]
 	if last.Header.Get("Authorization") != "Bearer third-party-key" || !strings.Contains(last.RequestURI, "third-party-key") {
 		t.Errorf("the third party's own credential was removed: %q %q", last.Header.Get("Authorization"), last.RequestURI)
+	}
+}
+
+// TestHostileQueryTokenSpellingsPHPAndRack2ReadSkipTheUserLimit (fresh
+// attack pass 2, A61): "?access_token%00x=" (PHP ends a name at NUL),
+// "?x=1;access_token=" and "?access_token=…;x=1" (Rack 2 splits on ';'),
+// "?[access_token]=" (Rack 2 drops leading brackets) reached the upstream
+// as the user's token while the limiter counted them anonymous. Through
+// the real binary: each is the user's identity (its second request 429).
+func TestHostileQueryTokenSpellingsPHPAndRack2ReadSkipTheUserLimit(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", identityLimited), "AUTH_JWT_SECRET="+identitySecret)
+	for i, spell := range []string{"access_token%%00x=%s", "access_token%%00=%s", "x=1;access_token=%s", "access_token=%s;x=1",
+		"x=1;%%20access_token=%s", "%%5Baccess_token%%5D=%s", "access_token%%5D=%s", "access_token%%00%%zz=%s"} {
+		tok := identityToken(t, "u-rack-"+string(rune('a'+i)), 0)
+		q := fmt.Sprintf(spell, tok)
+		codes := []int{}
+		for range 2 {
+			resp, _, err := rawExchange(t, p.public, "GET /x?"+q+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, resp.StatusCode)
+		}
+		if codes[0] != 200 || codes[1] != http.StatusTooManyRequests {
+			t.Errorf("?%s: %v, want [200 429] (the user's limit)", fmt.Sprintf(spell, "T"), codes)
+		}
 	}
 }

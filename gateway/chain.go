@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -22,7 +23,8 @@ import (
 //	dispatch  webhook paths on any Host; else route match, 404 when none
 //	  per route:
 //	  CORS      rs/cors; preflights answered 204 here
-//	  identify  verified JWT → the exchange's cookies.Identity
+//	  identify  verified JWT → the exchange's cookies.Identity (header,
+//	            cookie, query, and a form body where a user rule applies)
 //	  limit     ratelimit Verdict; 429 here without touching the body
 //	  proxy     ReverseProxy Rewrite (URL, X-Forwarded-*, cookie filter),
 //	            ModifyResponse (Set-Cookie policy), ErrorHandler
@@ -38,20 +40,6 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		defer s.inFlight.Add(-1)
 		ex := &exchange{start: time.Now()}
 		ex.w.reset(w, s.sendTimeout)
-		var clientID string
-		if v := r.Header["X-Request-Id"]; len(v) > 0 {
-			clientID = v[0]
-		}
-		ex.id = requestID(clientID)
-		ex.idVals[0] = ex.id
-		// The response carries it from here on; the upstream's copy is
-		// set by rewrite and the webhook's by dispatch, so the incoming
-		// header map does not grow for it.
-		h := w.Header()
-		h["X-Request-Id"] = ex.idVals[:]
-		if s.draining.Load() {
-			h["Connection"] = []string{"close"}
-		}
 		var peer netip.Addr
 		peerStr := ""
 		if m, ok := r.Context().Value(peerMemoKey{}).(*peerMemo); ok {
@@ -69,6 +57,25 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			ex.clientStr = ex.client.String() // once: logs, headers and IPv4 subjects reuse it
 		}
 		ex.subjectIP = ex.clientStr
+		// A client's X-Request-Id is adopted only from a trusted proxy
+		// (which made or vetted it); from any other peer a fresh id, as
+		// Envoy regenerates x-request-id for edge requests
+		// (preserve_external_request_id: false): a client copying another
+		// request's id would merge log trails (fresh attack pass 2 A50).
+		var clientID string
+		if v := r.Header["X-Request-Id"]; len(v) > 0 && ex.trusted {
+			clientID = v[0]
+		}
+		ex.id = requestID(clientID)
+		ex.idVals[0] = ex.id
+		// The response carries it from here on; the upstream's copy is
+		// set by rewrite and the webhook's by dispatch, so the incoming
+		// header map does not grow for it.
+		h := w.Header()
+		h["X-Request-Id"] = ex.idVals[:]
+		if s.draining.Load() {
+			h["Connection"] = []string{"close"}
+		}
 		if ex.client.Is6() {
 			ex.subjectIP = s.ip.subject(ex.client)
 		}
@@ -339,11 +346,11 @@ func (s *Server) identify(next http.Handler) http.Handler {
 		ex := exchangeFrom(r.Context())
 		if _, ok := r.Header["Authorization"]; ok { // neither check refuses a request without one
 			if cookies.BearerTooLarge(r.Header) {
-				writeProblem(w, problemTokenTooLarge, ex.id)
+				s.refuseCredential(w, r, ex, problemTokenTooLarge)
 				return
 			}
 			if cookies.AuthorizationNonCanonical(r.Header) {
-				writeProblem(w, problemTokenMalformed, ex.id)
+				s.refuseCredential(w, r, ex, problemTokenMalformed)
 				return
 			}
 		}
@@ -352,8 +359,12 @@ func (s *Server) identify(next http.Handler) http.Handler {
 		}
 		if _, ok := r.Header["Authorization"]; ok || len(r.Header["Cookie"]) > 0 {
 			cred, err := cookies.Resolve(r.Header, ex.route.forward, s.verifies)
-			if err != nil {
-				writeProblem(w, problemConflictingCredentials, ex.id)
+			switch {
+			case errors.Is(err, cookies.ErrTooManyCredentials):
+				s.refuseCredential(w, r, ex, problemTooManyCredentials)
+				return
+			case err != nil:
+				s.refuseCredential(w, r, ex, problemConflictingCredentials)
 				return
 			}
 			ex.credential = cred
@@ -363,16 +374,39 @@ func (s *Server) identify(next http.Handler) http.Handler {
 				}
 			}
 		}
-		if !s.identifyQueryToken(w, r, ex) {
+		if !s.identifyQueryToken(w, r, ex) || !s.identifyFormToken(w, r, ex) {
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// refuseCredential answers a request refused for its credentials before
+// the limit layer: 400 (two different credentials, more than
+// cookies.MaxCandidates of them), 401 (a malformed Authorization), 431 (an
+// oversized Bearer token), 413 or 415 (a form body the gateway cannot
+// read for its token). The refusal is charged to the route's rules as an
+// anonymous request (its ip and route rules count it; user and escola
+// rules skip), so a client sending refused credentials spends its per-IP
+// budget like any other request, and once a rule blocks it the answer is
+// that rule's 429 (fresh attack pass 2 A66: 120 olp_auth tokens answered
+// 400 for ever, never 429).
+func (s *Server) refuseCredential(w http.ResponseWriter, r *http.Request, ex *exchange, p problem) {
+	if s.limiter != nil {
+		v := s.limiter.Decide(r.Context(), ratelimit.Subject{Route: ex.route.Name, IP: ex.subjectIP})
+		ex.verdict = v
+		if v.Blocked() {
+			ratelimit.WriteTooManyRequests(w, v)
+			return
+		}
+	}
+	writeProblem(w, p, ex.id)
+}
+
 // limit asks the Limiter for the request's Verdict. A block answers the
 // 429 of docs/rate-limiting.md ("Responses") here: the upstream is not called and the body is
-// not read (so an Expect: 100-continue client never gets its 100).
+// not read (so an Expect: 100-continue client never gets its 100), unless
+// identify read a form body for its token (identifyFormToken).
 // Rate-limit headers go on allowed responses when the route exposes them,
 // and always with a would-block, which is also told to the upstream.
 func (s *Server) limit(next http.Handler) http.Handler {

@@ -44,7 +44,10 @@ type exchange struct {
 	// queryToken is the verified token of a query-token request
 	// (identifyQueryToken); "" otherwise.
 	queryToken string
-	verdict    ratelimit.Verdict
+	// queryCandidate is the request's query-token candidate, verified or
+	// not (identifyQueryToken): a form-body token must equal it.
+	queryCandidate string
+	verdict        ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
 	// headers arrive (routetimer.go); nil once stopped.
 	timer      *routeTimer

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -318,7 +319,9 @@ func TestRequestIDAndTraceparentPassThrough(t *testing.T) {
 	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", "upstream-own")
 	})
-	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
+	opts := routes(testRoute(t, "api", up.URL))
+	opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")} // a client id is kept from a trusted proxy only
+	h := newHarness(t, opts)
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	req := h.newRequest(t, http.MethodGet, "", "/")
 	req.Header.Set("X-Request-Id", "abc-123")

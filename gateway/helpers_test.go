@@ -146,7 +146,12 @@ type fakeLimiter struct {
 	mu       sync.Mutex
 	subjects []ratelimit.Subject
 	decide   func(ratelimit.Subject) ratelimit.Verdict
+	// identity is KeysIdentity's answer for every route (false: no form
+	// body is read for a token).
+	identity bool
 }
+
+func (f *fakeLimiter) KeysIdentity(string) bool { return f.identity }
 
 func (f *fakeLimiter) Decide(_ context.Context, s ratelimit.Subject) ratelimit.Verdict {
 	f.mu.Lock()

@@ -40,6 +40,8 @@ var (
 		Detail: "A requisição tem mais de um cabeçalho Authorization; envie apenas um."}
 	problemConflictingCredentials = problem{Title: "Credenciais ambíguas", Status: http.StatusBadRequest,
 		Detail: "A requisição traz mais de uma credencial diferente (cookies olp_auth repetidos, ou um cookie e um cabeçalho Authorization que não coincidem) e nenhuma delas é a única válida. Saia e entre novamente para limpar as credenciais antigas."}
+	problemTooManyCredentials = problem{Title: "Credenciais demais", Status: http.StatusBadRequest,
+		Detail: "A requisição traz credenciais diferentes demais (cookies olp_auth repetidos, cabeçalho Authorization). Saia e entre novamente para limpar as credenciais antigas."}
 	problemBadTarget = problem{Title: "Requisição inválida", Status: http.StatusBadRequest,
 		Detail: "O alvo da requisição não é um caminho (use /caminho)."}
 	problemVersionNotSupported = problem{Title: "Versão do HTTP não suportada", Status: http.StatusHTTPVersionNotSupported,

@@ -18,7 +18,7 @@ const queryTokenParam = "access_token"
 // credentials for one slot. Every key a modelled upstream parser reads as
 // access_token is a candidate (isQueryTokenKey). It reports whether the
 // request goes on. Form bodies (access_token in an urlencoded body) are
-// not read here (docs/edge.md, "One credential per request").
+// read by identifyFormToken, after this.
 func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	raw := r.URL.RawQuery
 	if !mayHoldQueryToken(raw) {
@@ -29,17 +29,18 @@ func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *
 		switch {
 		case v == "" || v == token:
 		case token != "":
-			writeProblem(w, problemConflictingCredentials, ex.id)
+			s.refuseCredential(w, r, ex, problemConflictingCredentials)
 			return false
 		default:
 			token = v
 		}
 	}
+	ex.queryCandidate = token
 	switch {
 	case token == "":
 		return true
 	case ex.credential.Token != "" && ex.credential.Token != token:
-		writeProblem(w, problemConflictingCredentials, ex.id)
+		s.refuseCredential(w, r, ex, problemConflictingCredentials)
 		return false
 	case ex.credential.Token == "" && s.verifier != nil:
 		if id, ok := s.verifier.Verify(token); ok {
@@ -65,21 +66,48 @@ func mayHoldQueryToken(raw string) bool {
 }
 
 // isQueryTokenKey reports whether key (decoded) is access_token to one of
-// the upstream parsers Borda models: Go/Express/Rack (exact), PHP (leading
-// spaces dropped; ' ', '.' and an unmatched '[' read as '_'; "name[...]"
-// is an array under name, whose first element PHP, Rack and qs hand to
-// code that reads it), ASP.NET (case-insensitive). Over-matching only
-// makes more keys candidates, which are then the identity or refused.
+// the upstream parsers Borda models:
+//
+//   - Go, Express: the exact name;
+//   - PHP (parse_str, $_GET, $_POST): the name ends at a NUL byte, leading
+//     spaces are dropped, ' ', '.' and an unmatched '[' read as '_', and
+//     "name[...]" is an array under name, whose first element code reading
+//     it gets;
+//   - Rack 2 (parse_nested_query: Rails ≤ 7.0, Doorkeeper): leading '[' and
+//     ']' are dropped and the name ends at the first '[' or ']'
+//     ("[access_token]", "access_token]", "access_token[x");
+//   - ASP.NET: names without case.
+//
+// Over-matching only makes more keys candidates, which are then the
+// identity or refused. The readings were checked against php-cli 8.2 and
+// Rack 2.2 over every single-byte insertion and replacement in the name
+// (TestQueryTokenKeysEveryModelledParserReadsAsAccessToken holds them).
 func isQueryTokenKey(key string) bool {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		key = key[:i]
+	}
 	key = strings.TrimLeft(key, " ")
+	rack := strings.TrimLeft(key, "[]")
+	if i := strings.IndexAny(rack, "[]"); i >= 0 {
+		rack = rack[:i]
+	}
+	if sameQueryTokenName(rack) {
+		return true
+	}
 	if i := strings.IndexByte(key, '['); i >= 0 && strings.IndexByte(key[i:], ']') > 0 {
 		key = key[:i]
 	}
-	if len(key) != len(queryTokenParam) {
+	return sameQueryTokenName(key)
+}
+
+// sameQueryTokenName reports whether name is access_token read without
+// case, with ' ', '.' and '[' as '_' (PHP's mangling).
+func sameQueryTokenName(name string) bool {
+	if len(name) != len(queryTokenParam) {
 		return false
 	}
-	for i := 0; i < len(key); i++ {
-		c := key[i]
+	for i := 0; i < len(name); i++ {
+		c := name[i]
 		switch {
 		case c == ' ' || c == '.' || c == '[':
 			c = '_'
@@ -94,13 +122,17 @@ func isQueryTokenKey(key string) bool {
 }
 
 // queryTokenValues returns the values of every candidate query-token pair
-// of raw (isQueryTokenKey), each decoded as url.ParseQuery decodes them
-// (malformed pairs skipped), without building the whole map.
+// of raw (isQueryTokenKey), without building the whole map. Pairs are
+// separated by '&' and by ';' (Rack 2 splits on both; Go refuses a pair
+// holding ';', so reading it only adds candidates); each value is decoded
+// as url.ParseQuery decodes it (a pair whose value does not decode is
+// skipped: no parser reads a JWS from it), each key as leniently as PHP
+// decodes it (queryKeyUnescape).
 func queryTokenValues(raw string) []string {
 	var out []string
 	for raw != "" {
 		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
+		pair, raw = nextQueryPair(raw)
 		if v, ok := queryTokenPair(pair); ok {
 			out = append(out, v)
 		}
@@ -108,16 +140,22 @@ func queryTokenValues(raw string) []string {
 	return out
 }
 
+// nextQueryPair splits raw at its first '&' or ';' (the separator is
+// dropped).
+func nextQueryPair(raw string) (pair, rest string) {
+	i := strings.IndexAny(raw, "&;")
+	if i < 0 {
+		return raw, ""
+	}
+	return raw[:i], raw[i+1:]
+}
+
 // queryTokenPair decodes one "key=value" pair and reports whether its key
 // is a query-token candidate.
 func queryTokenPair(pair string) (string, bool) {
 	key, val, _ := strings.Cut(pair, "=")
 	if strings.ContainsAny(key, "%+") {
-		k, err := url.QueryUnescape(key)
-		if err != nil {
-			return "", false
-		}
-		key = k
+		key = queryKeyUnescape(key)
 	}
 	if !isQueryTokenKey(key) {
 		return "", false
@@ -129,25 +167,66 @@ func queryTokenPair(pair string) (string, bool) {
 	return v, true
 }
 
+// queryKeyUnescape decodes a query key as PHP's urldecode does: '+' is a
+// space, a valid %XX escape its byte, and an invalid '%' stays as it is
+// (url.QueryUnescape would refuse "access_token%00%zz", which PHP reads as
+// access_token).
+func queryKeyUnescape(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b.WriteByte(' ')
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte(hexValue(s[i+1])<<4 | hexValue(s[i+2]))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func hexValue(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
+}
+
 // withoutQueryToken returns raw without the candidate pairs whose value is
-// token (the portal's verified credential), the other pairs byte for byte.
+// token (the portal's verified credential), the other pairs and their
+// separators byte for byte.
 func withoutQueryToken(raw, token string) string {
 	if !mayHoldQueryToken(raw) {
 		return raw
 	}
-	kept := make([]string, 0, 4)
+	var b strings.Builder
 	changed := false
 	for rest := raw; rest != ""; {
-		var pair string
-		pair, rest, _ = strings.Cut(rest, "&")
+		pair, next := nextQueryPair(rest)
+		sep := ""
+		if len(pair) < len(rest) {
+			sep = rest[len(pair) : len(pair)+1]
+		}
+		rest = next
 		if v, ok := queryTokenPair(pair); ok && v == token {
 			changed = true
 			continue
 		}
-		kept = append(kept, pair)
+		b.WriteString(pair)
+		b.WriteString(sep)
 	}
 	if !changed {
 		return raw
 	}
-	return strings.Join(kept, "&")
+	return strings.TrimRight(b.String(), "&;")
 }

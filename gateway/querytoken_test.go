@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +109,12 @@ func TestQueryTokenKeysEveryModelledParserReadsAsAccessToken(t *testing.T) {
 		"access_tokens": false, "xaccess_token": false, "access_toke": false, "access-token": false,
 		"access_token ": false, "accesstoken": false, "token": false, "access__token": false,
 		"access]token": false, "": false,
+		// PHP cuts a name at NUL; Rack 2 drops leading brackets and ends a
+		// name at the first bracket (A61, checked against php-cli 8.2 and
+		// Rack 2.2: TestQueryTokenKeysRealParsersReadAreCandidates)
+		"access_token\x00": true, "access_token\x00x": true, "access_token\x00[": true, "[access_token]": true,
+		"]access_token": true, "[[access_token": true, "access_token]": true, "access_token[x": true,
+		"access_token]]": true, "access\x00_token": false, "[access]token": false, "x\x00access_token": false,
 	} {
 		if got := isQueryTokenKey(key); got != want {
 			t.Errorf("isQueryTokenKey(%q) = %v, want %v", key, got, want)
@@ -121,5 +128,79 @@ func TestQueryTokenKeysEveryModelledParserReadsAsAccessToken(t *testing.T) {
 	}
 	if mayHoldQueryToken("page=2&sort=name") {
 		t.Error("mayHoldQueryToken of a query without token or escape = true")
+	}
+}
+
+// TestQueryTokenKeysRealParsersReadAreCandidates (fresh attack pass 2,
+// A61): "access_token%00x" is $_GET['access_token'] to PHP (a name ends at
+// NUL) and "[access_token]", "access_token]" are params["access_token"] to
+// Rack 2, yet the limiter counted them anonymous. testdata/querytoken/
+// readings.txt holds every key php-cli 8.2 and Rack 2.2 read as
+// access_token over a generated set (every single-byte insertion and
+// replacement); each must be a candidate. The file was written once from
+// the real parsers; the test does not need them.
+func TestQueryTokenKeysRealParsersReadAreCandidates(t *testing.T) {
+	data, err := os.ReadFile("testdata/querytoken/readings.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		parser, enc, _ := strings.Cut(line, " ")
+		key, err := url.PathUnescape(enc)
+		if err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		n++
+		if !isQueryTokenKey(key) {
+			t.Errorf("%s reads %q as access_token; isQueryTokenKey says no", parser, enc)
+		}
+		if got := queryTokenValues(enc + "=TOK"); !slices.Equal(got, []string{"TOK"}) {
+			t.Errorf("queryTokenValues(%q=TOK) = %q, want [TOK]", enc, got)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d readings in the file", n)
+	}
+}
+
+// TestQueryTokenPairsSplitAsRack2AndPHPSplitThem: Rack 2 splits pairs on
+// ';' as well as '&' (and drops spaces after a separator), PHP decodes a
+// key leniently (an invalid escape stays), so "x=1;access_token=T",
+// "access_token=T;x=1", "x=1; access_token=T" and "access_token%00%zz=T"
+// each carry T (A61).
+func TestQueryTokenPairsSplitAsRack2AndPHPSplitThem(t *testing.T) {
+	for raw, want := range map[string][]string{
+		"x=1;access_token=T":            {"T"},
+		"access_token=T;x=1":            {"T"},
+		"x=1; access_token=T;y=2":       {"T"},
+		"x=1;;access_token=T&y":         {"T"},
+		"access_token%00%zz=T":          {"T"},
+		"access_token%00x=T":            {"T"},
+		"%5Baccess_token%5D=T":          {"T"},
+		"access_token%5D=T":             {"T"},
+		"access_token=A;access_token=B": {"A", "B"},
+		"x=access_token;y=T":            nil,
+		"access_token%=T":               nil,
+		"x=1":                           nil,
+	} {
+		if got := queryTokenValues(raw); !slices.Equal(got, want) {
+			t.Errorf("queryTokenValues(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	for raw, want := range map[string]string{
+		"x=1;access_token=T":     "x=1",
+		"access_token=T;x=1&y=2": "x=1&y=2",
+		"a=1;access_token=T&b=2": "a=1;b=2",
+		"a=1&access_token%00x=T": "a=1",
+		"a=1;access_token=other": "a=1;access_token=other",
+		"[access_token]=T":       "",
+	} {
+		if got := withoutQueryToken(raw, "T"); got != want {
+			t.Errorf("withoutQueryToken(%q) = %q, want %q", raw, got, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"net/http"
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,8 +16,8 @@ var saneIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 // TestClientRequestIDKeptOnlyInTheSafeCharset (issue 22 A56): markup and
 // control characters in a client's X-Request-Id passed through to logs,
 // the upstream and the response. A table of the spellings an attacker
-// tries: each is kept exactly when it matches [A-Za-z0-9._:-]{1,128},
-// else the request gets a fresh 32-hex id.
+// tries, from a trusted proxy: each is kept exactly when it matches
+// [A-Za-z0-9._:-]{1,128}, else the request gets a fresh 32-hex id.
 func TestClientRequestIDKeptOnlyInTheSafeCharset(t *testing.T) {
 	t.Parallel()
 	kept := []string{"abc-123", "0b7e5e0e-58a4-4b1c-9a0e-3f1c2d4e5f60", "01HZX3Q8Y7K2M4N6P8R0S2T4V6", "Root=1-5f84c7a3-abc",
@@ -25,7 +26,9 @@ func TestClientRequestIDKeptOnlyInTheSafeCharset(t *testing.T) {
 		"a/b", "a,b", "a;b", `a\b`, "a'b", "a=b", "a+b", "a&b", "a>b", "id\u202eevil", "id\u200b", "ação",
 		strings.Repeat("a", 129), "{{7*7}}", "${jndi:ldap://x}", "a|b", "a@b", "a#b", "a?b", "a*b"}
 	up := newRecordingUpstream(t, nil)
-	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
+	opts := routes(testRoute(t, "api", up.URL))
+	opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+	h := newHarness(t, opts)
 	for _, v := range append(append([]string{}, kept...), fresh...) {
 		if got, want := saneRequestID(v), saneIDPattern.MatchString(v); got != want {
 			t.Errorf("saneRequestID(%q) = %v, the documented pattern says %v", v, got, want)
@@ -63,4 +66,43 @@ func FuzzRequestID(f *testing.F) {
 			t.Fatalf("requestID(%q) = %q: kept %v, pattern says %v", v, id, id == v, saneIDPattern.MatchString(v))
 		}
 	})
+}
+
+// TestUntrustedPeersRequestIDIsReplaced (fresh attack pass 2 A50): a
+// client's own X-Request-Id was adopted from any peer, so a client could
+// copy another request's id into its own and merge log trails. As Envoy
+// does for edge requests (preserve_external_request_id: false), an id
+// from a peer outside trusted_proxies is replaced by a fresh one, on the
+// response, the upstream and the access log alike; the same id from a
+// trusted proxy is kept.
+func TestUntrustedPeersRequestIDIsReplaced(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	opts := routes(testRoute(t, "api", up.URL))
+	opts.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+	h := newHarness(t, opts)
+	fresh := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	for _, tc := range []struct {
+		peer string
+		keep bool
+	}{
+		{"203.0.113.9:5555", false}, {"[2001:db9::1]:5555", false}, {"127.0.0.1:5555", false}, {"11.0.0.1:1", false},
+		{"10.1.2.3:5555", true}, {"[2001:db8::7]:5555", true},
+	} {
+		for _, v := range []string{"4b289147c715dead", "abc-123", strings.Repeat("f", 32)} {
+			req := h.newRequest(t, http.MethodGet, "", "/")
+			req.Header["X-Request-Id"] = []string{v}
+			rr := h.serve(req, tc.peer)
+			id := rr.Header().Get("X-Request-Id")
+			if upID := up.last(t).Header.Get("X-Request-Id"); upID != id {
+				t.Errorf("%s %q: response id %q, upstream id %q", tc.peer, v, id, upID)
+			}
+			switch {
+			case tc.keep && id != v:
+				t.Errorf("trusted %s: %q replaced by %q", tc.peer, v, id)
+			case !tc.keep && (id == v || !fresh.MatchString(id)):
+				t.Errorf("untrusted %s: id %q, want a fresh 32-hex id instead of %q", tc.peer, id, v)
+			}
+		}
+	}
 }

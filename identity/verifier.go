@@ -222,9 +222,22 @@ func (v *Verifier) Verify(token string) (Identity, bool) {
 	return id, true
 }
 
-var errNoKey = errors.New("no key for the token's algorithm")
+var (
+	errNoKey    = errors.New("no key for the token's algorithm")
+	errCritical = errors.New("the token's crit header names an extension the verifier does not understand")
+)
 
+// key returns the key t's signature is checked with. A token whose
+// header has a "crit" parameter is refused before any key is looked up:
+// RFC 7515 §4.1.11 requires a recipient to reject a JWS whose crit lists
+// an extension it does not understand, and the verifier understands none
+// (fresh attack pass 2 A40: {"crit":["exp2"]} verified and was counted as
+// the user, while an upstream that honours crit refuses it). go-jose and
+// jose4j refuse such tokens the same way.
 func (v *Verifier) key(t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		return nil, errCritical
+	}
 	switch t.Method.(type) {
 	case *jwt.SigningMethodHMAC:
 		if v.secret != nil {

@@ -294,3 +294,29 @@ func BenchmarkVerifyHS256(b *testing.B) {
 		}
 	})
 }
+
+// A token whose header carries "crit" verified and counted as the user
+// (fresh attack pass 2 A40), though RFC 7515 §4.1.11 requires a recipient
+// to reject a JWS whose crit names an extension it does not understand;
+// the verifier understands none, so every crit form is refused, HS256
+// and RS256 alike, and a token without crit still verifies.
+func TestVerifyRefusesATokenWithACritHeader(t *testing.T) {
+	t.Parallel()
+	v := newHS256Verifier(t)
+	claims := jwt.MapClaims{"sub": "u-crit", "exp": time.Now().Add(time.Hour).Unix()}
+	for _, crit := range []any{[]string{"exp2"}, []string{"b64"}, []string{}, "exp2", nil, []string{"alg"}} {
+		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+		tok.Header["crit"] = crit
+		tok.Header["exp2"] = 1
+		s, err := tok.SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id, ok := v.Verify(s); ok {
+			t.Errorf("crit %#v: verified as %+v, want refused", crit, id)
+		}
+	}
+	if _, ok := v.Verify(sign(t, jwt.SigningMethodHS256, []byte(secret), claims, "")); !ok {
+		t.Error("the same token without crit did not verify")
+	}
+}

@@ -494,3 +494,16 @@ func hitKeyOf(hits []Hit, pending []int, i int) string {
 	}
 	return ""
 }
+
+// KeysIdentity reports whether a rule that applies to route (enforce or
+// observe) counts the verified identity: scope user or escola. The gateway
+// reads a form body for an access_token only on such routes (docs/edge.md,
+// Identity). Safe for concurrent use; follows Reload.
+func (l *Limiter) KeysIdentity(route string) bool {
+	for _, r := range l.rules.Load().forRoute(route) {
+		if r.scope == ScopeUser || r.scope == ScopeEscola {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,275 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/olp-edu/borda/ratelimit"
+)
+
+// bodyUpstream is a recording upstream that also keeps every body it read.
+func bodyUpstream(t *testing.T) (*recordingUpstream, func() []string) {
+	var mu sync.Mutex
+	var bodies []string
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	})
+	return up, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), bodies...)
+	}
+}
+
+// rawSend sends one raw request (head lines without the final CRLF, then
+// body with a Content-Length) and returns the response and its body.
+func rawSend(t *testing.T, h *harness, method, target, body string, headers ...string) (*http.Response, string) {
+	t.Helper()
+	raw := method + " " + target + " HTTP/1.1\r\nHost: portal.example.org\r\nConnection: close\r\n"
+	for _, hd := range headers {
+		raw += hd + "\r\n"
+	}
+	if body != "" {
+		raw += fmt.Sprintf("Content-Length: %d\r\n", len(body))
+	}
+	res, _, br := rawRequest(t, h.front.Listener.Addr().String(), raw+"\r\n"+body)
+	b, _ := io.ReadAll(br)
+	res.Body.Close()
+	return res, string(b)
+}
+
+func formHarness(t *testing.T, up string, rules ...ratelimit.Rule) *harness {
+	if rules == nil {
+		rules = []ratelimit.Rule{{Name: "peruser", Scope: ratelimit.ScopeUser, Limit: 2, Window: time.Minute, Routes: []string{"api"}}}
+	}
+	return newHarness(t, routes(under(testRoute(t, "api", up), "/api")), withVerifier(t), withLimiter(realLimiter(t, rules...)))
+}
+
+// A token in an RFC 6750 §2.2 form body (access_token=… in an
+// application/x-www-form-urlencoded POST) reached the upstream while the
+// limiter counted the request as anonymous, so a user skipped every
+// per-user limit (fresh attack pass 2 A10). Now it is the limiter's
+// identity, in every media-type spelling an upstream parses as a form,
+// every key spelling of the query token and every method with a body,
+// and the upstream gets the body byte for byte.
+func TestFormBodyTokenIsTheLimitersIdentity(t *testing.T) {
+	t.Parallel()
+	up, bodies := bodyUpstream(t)
+	h := formHarness(t, up.URL)
+	exp := time.Now().Add(time.Hour).Unix()
+	type spelling struct {
+		method, ctype, body string
+	}
+	var cases []spelling
+	for _, ct := range []string{
+		"Content-Type: application/x-www-form-urlencoded",
+		"Content-Type: Application/X-WWW-Form-Urlencoded; charset=UTF-8",
+		"Content-Type: application/x-www-form-urlencoded;charset=utf-8",
+		"Content-Type:  application/x-www-form-urlencoded ; charset=\"utf-8\"",
+		"Content-Type: application/x-www-form-urlencoded, text/plain", // PHP and Rack read up to ','
+		"Content-Type: application/x-www-form-urlencoded garbage",     // PHP reads up to ' '
+		"", // a POST without Content-Type: Rack 2 parses it as a form
+	} {
+		cases = append(cases, spelling{"POST", ct, "access_token=%s"})
+	}
+	for _, body := range []string{
+		"a=1&access_token=%s&b=2", "x=1;access_token=%s", "access.token=%s", "access_token%%00x=%s",
+		"ACCESS_TOKEN=%s", "access_token[]=%s", "%%5Baccess_token%%5D=%s", "access_token=&access_token=%s",
+	} {
+		cases = append(cases, spelling{"POST", "Content-Type: application/x-www-form-urlencoded", body})
+	}
+	for _, m := range []string{"PUT", "PATCH", "DELETE"} {
+		cases = append(cases, spelling{m, "Content-Type: application/x-www-form-urlencoded", "access_token=%s"})
+	}
+	for i, c := range cases {
+		tok := signHS256(t, testSecret, jwt.MapClaims{"sub": fmt.Sprintf("form-user-%d", i), "exp": exp})
+		body := fmt.Sprintf(c.body, tok)
+		var hdrs []string
+		if c.ctype != "" {
+			hdrs = append(hdrs, c.ctype)
+		}
+		for n, want := range []int{200, 200, 429} {
+			res, _ := rawSend(t, h, c.method, "/api/x", body, hdrs...)
+			if res.StatusCode != want {
+				t.Fatalf("%s %q %q request %d: %d, want %d", c.method, c.ctype, c.body, n+1, res.StatusCode, want)
+			}
+		}
+		if got := bodies(); got[len(got)-1] != body {
+			t.Fatalf("%s %q: the upstream got body %q, want %q", c.method, c.ctype, got[len(got)-1], body)
+		}
+	}
+}
+
+// A form-body token is one more candidate credential: one that differs
+// from the Authorization header's, the cookie's or the query's, or two
+// differing ones in the body, are refused 400 like any two credentials
+// for one slot; the same token twice passes.
+func TestFormBodyTokenBesideAnotherCredentialIsRefused(t *testing.T) {
+	t.Parallel()
+	up, _ := bodyUpstream(t)
+	h := formHarness(t, up.URL)
+	exp := time.Now().Add(time.Hour).Unix()
+	a := signHS256(t, testSecret, jwt.MapClaims{"sub": "form-a", "exp": exp})
+	b := signHS256(t, testSecret, jwt.MapClaims{"sub": "form-b", "exp": exp})
+	form := "Content-Type: application/x-www-form-urlencoded"
+	for _, tc := range []struct {
+		target, body string
+		headers      []string
+	}{
+		{"/api/x", "access_token=" + a, []string{form, "Authorization: Bearer " + b}},
+		{"/api/x", "access_token=" + a + "&access_token=" + b, []string{form}},
+		{"/api/x", "access_token=" + a + ";access.token=" + b, []string{form}},
+		{"/api/x?access_token=" + b, "access_token=" + a, []string{form}},
+		{"/api/x?access_token=not-a-jwt", "access_token=" + a, []string{form}},
+		{"/api/x", "access_token=" + a, []string{form, "Authorization: Bearer not-a-jwt"}},
+	} {
+		if res, body := rawSend(t, h, "POST", tc.target, tc.body, tc.headers...); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Credenciais") {
+			t.Errorf("%s %q %q: %d %q, want the 400 problem", tc.target, tc.body, tc.headers, res.StatusCode, body)
+		}
+	}
+	for _, tc := range []struct {
+		target  string
+		headers []string
+	}{
+		{"/api/x", []string{form, "Authorization: Bearer " + a}},
+		{"/api/x?access_token=" + a, []string{form}},
+	} {
+		if res, _ := rawSend(t, h, "POST", tc.target, "access_token="+a, tc.headers...); res.StatusCode != http.StatusOK {
+			t.Errorf("the same token twice (%s %q): %d, want 200", tc.target, tc.headers, res.StatusCode)
+		}
+	}
+}
+
+// The form body is read only up to MaxFormTokenBody, and only when it
+// matters: a larger form is refused 413 before anything is forwarded (by
+// its Content-Length, or once a chunked body passes the bound), a
+// compressed one 415; a body that is not a form, or a route with no user
+// or escola rule, is never read by the gateway.
+func TestFormBodyReadIsBoundedAndOnlyWhereAUserRuleApplies(t *testing.T) {
+	t.Parallel()
+	up, bodies := bodyUpstream(t)
+	h := formHarness(t, up.URL)
+	form := "Content-Type: application/x-www-form-urlencoded"
+	big := "access_token=x&pad=" + strings.Repeat("a", MaxFormTokenBody)
+	if res, body := rawSend(t, h, "POST", "/api/x", big, form); res.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "Formulário grande demais") {
+		t.Errorf("a %d-byte form: %d %q, want the 413 problem", len(big), res.StatusCode, body)
+	}
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(big), big)
+	res, _, br := rawRequest(t, h.front.Listener.Addr().String(),
+		"POST /api/x HTTP/1.1\r\nHost: a\r\n"+form+"\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked)
+	_, _ = io.ReadAll(br)
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a chunked %d-byte form: %d, want 413", len(big), res.StatusCode)
+	}
+	for _, enc := range []string{"gzip", "deflate", "br", "identity, gzip"} {
+		if res, _ := rawSend(t, h, "POST", "/api/x", "access_token=x", form, "Content-Encoding: "+enc); res.StatusCode != http.StatusUnsupportedMediaType {
+			t.Errorf("Content-Encoding %s: %d, want 415", enc, res.StatusCode)
+		}
+	}
+	if up.calls() != 0 {
+		t.Fatalf("a refused form reached the upstream %d times", up.calls())
+	}
+	exact := "pad=" + strings.Repeat("a", MaxFormTokenBody-4)
+	if res, _ := rawSend(t, h, "POST", "/api/x", exact, form); res.StatusCode != http.StatusOK || bodies()[0] != exact {
+		t.Errorf("a form of exactly %d bytes: %d, want 200 and the body forwarded", MaxFormTokenBody, res.StatusCode)
+	}
+	// Not a form: never read, so never counted (and any size passes).
+	exp := time.Now().Add(time.Hour).Unix()
+	for i, ct := range []string{"Content-Type: application/json", "Content-Type: multipart/form-data; boundary=x",
+		"Content-Type: text/plain", "Content-Type: application/x-www-form-urlencodedx"} {
+		tok := signHS256(t, testSecret, jwt.MapClaims{"sub": fmt.Sprintf("not-form-%d", i), "exp": exp})
+		for range 3 {
+			if res, _ := rawSend(t, h, "POST", "/api/x", "access_token="+tok, ct); res.StatusCode != http.StatusOK {
+				t.Errorf("%s: %d, want 200 (not a form: not read)", ct, res.StatusCode)
+			}
+		}
+	}
+	if res, _ := rawSend(t, h, "POST", "/api/x", big, "Content-Type: application/octet-stream"); res.StatusCode != http.StatusOK {
+		t.Errorf("a large non-form body: %d, want 200", res.StatusCode)
+	}
+	// A route with only an IP rule: a large form passes, unread.
+	ipOnly := formHarness(t, up.URL, ratelimit.Rule{Name: "burst", Scope: ratelimit.ScopeIP, Limit: 100, Window: time.Minute, Routes: []string{"api"}})
+	if res, _ := rawSend(t, ipOnly, "POST", "/api/x", big, form); res.StatusCode != http.StatusOK {
+		t.Errorf("a large form on a route without a user rule: %d, want 200", res.StatusCode)
+	}
+}
+
+// On a route whose limiter keys no identity the gateway never reads the
+// form body before the limiter decides: a blocked form POST with
+// Expect: 100-continue never gets its 100 (the body stays unread).
+func TestFormBodyNotReadWithoutAnIdentityRule(t *testing.T) {
+	t.Parallel()
+	for _, keys := range []bool{false, true} {
+		up := newRecordingUpstream(t, nil)
+		h := newHarness(t, routes(testRoute(t, "api", up.URL)))
+		h.limiter.decide = func(ratelimitSubject) ratelimitVerdict { return blockVerdict() }
+		h.limiter.identity = keys
+		probe := &onceProbe{}
+		req := h.newRequest(t, http.MethodPost, "", "/upload")
+		req.Body = io.NopCloser(probe)
+		req.ContentLength = 1
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Expect", "100-continue")
+		client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 5 * time.Second}}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusTooManyRequests {
+			t.Errorf("identity rule %v: %d, want 429", keys, res.StatusCode)
+		}
+		if probe.read.Load() != keys {
+			t.Errorf("identity rule %v: body read %v", keys, probe.read.Load())
+		}
+	}
+}
+
+// onceProbe is a one-byte body that reports whether it was read.
+type onceProbe struct {
+	read atomic.Bool
+}
+
+func (b *onceProbe) Read(p []byte) (int, error) {
+	if b.read.Swap(true) {
+		return 0, io.EOF
+	}
+	return copy(p, "x"), io.EOF
+}
+
+// The gateway's own read of a form body is bounded as the transport's is:
+// a body that stalls is answered 408 at the route timeout (or at
+// body_timeout), never waited on for ever before the limiter.
+func TestStalledFormBodyIsCutLikeAnUpload(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	for _, tc := range []struct {
+		routeTimeout, bodyTimeout time.Duration
+	}{{100 * time.Millisecond, 10 * time.Second}, {10 * time.Second, 100 * time.Millisecond}} {
+		rt := under(testRoute(t, "api", up.URL), "/api")
+		rt.Upstream.Timeout = tc.routeTimeout
+		h := newHarness(t, Options{BodyTimeout: tc.bodyTimeout, BodyMinRate: 500, Routes: []Route{rt}}, withVerifier(t),
+			withLimiter(realLimiter(t, ratelimit.Rule{Name: "peruser", Scope: ratelimit.ScopeUser, Limit: 2, Window: time.Minute, Routes: []string{"api"}})))
+		res, _, _ := rawRequest(t, h.front.Listener.Addr().String(),
+			"POST /api/x HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 10\r\n\r\nac")
+		res.Body.Close()
+		if res.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("route timeout %v, body_timeout %v: %d, want 408", tc.routeTimeout, tc.bodyTimeout, res.StatusCode)
+		}
+	}
+	if up.calls() != 0 {
+		t.Errorf("a stalled form reached the upstream")
+	}
+}
