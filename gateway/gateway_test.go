@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -209,6 +210,48 @@ func TestHealthReadinessAndDraining(t *testing.T) {
 	}
 	if code, _ := get(h.front.URL, "/healthz"); code != 200 {
 		t.Errorf("draining /healthz = %d", code)
+	}
+}
+
+// degradedErr is a check error that leaves its component ready
+// (publish.DegradedError's shape).
+type degradedErr struct{ msg string }
+
+func (e degradedErr) Error() string  { return e.msg }
+func (e degradedErr) Degraded() bool { return true }
+
+// TestReadinessDegradedIsReadyWithWarnings (attack A25's migration): a
+// check that answers a degraded error (queues kept with an earlier
+// release's arguments) leaves the component ready, 200 "degraded"; only
+// the admin listener shows the message, under "warnings", redacted.
+func TestReadinessDegradedIsReadyWithWarnings(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Options{}, func(d *Deps) {
+		d.Checks = map[string]func(context.Context) error{
+			"webhook": func(context.Context) error {
+				return fmt.Errorf("wrapped: %w", degradedErr{"queues without x-overflow: q1 (amqp://guest:secret@broker)"})
+			},
+		}
+	})
+	admin := httptest.NewServer(h.srv.AdminHandler())
+	t.Cleanup(admin.Close)
+	for _, c := range []struct {
+		base  string
+		shown bool
+	}{{h.front.URL, false}, {admin.URL, true}} {
+		res, err := http.Get(c.base + "/readyz/webhook")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		body := string(b)
+		if res.StatusCode != 200 || !strings.Contains(body, `"webhook":"degraded"`) || strings.Contains(body, "secret") {
+			t.Errorf("%s/readyz/webhook = %d %s, want 200 degraded, no password", c.base, res.StatusCode, body)
+		}
+		if got := strings.Contains(body, `"warnings"`) && strings.Contains(body, "q1"); got != c.shown {
+			t.Errorf("%s/readyz/webhook shows warnings = %v, want %v: %s", c.base, got, c.shown, body)
+		}
 	}
 }
 

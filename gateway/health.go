@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -29,6 +30,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 // detailed (the admin listener) adds "errors": each failing check's
 // message, so an operator sees why; the public listener never shows them
 // (they may name internal hosts).
+//
+// A check whose error has a Degraded() bool method answering true (e.g.
+// *publish.DegradedError: queues kept with an earlier release's
+// arguments) leaves its component ready, shown as "degraded"; detailed
+// adds its message under "warnings".
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string, detailed bool) {
 	if s.draining.Load() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
@@ -52,8 +58,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string
 	wg.Wait()
 	components := make(map[string]string, len(names))
 	reasons := map[string]string{}
+	warnings := map[string]string{}
 	var notReady []string
 	for i, name := range names {
+		var dg interface{ Degraded() bool }
+		if errors.As(errs[i], &dg) && dg.Degraded() {
+			components[name] = "degraded"
+			warnings[name] = redact.URLs(errs[i].Error())
+			continue
+		}
 		if errs[i] != nil {
 			components[name] = "not_ready"
 			notReady = append(notReady, name)
@@ -67,11 +80,18 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request, component string
 		body := map[string]any{"status": "not_ready", "not_ready": notReady, "components": components}
 		if detailed {
 			body["errors"] = reasons
+			if len(warnings) > 0 {
+				body["warnings"] = warnings
+			}
 		}
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "components": components})
+	body := map[string]any{"status": "ready", "components": components}
+	if detailed && len(warnings) > 0 {
+		body["warnings"] = warnings
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) adminMux() http.Handler {

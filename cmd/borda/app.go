@@ -94,7 +94,12 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 		} else {
 			in.SetClientIP(gateway.ClientSubject) // the failed-auth throttle's key
 			deps.Webhook = in
-			deps.Checks["webhook"] = func(context.Context) error { return a.publisher.Ready() }
+			deps.Checks["webhook"] = func(context.Context) error {
+				if err := a.publisher.Ready(); err != nil {
+					return err
+				}
+				return a.publisher.Degraded() // ready, with warnings (publish.DegradedError)
+			}
 		}
 	}
 

@@ -58,7 +58,7 @@ func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) i
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2
 	}
-	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), topologyOf(cfg)); err != nil {
+	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), topologyOf(cfg), log); err != nil {
 		log.Error("declaring topology", "err", err)
 		return 1
 	}

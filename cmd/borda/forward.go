@@ -64,7 +64,7 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2
 	}
-	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), top); err != nil {
+	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), top, log); err != nil {
 		log.Error("declaring topology", "err", err)
 		return 1
 	}

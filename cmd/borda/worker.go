@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,18 +41,30 @@ func newCommandRegistry() *prometheus.Registry {
 }
 
 // declareTopology declares the exchanges and queues on a short-lived
-// connection, so a worker starts on a fresh broker.
-func declareTopology(ctx context.Context, url string, top topology.Topology) error {
+// connection, so a worker starts on a fresh broker. A queue an earlier
+// release declared without `x-overflow: reject-publish` is kept and
+// logged at error level (topology.DeclareCompatible; docs/upgrading.md).
+func declareTopology(ctx context.Context, url string, top topology.Topology, log *slog.Logger) error {
 	conn, err := amqpaddr.DialConfig(url, amqp.Config{Dial: amqp.DefaultDial(5 * time.Second)})
 	if err != nil {
 		return fmt.Errorf("dialing amqp: %w", err)
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
+	d, err := top.DeclareCompatible(func() (topology.ClosableDeclarer, error) {
+		ch, err := conn.Channel()
+		if err != nil {
+			return nil, fmt.Errorf("opening channel: %w", err)
+		}
+		return ch, nil
+	})
 	if err != nil {
-		return fmt.Errorf("opening channel: %w", err)
+		return err
 	}
-	return top.Declare(ch)
+	if len(d.Unguarded) > 0 {
+		log.Error("queues kept with an earlier release's arguments, without x-overflow: reject-publish: a max-length or max-length-bytes policy on them drops events the broker confirmed; migrate them (docs/upgrading.md, \"Queues refuse instead of dropping\")",
+			"queues", strings.Join(d.Unguarded, ","))
+	}
+	return nil
 }
 
 // serveAdmin serves /metrics, /healthz and /readyz on addr ("off":

@@ -24,6 +24,12 @@ func Rabbitmqctl(args ...string) (string, error) {
 	if len(args) > 0 && brokernode.NodeWide[args[0]] {
 		return "", fmt.Errorf("%w: rabbitmqctl %s (use servicetest.PrivateBroker)", brokernode.ErrShared, args[0])
 	}
+	return rabbitmqctl(args...)
+}
+
+// rabbitmqctl runs rabbitmqctl with no check (Vhost's policies, which -p
+// keeps to the test's own vhost).
+func rabbitmqctl(args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "rabbitmqctl", args...).CombinedOutput()

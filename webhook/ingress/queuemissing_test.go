@@ -14,3 +14,11 @@ func TestReasonOfAMissingForwardQueue(t *testing.T) {
 		t.Errorf("Reason = %q", got)
 	}
 }
+
+// TestReasonOfAnUnboundForwardQueue (attack A48): the publisher's
+// ErrForwardUnbound answers 503 FORWARD_UNBOUND, its own reason.
+func TestReasonOfAnUnboundForwardQueue(t *testing.T) {
+	if got := Reason(fmt.Errorf("%w: q", publish.ErrForwardUnbound)); got != "FORWARD_UNBOUND" {
+		t.Errorf("Reason = %q", got)
+	}
+}

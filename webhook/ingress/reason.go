@@ -23,6 +23,11 @@ const (
 	// publisher's passive declare, every second), though the events queue
 	// would still take the event (publish.ErrQueueMissing).
 	ReasonForwardQueueMissing = "FORWARD_QUEUE_MISSING"
+	// ReasonForwardUnbound: the publisher could not assert the forward
+	// queue's binding to the webhook exchange (queue.bind, every second,
+	// refused), so the event might reach the events queue alone
+	// (publish.ErrForwardUnbound).
+	ReasonForwardUnbound = "FORWARD_UNBOUND"
 )
 
 // Reason returns the 503 reason of a Publish error: one of the Reason*
@@ -40,6 +45,8 @@ func Reason(err error) string {
 		return ReasonUnroutable
 	case errors.Is(err, publish.ErrQueueMissing):
 		return ReasonForwardQueueMissing
+	case errors.Is(err, publish.ErrForwardUnbound):
+		return ReasonForwardUnbound
 	default:
 		return ReasonBrokerUnavailable
 	}

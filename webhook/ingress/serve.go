@@ -268,7 +268,7 @@ func (i *Ingress) publish(w http.ResponseWriter, r *http.Request, d *delivery, s
 		// reason is counted; per-request lines are warnings only for the
 		// reasons that point at the topology or the broker's judgement.
 		level := slog.LevelDebug
-		if reason == ReasonUnroutable || reason == ReasonNack || reason == ReasonForwardQueueMissing {
+		if reason == ReasonUnroutable || reason == ReasonNack || reason == ReasonForwardQueueMissing || reason == ReasonForwardUnbound {
 			level = slog.LevelWarn
 		}
 		i.logger.Log(r.Context(), level, "webhook not published; answering 503", "source", d.src.name, "event_id", d.id, "reason", reason, "error", err)

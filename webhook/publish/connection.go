@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/webhook/topology"
 )
 
 const (
@@ -234,20 +236,52 @@ func (p *Publisher) openChannel(conn *amqp.Connection, sock *coalescingConn) (*c
 	return c, nil
 }
 
-// declare declares the topology on a short-lived channel.
+// declare declares the topology on short-lived channels
+// (topology.DeclareCompatible: a queue an earlier release declared is
+// kept, and named by Degraded) and records the outcome. A failure that
+// is the broker's answer (ACCESS_REFUSED, a queue declared by hand with
+// other arguments) is kept for Degraded until a declare succeeds.
 func (p *Publisher) declare(conn *amqp.Connection) error {
 	if p.topo == nil {
 		return nil
 	}
-	ch, err := conn.Channel()
+	d, err := p.topo.DeclareCompatible(func() (topology.ClosableDeclarer, error) {
+		ch, err := conn.Channel()
+		if err != nil {
+			return nil, fmt.Errorf("opening topology channel: %w", err)
+		}
+		return ch, nil
+	})
 	if err != nil {
-		return fmt.Errorf("opening topology channel: %w", err)
+		err = fmt.Errorf("declaring topology: %w", err)
+		var aerr *amqp.Error
+		if errors.As(err, &aerr) {
+			p.setDeclared(nil, err, false)
+		}
+		return err
 	}
-	defer ch.Close()
-	if err := p.topo.Declare(ch); err != nil {
-		return fmt.Errorf("declaring topology: %w", err)
-	}
+	p.setDeclared(d.Unguarded, nil, true)
 	return nil
+}
+
+// setDeclared records a declare's outcome (unguarded only when ok), and
+// logs a change.
+func (p *Publisher) setDeclared(unguarded []string, err error, ok bool) {
+	p.topoMu.Lock()
+	defer p.topoMu.Unlock()
+	if ok {
+		if strings.Join(unguarded, ",") != strings.Join(p.unguarded, ",") && len(unguarded) > 0 {
+			p.logger.Error("queues kept with an earlier release's arguments, without x-overflow: reject-publish: a max-length or max-length-bytes policy on them drops events the broker confirmed; migrate them (docs/upgrading.md, \"Queues refuse instead of dropping\")",
+				"queues", strings.Join(unguarded, ","))
+		}
+		p.unguarded = unguarded
+		p.metrics.unguarded.Set(float64(len(unguarded)))
+	}
+	if (err == nil) != (p.declareErr == nil) && err == nil {
+		p.logger.Info("webhook topology declared again")
+	}
+	p.declareErr = err
+	p.metrics.declareFailed.Set(boolGauge(err != nil))
 }
 
 // declareAsync redeclares the topology off the session loop (a declare is

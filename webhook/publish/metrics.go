@@ -13,6 +13,13 @@ type publisherMetrics struct {
 	reconnects prometheus.Counter
 	// queueMissing is 1 while Options.CheckQueue does not exist.
 	queueMissing prometheus.Gauge
+	// unbound is 1 while the forward queue's binding cannot be asserted.
+	unbound prometheus.Gauge
+	// unguarded is the number of queues kept with the previous release's
+	// arguments (no x-overflow: reject-publish).
+	unguarded prometheus.Gauge
+	// declareFailed is 1 while the last topology declare failed.
+	declareFailed prometheus.Gauge
 }
 
 func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) (*publisherMetrics, error) {
@@ -33,12 +40,24 @@ func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) 
 			Name: "borda_webhook_forward_queue_missing",
 			Help: "1 while the forward queue does not exist (a passive declare every second answers 404); publishes to it answer 503 FORWARD_QUEUE_MISSING.",
 		}),
+		unbound: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_webhook_forward_unbound",
+			Help: "1 while the forward queue's binding to the webhook exchange cannot be asserted (queue.bind, every second, refused); publishes to it answer 503 FORWARD_UNBOUND.",
+		}),
+		unguarded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_webhook_queues_unguarded",
+			Help: "Queues kept with an earlier release's arguments, without x-overflow: reject-publish: a max-length policy on them drops confirmed events (docs/upgrading.md).",
+		}),
+		declareFailed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "borda_webhook_topology_declare_failed",
+			Help: "1 while the webhook publisher's last topology declare failed (e.g. ACCESS_REFUSED without the configure permission); /readyz/webhook says so.",
+		}),
 	}
 	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "borda_webhook_publish_unconfirmed",
 		Help: "Publishes awaiting the broker's confirm.",
 	}, unconfirmed)
-	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, pending} {
+	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, m.unbound, m.unguarded, m.declareFailed, pending} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering webhook publisher metrics: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,11 @@ type Publisher struct {
 
 	redeclare chan struct{}
 	dead      chan *confirmChannel
+
+	// topoMu guards what the last topology declare found.
+	topoMu     sync.Mutex
+	unguarded  []string // queues kept with the previous release's arguments
+	declareErr error    // the last declare's failure; nil once one succeeds
 
 	mu      sync.RWMutex
 	conn    *amqp.Connection
@@ -224,11 +230,47 @@ func (p *Publisher) Ready() error {
 	if p.qcheck != nil && p.qcheck.missing.Load() {
 		return fmt.Errorf("%w: %s", ErrQueueMissing, p.qcheck.queue)
 	}
+	if p.qcheck != nil && p.qcheck.unbound.Load() {
+		return fmt.Errorf("%w: %s to %s (%s)", ErrForwardUnbound, p.qcheck.queue, p.exchange, p.qcheck.binding)
+	}
 	if since := stalledFor(p.chans); since > p.confirmTimeout {
 		return fmt.Errorf("%w: a confirm has been outstanding for %s", ErrBrokerUnavailable, since.Round(time.Millisecond))
 	}
 	return nil
 }
+
+// Degraded returns nil when the last topology declare succeeded with the
+// current arguments; else a *DegradedError naming what is wrong while
+// publishing goes on: queues kept with an earlier release's arguments
+// (no `x-overflow: reject-publish`: a max-length policy on them drops
+// confirmed events), or a declare the broker refused (the configure
+// permission; the forward queue's existence and binding are still checked
+// every second). /readyz/webhook stays 200 and shows it (the gateway
+// reads DegradedError).
+func (p *Publisher) Degraded() error {
+	p.topoMu.Lock()
+	defer p.topoMu.Unlock()
+	var notes []string
+	if len(p.unguarded) > 0 {
+		notes = append(notes, fmt.Sprintf("queues without x-overflow: reject-publish (declared by an earlier release; a max-length policy on them drops confirmed events; docs/upgrading.md): %s", strings.Join(p.unguarded, ", ")))
+	}
+	if p.declareErr != nil {
+		notes = append(notes, fmt.Sprintf("the topology could not be declared: %v", p.declareErr))
+	}
+	if len(notes) == 0 {
+		return nil
+	}
+	return &DegradedError{Notes: notes}
+}
+
+// DegradedError is Degraded's answer: the component works, with Notes,
+// one sentence each.
+type DegradedError struct{ Notes []string }
+
+func (e *DegradedError) Error() string { return strings.Join(e.Notes, "; ") }
+
+// Degraded is true: the component still answers.
+func (e *DegradedError) Degraded() bool { return true }
 
 // stalledFor returns how long the oldest unconfirmed publish has waited.
 func stalledFor(chans []*confirmChannel) time.Duration {
