@@ -30,6 +30,18 @@ func TestNodeWideRabbitmqctlOnlyThroughPrivateNodes(t *testing.T) {
 		"internal/brokernode/brokernode_test.go": true,
 		"internal/brokernode/cluster.go":         true,
 		"internal/servicetest/broker.go":         true, // the deny list
+		// Vhost.SetPolicy: a policy scoped with -p to the test's own vhost
+		// (NewVhost), which nothing else uses; checked below.
+		"internal/servicetest/vhost.go": true,
+	}
+	vhost, err := os.ReadFile(filepath.Join(root, "internal", "servicetest", "vhost.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(vhost), "\n") {
+		if verbs.MatchString(line) && !strings.Contains(line, `"-p", v.Name`) {
+			t.Errorf("internal/servicetest/vhost.go runs a node-wide verb without -p <the test's vhost>: %s", strings.TrimSpace(line))
+		}
 	}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
