@@ -117,16 +117,16 @@ func floodReplicasHTTP(t *testing.T, replicas []*process, path string, start tim
 	return results
 }
 
-// replicasSeeEachOther waits until the registry holds the three replicas
+// replicasSeeEachOther waits until the registry holds every replica
 // and each has leased (its asks counter moved: a replica asks only when
 // it counts more than one replica), warming a key of its own.
 func replicasSeeEachOther(t *testing.T, rdb *redis.Client, prefix string, replicas []*process) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
-	for rdb.ZCard(ctx, prefix+"rlsync:replicas").Val() < replicaCount {
+	for rdb.ZCard(ctx, prefix+"rlsync:replicas").Val() < int64(len(replicas)) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the replicas did not register (%d of %d)", rdb.ZCard(ctx, prefix+"rlsync:replicas").Val(), replicaCount)
+			t.Fatalf("the replicas did not register (%d of %d)", rdb.ZCard(ctx, prefix+"rlsync:replicas").Val(), len(replicas))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
