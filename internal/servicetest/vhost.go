@@ -90,6 +90,15 @@ func (v *Vhost) SetPolicy(name, pattern, definition string) {
 	}
 }
 
+// ClearPolicy removes policy name from the vhost (`rabbitmqctl
+// clear_policy -p <vhost>`).
+func (v *Vhost) ClearPolicy(name string) {
+	v.t.Helper()
+	if _, err := rabbitmqctl("clear_policy", "-p", v.Name, name); err != nil {
+		v.t.Fatalf("clearing policy %s on vhost %s: %v", name, v.Name, err)
+	}
+}
+
 // Queues returns `rabbitmqctl list_queues -p <vhost>` with columns (e.g.
 // "name", "messages", "policy") as name → the other columns, tab-separated.
 func (v *Vhost) Queues(columns ...string) map[string]string {

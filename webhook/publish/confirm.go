@@ -43,6 +43,13 @@ type confirmChannel struct {
 
 	// onUnroutable is called (from settle) when a return resolves a publish.
 	onUnroutable func()
+	// onNack is called (from settle) when the broker nacks a publish on
+	// the open channel; nacked is set first. A nacked channel is retired
+	// (attack S04: RabbitMQ 3.10 keeps a quorum queue's reject-publish
+	// state per publishing channel, so it may go on nacking after the
+	// queue has room again) and pick avoids it meanwhile.
+	onNack func(*confirmChannel)
+	nacked atomic.Bool
 
 	mu      sync.Mutex
 	closed  error              // non-nil once the channel is gone
@@ -219,6 +226,10 @@ func (c *confirmChannel) settle(w *waiter) error {
 		return ErrUnroutable
 	}
 	if !acked {
+		c.nacked.Store(true)
+		if c.onNack != nil {
+			c.onNack(c)
+		}
 		return ErrNack
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,6 +126,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	p.logger.Info("webhook broker connected", "channels", len(chans), "connection_name", p.connName)
 
 	lastDeclare := time.Now()
+	var lastRetire time.Time
 	tick := time.NewTicker(topologyEvery)
 	defer tick.Stop()
 	qtick := p.queueCheckTicker()
@@ -167,6 +169,18 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 			}
 			lastDeclare = time.Now()
 			p.declareAsync(conn)
+		case nacked := <-p.retire:
+			// At most one channel per confirm timeout: under a real
+			// overflow every publish is nacked, and the replacement
+			// must not become a channel-open storm. A retirement asked
+			// for during the pause is asked again by the next nack on
+			// that channel (pick uses a nacked channel only when every
+			// other is nacked too).
+			if conn.IsClosed() || !p.current(nacked) || time.Since(lastRetire) < p.confirmTimeout {
+				continue
+			}
+			lastRetire = time.Now()
+			p.retireChannel(conn, sock, nacked)
 		case gone := <-p.dead:
 			if conn.IsClosed() || !p.current(gone) {
 				continue // connCloses follows, or a channel of an earlier session
@@ -204,6 +218,47 @@ func (p *Publisher) replaceChannel(conn *amqp.Connection, sock *coalescingConn, 
 	}
 }
 
+// retireChannel replaces a channel the broker nacked a publish on with a
+// fresh one (attack S04: RabbitMQ 3.10 keeps a quorum queue's
+// reject-publish state in the publishing channel's queue client, and a
+// channel nacked during an overflow may go on being nacked after the
+// queue has room again, while a fresh channel is accepted). The old
+// channel leaves the pool at once and is closed once its outstanding
+// confirms are answered (at most one confirm timeout later). When the
+// new channel cannot be opened the old one is kept.
+func (p *Publisher) retireChannel(conn *amqp.Connection, sock *coalescingConn, old *confirmChannel) {
+	c, err := p.openChannel(conn, sock)
+	if err != nil {
+		p.logger.Warn("replacing a nacked webhook publishing channel", "error", err)
+		return
+	}
+	p.mu.Lock()
+	replaced := false
+	for i, x := range p.chans {
+		if x == old {
+			chans := slices.Clone(p.chans)
+			chans[i] = c
+			p.chans = chans
+			replaced = true
+			break
+		}
+	}
+	p.mu.Unlock()
+	if !replaced { // the session ended meanwhile
+		_ = c.ch.Close()
+		return
+	}
+	p.metrics.retired.Inc()
+	p.logger.Info("webhook publishing channel replaced after a broker nack")
+	go func() {
+		deadline := time.Now().Add(p.confirmTimeout)
+		for !old.oldestPending().IsZero() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = old.ch.Close()
+	}()
+}
+
 func (p *Publisher) stalled() time.Duration {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -226,6 +281,7 @@ func (p *Publisher) openChannel(conn *amqp.Connection, sock *coalescingConn) (*c
 	if err != nil {
 		return nil, err
 	}
+	c.onNack = p.nacked
 	go func() {
 		<-c.done
 		select {

@@ -20,6 +20,8 @@ type publisherMetrics struct {
 	unguarded prometheus.Gauge
 	// declareFailed is 1 while the last topology declare failed.
 	declareFailed prometheus.Gauge
+	// retired counts channels replaced after a broker nack (S04).
+	retired prometheus.Counter
 }
 
 func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) (*publisherMetrics, error) {
@@ -52,12 +54,16 @@ func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) 
 			Name: "borda_webhook_topology_declare_failed",
 			Help: "1 while the webhook publisher's last topology declare failed (e.g. ACCESS_REFUSED without the configure permission); /readyz/webhook says so.",
 		}),
+		retired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "borda_webhook_publish_channels_replaced_total",
+			Help: "Publishing channels replaced after a broker nack (at most one per confirm_timeout): RabbitMQ 3.10 may keep a quorum queue's reject-publish state on a channel after the queue has room again.",
+		}),
 	}
 	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "borda_webhook_publish_unconfirmed",
 		Help: "Publishes awaiting the broker's confirm.",
 	}, unconfirmed)
-	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, m.unbound, m.unguarded, m.declareFailed, pending} {
+	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, m.unbound, m.unguarded, m.declareFailed, m.retired, pending} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering webhook publisher metrics: %w", err)
 		}

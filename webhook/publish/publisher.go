@@ -80,6 +80,15 @@ type Publisher struct {
 
 	redeclare chan struct{}
 	dead      chan *confirmChannel
+	// retire receives channels the broker nacked a publish on (S04);
+	// the session replaces them, at most one per confirm timeout.
+	retire chan *confirmChannel
+
+	// nackFirst and nackLast are the unix nanoseconds of the first and the
+	// last nack of the current run of nacks (0: none; an ack ends the run):
+	// Ready fails while nacks have persisted for nackReadyAfter and the
+	// last one is recent (nackStreak).
+	nackFirst, nackLast atomic.Int64
 
 	// topoMu guards what the last topology declare found.
 	topoMu     sync.Mutex
@@ -167,6 +176,7 @@ func New(opts Options) (*Publisher, error) {
 		upCh:           make(chan struct{}),
 	}
 	p.dead = make(chan *confirmChannel, p.channels)
+	p.retire = make(chan *confirmChannel, p.channels)
 	if opts.CheckQueue != "" {
 		p.qcheck = &queueCheck{queue: opts.CheckQueue, binding: opts.CheckBinding, every: queueCheckEvery}
 	}
@@ -232,6 +242,9 @@ func (p *Publisher) Ready() error {
 	}
 	if p.qcheck != nil && p.qcheck.unbound.Load() {
 		return fmt.Errorf("%w: %s to %s (%s)", ErrForwardUnbound, p.qcheck.queue, p.exchange, p.qcheck.binding)
+	}
+	if run := p.nackStreak(time.Now()); run > 0 {
+		return fmt.Errorf("%w: every publish nacked by the broker for %s (the queue is full or refuses this publisher)", ErrNack, run.Round(time.Millisecond))
 	}
 	if since := stalledFor(p.chans); since > p.confirmTimeout {
 		return fmt.Errorf("%w: a confirm has been outstanding for %s", ErrBrokerUnavailable, since.Round(time.Millisecond))
@@ -345,7 +358,11 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	}
 	select {
 	case <-w.dc.Done():
-		return c.settle(w)
+		err := c.settle(w)
+		if err == nil {
+			p.nackFirst.Store(0)
+		}
+		return err
 	case <-blocked:
 		// RabbitMQ blocks a connection when it next publishes during an
 		// alarm, so the publish that triggers connection.blocked would
@@ -371,16 +388,62 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 // channel's notification buffers hold the whole in-flight cap, so one
 // channel can carry it all. When every channel is closed it returns the
 // first, whose publish then fails as unavailable.
+//
+// A channel the broker nacked a publish on is being retired (S04): pick
+// prefers an open channel that was never nacked, then an open nacked one.
 func pick(chans []*confirmChannel) *confirmChannel {
+	var nacked *confirmChannel
 	for _, c := range chans {
 		select {
 		case <-c.done:
 			continue
 		default:
-			return c
+			if !c.nacked.Load() {
+				return c
+			}
+			if nacked == nil {
+				nacked = c
+			}
 		}
 	}
+	if nacked != nil {
+		return nacked
+	}
 	return chans[0]
+}
+
+// nackReadyAfter is how long every publish must have been nacked (with no
+// ack between) before Ready fails, in confirm timeouts: by then the
+// nacked channels were replaced (one per confirm timeout), so the nacks
+// are the queue's, or the broker's answer to this publisher, for good.
+const nackReadyAfter = 3
+
+// nacked records a broker nack on c and asks the session to retire c.
+func (p *Publisher) nacked(c *confirmChannel) {
+	now := time.Now().UnixNano()
+	p.nackFirst.CompareAndSwap(0, now)
+	p.nackLast.Store(now)
+	select {
+	case p.retire <- c:
+	default: // a retirement is already asked for
+	}
+}
+
+// nackStreak returns how long publishes have been nacked with no ack
+// between, when that is longer than nackReadyAfter confirm timeouts and
+// the last nack is within one confirm timeout of now; else 0. A replica
+// that stops getting traffic (not ready) becomes ready again once its
+// last nack is older than one confirm timeout, so it is tried again.
+func (p *Publisher) nackStreak(now time.Time) time.Duration {
+	first, last := p.nackFirst.Load(), p.nackLast.Load()
+	if first == 0 || now.Sub(time.Unix(0, last)) > p.confirmTimeout {
+		return 0
+	}
+	run := now.Sub(time.Unix(0, first))
+	if run <= nackReadyAfter*p.confirmTimeout {
+		return 0
+	}
+	return run
 }
 
 // setBlocked records connection.blocked / connection.unblocked.
