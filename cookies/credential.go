@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strings"
 )
 
@@ -318,19 +319,43 @@ func BearerTooLarge(h http.Header) bool {
 	return ok && len(token) > MaxTokenBytes
 }
 
-// forwardedView returns h without the Authorization and Cookie headers a
-// Connection header names (they are hop-by-hop and never forwarded); h
-// itself is not modified.
-func forwardedView(h http.Header) http.Header {
-	if len(h["Connection"]) > 0 && (connectionNames(h, "Authorization") || connectionNames(h, "Cookie")) {
-		h = h.Clone()
-		for _, name := range []string{"Authorization", "Cookie"} {
-			if connectionNames(h, name) {
-				delete(h, name)
+// forwardedView is ForwardedHeader: the identity read from the headers
+// the upstream receives.
+func forwardedView(h http.Header) http.Header { return ForwardedHeader(h) }
+
+// ForwardedHeader returns h as net/http/httputil.ReverseProxy forwards it
+// as far as the client's Connection header goes: every header a
+// Connection line names removed, read exactly as ReverseProxy reads them
+// (members split on ',', trimmed of SP, HTAB, CR and LF by
+// textproto.TrimString, matched by their canonical MIME key as
+// http.Header.Del does: any case; "Content-Type\v" or a Unicode look-alike
+// such as "Coo\u212aie" names nothing). Any identity decision that reads
+// Authorization, Cookie, Content-Type or Content-Encoding reads this view
+// (fresh attack pass 3 C13: "Connection: Content-Type" hid a text/plain
+// line from the upstream, which then parsed the body as a form). h itself
+// is not modified; it is returned as is when Connection names none of its
+// headers.
+func ForwardedHeader(h http.Header) http.Header {
+	var out http.Header
+	for _, line := range h["Connection"] {
+		for tok := range strings.SplitSeq(line, ",") {
+			if tok = textproto.TrimString(tok); tok == "" {
+				continue
 			}
+			k := textproto.CanonicalMIMEHeaderKey(tok)
+			if _, ok := h[k]; !ok {
+				continue
+			}
+			if out == nil {
+				out = h.Clone()
+			}
+			delete(out, k)
 		}
 	}
-	return h
+	if out == nil {
+		return h
+	}
+	return out
 }
 
 // bearerToken returns the token of an Authorization value with the
@@ -344,18 +369,4 @@ func bearerToken(auth string) (string, bool) {
 	}
 	token := strings.Trim(auth[i:], " \t")
 	return token, token != ""
-}
-
-// connectionNames reports whether any Connection line of h names the
-// header name (case-insensitively), as the hop-by-hop removal of
-// net/http/httputil.ReverseProxy reads them.
-func connectionNames(h http.Header, name string) bool {
-	for _, line := range h["Connection"] {
-		for tok := range strings.SplitSeq(line, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), name) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -83,6 +83,27 @@ var essentialAgents = []agentShape{
 	{"Safari on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) version/# mobile/% safari/#"},
 	{"Safari on iPad", "mozilla/# (ipad; cpu os # like mac os x) applewebkit/# (khtml, like gecko) version/# mobile/% safari/#"},
 	{"Safari on macOS", "mozilla/# (macintosh; intel mac os x #) applewebkit/# (khtml, like gecko) version/# safari/#"},
+	// Android WebView and the in-app browsers of Instagram, Facebook, the
+	// Google app, LINE and WeChat open every link tapped in those apps;
+	// IE 11 is still on school computers; Dalvik is Android's own HTTP
+	// stack, the user agent of many apps' requests (fresh attack pass 3
+	// G01: "Build/", "wv)", "Instagram", "FBAN", "GSA/" passed the guard).
+	// The device and build are one real model's ("SM-S918B
+	// Build/UP1A.…"): a pattern naming one device model is not refused.
+	{"Android WebView", "mozilla/# (linux; android #; sm-s918b build/up1a.#; wv) applewebkit/# (khtml, like gecko) version/# chrome/# mobile safari/#"},
+	{"Instagram on Android", "mozilla/# (linux; android #; sm-s918b build/up1a.#; wv) applewebkit/# (khtml, like gecko) version/# chrome/# mobile safari/# instagram # android (#/#; #dpi; #x#; samsung; sm-s918b; dm3q; qcom; pt_br; #)"},
+	{"Instagram on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) mobile/% instagram # (iphone15,2; ios #; pt_br; pt; scale=#; #x#; #)"},
+	{"Facebook on Android", "mozilla/# (linux; android #; sm-s918b build/up1a.#; wv) applewebkit/# (khtml, like gecko) version/# chrome/# mobile safari/# [fb_iab/fb4a;fbav/#;]"},
+	{"Facebook on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) mobile/% [fban/fbios;fbav/#;fbbv/#;fbdv/iphone15,2;fbmd/iphone;fbsn/ios;fbsv/#;fbss/#;fbcr/;fbid/phone;fblc/pt_br;fbop/5]"},
+	{"Google app on Android", "mozilla/# (linux; android #; sm-s918b build/up1a.#; wv) applewebkit/# (khtml, like gecko) version/# chrome/# mobile safari/# gsa/#.arm64"},
+	{"Google app on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) gsa/# mobile/% safari/#"},
+	{"LINE on Android", "mozilla/# (linux; android #; sm-s918b build/up1a.#; wv) applewebkit/# (khtml, like gecko) version/# chrome/# mobile safari/# line/#/iab"},
+	{"LINE on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) mobile/% safari line/#"},
+	{"WeChat on Android", "mozilla/# (linux; android #; sm-s918b build/up1a.#; wv) applewebkit/# (khtml, like gecko) version/# chrome/# mobile safari/# micromessenger/#(0x%) nettype/wifi language/zh_cn abi/arm64"},
+	{"WeChat on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) mobile/% micromessenger/#(0x%) nettype/wifi language/zh_cn"},
+	{"Internet Explorer 11", "mozilla/# (windows nt #; wow64; trident/#; rv:#) like gecko"},
+	{"Internet Explorer 11 (64-bit)", "mozilla/# (windows nt #; win64; x64; trident/#; rv:#) like gecko"},
+	{"Dalvik (Android apps)", "dalvik/# (linux; u; android #; sm-s918b build/up1a.#)"},
 	{"Evolution API's webhooks (axios)", "axios/#"},
 	{"GitHub's webhooks", "github-hookshot/%"},
 	{"Stripe's webhooks", "stripe/# (+https://stripe.com/docs/webhooks)"},

@@ -160,6 +160,21 @@ var realAgents = []string{
 	"Mozilla/5.0 (iPad; CPU OS 18_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.6 Mobile/15E148 Safari/604.1",
 	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/26.0 Safari/605.1.15",
 	"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.3.1 Safari/605.1.15",
+	// Android WebView and in-app browsers (fresh attack pass 3 G01).
+	"Mozilla/5.0 (Linux; Android 14; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/131.0.6778.135 Mobile Safari/537.36",
+	"Mozilla/5.0 (Linux; Android 14; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/131.0.6778.135 Mobile Safari/537.36 Instagram 357.0.0.42.90 Android (34/14; 480dpi; 1080x2340; samsung; SM-S918B; dm3q; qcom; pt_BR; 662398583)",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 Instagram 357.0.0.22.93 (iPhone15,2; iOS 18_1; pt_BR; pt; scale=3.00; 1179x2556; 661234567)",
+	"Mozilla/5.0 (Linux; Android 14; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/131.0.6778.135 Mobile Safari/537.36 [FB_IAB/FB4A;FBAV/490.0.0.48.109;]",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 [FBAN/FBIOS;FBAV/490.0.0.40.110;FBBV/660812345;FBDV/iPhone15,2;FBMD/iPhone;FBSN/iOS;FBSV/18.1;FBSS/3;FBCR/;FBID/phone;FBLC/pt_BR;FBOP/5]",
+	"Mozilla/5.0 (Linux; Android 14; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/131.0.6778.135 Mobile Safari/537.36 GSA/15.47.26.29.arm64",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) GSA/343.0.695551749 Mobile/15E148 Safari/604.1",
+	"Mozilla/5.0 (Linux; Android 14; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/131.0.6778.135 Mobile Safari/537.36 Line/14.19.1/IAB",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 Safari Line/14.19.0",
+	"Mozilla/5.0 (Linux; Android 14; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/131.0.6778.135 Mobile Safari/537.36 MicroMessenger/8.0.47.2560(0x28002F35) NetType/WIFI Language/zh_CN ABI/arm64",
+	"Mozilla/5.0 (iPhone; CPU iPhone OS 18_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 MicroMessenger/8.0.50(0x1800323c) NetType/WIFI Language/zh_CN",
+	"Mozilla/5.0 (Windows NT 10.0; WOW64; Trident/7.0; rv:11.0) like Gecko",
+	"Mozilla/5.0 (Windows NT 10.0; Win64; x64; Trident/7.0; rv:11.0) like Gecko",
+	"Dalvik/2.1.0 (Linux; U; Android 14; SM-S918B Build/UP1A.231005.007)",
 	"axios/1.7.9", "axios/1.12.2", "GitHub-Hookshot/a1b2c3d", "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
 	"Svix-Webhooks/1.57.0 (sender-abcde; +https://www.svix.com/http-sender/)",
 }
@@ -180,10 +195,17 @@ func versionedAgents() (agents, tokens []string) {
 		"Mozilla/5.0 (Android 15; Mobile; rv:%[1]d.0) Gecko/%[1]d.0 Firefox/%[1]d.0",
 		"Mozilla/5.0 (iPhone; CPU iPhone OS %[2]d_%[3]d like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/%[2]d.%[3]d Mobile/15E148 Safari/604.1",
 		"Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/%[2]d.%[3]d.1 Safari/605.1.15",
+		"Mozilla/5.0 (Linux; Android %[2]d; SM-S918B Build/UP1A.%[1]d.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/%[1]d.0.6778.135 Mobile Safari/537.36 Instagram %[1]d.0.0.42.90 Android (34/%[2]d; 480dpi; 1080x2340; samsung; SM-S918B; dm3q; qcom; pt_BR; 662398583)",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS %[2]d_%[3]d like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Mobile/15E148 [FBAN/FBIOS;FBAV/%[1]d.0.0.40.110;FBBV/660812345;FBDV/iPhone15,2;FBMD/iPhone;FBSN/iOS;FBSV/%[2]d.%[3]d;FBSS/3;FBCR/;FBID/phone;FBLC/pt_BR;FBOP/5]",
+		"Mozilla/5.0 (iPhone; CPU iPhone OS %[2]d_%[3]d like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) GSA/%[1]d.0.695551749 Mobile/15E148 Safari/604.1",
+		"Mozilla/5.0 (Linux; Android %[2]d; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/%[1]d.0.6778.135 Mobile Safari/537.36 Line/%[2]d.%[1]d.1/IAB",
+		"Mozilla/5.0 (Linux; Android %[2]d; SM-S918B Build/UP1A.231005.007; wv) AppleWebKit/537.36 (KHTML, like Gecko) Version/4.0 Chrome/%[1]d.0.6778.135 Mobile Safari/537.36 MicroMessenger/8.0.%[1]d(0x28002F35) NetType/WIFI Language/zh_CN ABI/arm64",
+		"Mozilla/5.0 (Windows NT 10.0; WOW64; Trident/%[3]d.0; rv:%[1]d.0) like Gecko",
+		"Dalvik/2.1.%[1]d (Linux; U; Android %[2]d; SM-S918B Build/UP1A.231005.007)",
 		"axios/%[2]d.%[3]d.%[1]d",
 		"Svix-Webhooks/%[2]d.%[1]d.0 (sender-abcde; +https://www.svix.com/http-sender/)",
 	}
-	products := []string{"chrome/", "crios/", "edg/", "opr/", "samsungbrowser/", "firefox/", "rv:", "version/", "iphone os ", "axios/"}
+	products := []string{"chrome/", "crios/", "edg/", "opr/", "samsungbrowser/", "firefox/", "rv:", "version/", "iphone os ", "axios/", "instagram ", "fbav/", "gsa/", "line/", "micromessenger/", "trident/", "dalvik/"}
 	for v := 1; v <= 300; v++ {
 		for _, f := range formats {
 			ua := fmt.Sprintf(f, v, v%40, v%10)
@@ -207,6 +229,29 @@ func versionedAgents() (agents, tokens []string) {
 		}
 	}
 	return agents, tokens
+}
+
+// TestCheckRefusesWebViewAndInAppBrowserPatterns (fresh attack pass 3
+// G01): patterns that match Android WebView and the in-app browsers of
+// Instagram, Facebook, the Google app, LINE and WeChat, IE 11 and Dalvik
+// passed the guard and refused that whole population ("Build/" 403'd
+// every Instagram link). Each is refused now, in any case and as a glob;
+// a device model or a scanner's name still passes.
+func TestCheckRefusesWebViewAndInAppBrowserPatterns(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"Build/", "wv)", "; wv", "Instagram", "FBAN", "FBAV/", "FB_IAB", "FBIOS", "GSA/", "Line/", "MicroMessenger",
+		"Dalvik", "Trident", "Trident/7.0", "like Gecko", "Version/4.0 Chrome", "*Instagram*", "*; wv)*", "dalvik/*", "NetType/WIFI", "Build/UP1A"} {
+		for _, v := range []string{p, strings.ToUpper(p), strings.ToLower(p)} {
+			if err := build(t, Agents, v).Check(DefaultMaxShare); err == nil {
+				t.Errorf("pattern %q: Check = nil, want refused", v)
+			}
+		}
+	}
+	for _, p := range []string{"sqlmap", "SM-A146M", "facebookexternalhit", "python-requests", "Go-http-client"} {
+		if err := build(t, Agents, p).Check(DefaultMaxShare); err != nil {
+			t.Errorf("pattern %q: Check = %v, want accepted", p, err)
+		}
+	}
 }
 
 // TestCheckRefusesEveryVersionOfEveryBrowser (fresh attack pass A71): the

@@ -172,7 +172,8 @@ routes:
 		out, _ := cmd.CombinedOutput()
 		return cmd.ProcessState.ExitCode(), string(out)
 	}
-	for _, pattern := range []string{"chrome/14", "Chrome/1", "CriOS/14", "Edg/14", "firefox/15", "rv:14", "Version/18.2", "iPhone OS 18_2", "SamsungBrowser/2", "axios/1.7", "*Chrome/14*", "Mobile/15E1"} {
+	for _, pattern := range []string{"chrome/14", "Chrome/1", "CriOS/14", "Edg/14", "firefox/15", "rv:14", "Version/18.2", "iPhone OS 18_2", "SamsungBrowser/2", "axios/1.7", "*Chrome/14*", "Mobile/15E1",
+		"Build/", "wv)", "Instagram", "FBAN", "GSA/", "Line/", "MicroMessenger", "Dalvik", "Trident"} { // fresh attack pass 3 G01
 		if code, out := check(pattern); code == 0 || !strings.Contains(out, "deny") {
 			t.Errorf("config check of user_agents [%q]: exit %d, want a refusal naming deny:\n%s", pattern, code, out)
 		}

@@ -99,3 +99,42 @@ func TestHostileManyAuthCookiesAreVerifiedAndSkipTheIPLimit(t *testing.T) {
 		t.Errorf("the upstream saw %d requests", n)
 	}
 }
+
+// TestHostileFormTokenBehindAHopByHopContentType (fresh attack pass 3,
+// C13, C14): "Connection: close, Content-Type" hid a text/plain line
+// from the upstream (ReverseProxy drops the headers Connection names),
+// and an empty Content-Type is absent to Rack 2: both upstreams received
+// a POST they parse as a form, access_token=<jwt> in it, while the
+// limiter counted it anonymous (7 × 200 on a 5/min user rule). Through
+// the real binary, for each spelling, 7 requests: 5 × 200 then 429, and
+// the upstream got no (or a blank) Content-Type.
+func TestHostileFormTokenBehindAHopByHopContentType(t *testing.T) {
+	up := recordingUpstream(t)
+	rules := strings.Replace(identityLimited, "limit: 1\n", "limit: 5\n", 1)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", rules), "AUTH_JWT_SECRET="+identitySecret)
+	for i, head := range []string{
+		"Connection: close, Content-Type\r\nContent-Type: text/plain\r\n",
+		"Connection: close\r\nConnection: content-type\r\nContent-Type: application/json\r\n",
+		"Connection: close,CONTENT-TYPE\r\nContent-Type: text/plain\r\n",
+		"Connection: close\r\nContent-Type: \r\n",
+		"Connection: close\r\nContent-Type:\t\r\n",
+	} {
+		body := "access_token=" + identityToken(t, fmt.Sprintf("u-hop-%d", i), 0)
+		var codes []int
+		for range 7 {
+			resp, _, err := rawExchange(t, p.public, fmt.Sprintf("POST /x HTTP/1.1\r\nHost: a\r\n%sContent-Length: %d\r\n\r\n%s", head, len(body), body), 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, resp.StatusCode)
+		}
+		if fmt.Sprint(codes) != "[200 200 200 200 200 429 429]" {
+			t.Errorf("%q: %v, want 5 × 200 then 429 (the user's limit)", head, codes)
+		}
+		seen := up.requests()
+		last := seen[len(seen)-1]
+		if ct := strings.TrimSpace(last.Header.Get("Content-Type")); ct != "" || last.Body != body {
+			t.Errorf("%q: the upstream got Content-Type %q, body %q; the test models a blank Content-Type and the body unchanged", head, ct, last.Body)
+		}
+	}
+}

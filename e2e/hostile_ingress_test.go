@@ -381,3 +381,33 @@ func TestHostileConfiguredTokenInAnyPathSegmentNeverReachesTheLog(t *testing.T) 
 		t.Errorf("the log holds the token:\n%s", logs)
 	}
 }
+
+// TestHostileWebhookNumberOutOfRangeIsRefused (fresh attack pass 3, W12):
+// {"a":1e999999} was acknowledged 200 PUBLISHED_CONFIRMED although
+// PostgreSQL's jsonb ("value overflows numeric format") and encoding/json
+// refuse it and PHP/Python read infinity. Through the real binary, a
+// number beyond float64 or PostgreSQL's numeric, at the top level or
+// inside an Evolution event, is refused 400 NUMBER_OUT_OF_RANGE like a
+// lone surrogate; an in-range neighbour (1e308, 1e-400) is published.
+func TestHostileWebhookNumberOutOfRangeIsRefused(t *testing.T) {
+	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
+	n := newNames(t)
+	p := startIngressServe(t, n, amqpURL, redisURL)
+	stamp := time.Now().UnixNano()
+	for _, num := range []string{"1e999999", "-1e400", "1e-16384"} {
+		for _, body := range []string{
+			fmt.Sprintf(`{"id":"num-%d","a":%s}`, stamp, num),
+			fmt.Sprintf(`{"event":"messages.upsert","instance":"escola-1","data":{"key":{"id":"num-%d"},"n":[%s]}}`, stamp, num),
+		} {
+			if code, _, reply := ingressRaw(t, p.public, "/webhooks/whatsapp", body, "Authorization: Bearer "+ingressToken); code != 400 || !strings.Contains(reply, "NUMBER_OUT_OF_RANGE") {
+				t.Errorf("%s: %d %s, want 400 NUMBER_OUT_OF_RANGE", body, code, reply)
+			}
+		}
+	}
+	for i, num := range []string{"1e308", "1e-400"} {
+		body := fmt.Sprintf(`{"id":"num-ok-%d-%d","a":%s}`, stamp, i, num)
+		if code, _, reply := ingressRaw(t, p.public, "/webhooks/whatsapp", body, "Authorization: Bearer "+ingressToken); code != 200 || !strings.Contains(reply, "PUBLISHED_CONFIRMED") {
+			t.Errorf("%s: %d %s, want 200 PUBLISHED_CONFIRMED", body, code, reply)
+		}
+	}
+}

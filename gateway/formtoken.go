@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/olp-edu/borda/cookies"
 )
 
 // MaxFormTokenBody is the most bytes of an application/x-www-form-urlencoded
@@ -57,12 +59,20 @@ func (s *Server) keysIdentity(route string) bool {
 // from the header, cookie or query credential, are refused 400 like any
 // two credentials; alone, it is the identity when it verifies. A larger
 // body is 413 and a compressed one 415 (Express's body-parser inflates
-// gzip, deflate and br). It reports whether the request goes on.
+// gzip, deflate and br). Content-Type and Content-Encoding are read as the
+// upstream receives them (cookies.ForwardedHeader: the lines a Connection
+// header names removed). It reports whether the request goes on.
 func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
-	if ex.w.body == nil || !formEncoded(r.Method, r.Header) || !s.keysIdentity(ex.route.Name) {
+	if ex.w.body == nil || !s.keysIdentity(ex.route.Name) {
 		return true
 	}
-	if !identityCoding(r.Header["Content-Encoding"]) {
+	// The upstream's view: Content-Type and Content-Encoding lines a
+	// Connection line names never reach it (fresh attack pass 3 C13).
+	fwd := cookies.ForwardedHeader(r.Header)
+	if !formEncoded(r.Method, fwd) {
+		return true
+	}
+	if !identityCoding(fwd["Content-Encoding"]) {
 		s.refuseCredential(w, r, ex, problemFormEncoded)
 		return false
 	}
@@ -124,11 +134,13 @@ func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *e
 // type is it as mime.ParseMediaType reads it (the webhook ingress's
 // parser: any case, parameters), or as PHP and Rack read it (the text up
 // to the first ';', ',' or whitespace, any case: "application/x-www-form-
-// urlencoded, text/plain"); or a POST with no Content-Type at all, which
-// Rack 2 parses as a form.
+// urlencoded, text/plain"); or a POST with no Content-Type, which Rack 2
+// parses as a form. Lines that are empty or only whitespace count as no
+// Content-Type: Rack 2 reads an empty CONTENT_TYPE as absent (fresh attack
+// pass 3 C14). h is the header the upstream receives (ForwardedHeader).
 func formEncoded(method string, h http.Header) bool {
-	lines, ok := h["Content-Type"]
-	if !ok {
+	lines := h["Content-Type"]
+	if blankLines(lines) {
 		return method == http.MethodPost
 	}
 	const form = "application/x-www-form-urlencoded"
@@ -145,6 +157,17 @@ func formEncoded(method string, h http.Header) bool {
 		}
 	}
 	return false
+}
+
+// blankLines reports whether no line of vs holds anything but whitespace
+// (true for none).
+func blankLines(vs []string) bool {
+	for _, v := range vs {
+		if strings.TrimSpace(v) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // identityCoding reports whether the Content-Encoding lines vs name no

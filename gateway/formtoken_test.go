@@ -273,3 +273,131 @@ func TestStalledFormBodyIsCutLikeAnUpload(t *testing.T) {
 		t.Errorf("a stalled form reached the upstream")
 	}
 }
+
+// The form decision is made on the request the upstream receives (fresh
+// attack pass 3 C13, C14): a Content-Type line a Connection header names
+// is hop-by-hop, ReverseProxy drops it and a Rack 2 upstream parses the
+// POST without Content-Type as a form; an empty or whitespace-only
+// Content-Type is absent to Rack 2 as well. Every Connection spelling
+// (any case, in a list, on its own line, padded) × every hidden or blank
+// Content-Type counts the body's token as the user (200, 200, 429), and
+// the upstream indeed gets no Content-Type, or a blank one; a Connection
+// that names another header leaves a text/plain body anonymous.
+func TestFormTokenBehindAHopByHopOrBlankContentType(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var ctypes [][]string
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		mu.Lock()
+		ctypes = append(ctypes, r.Header["Content-Type"])
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	})
+	lastCType := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return ctypes[len(ctypes)-1]
+	}
+	h := formHarness(t, up.URL)
+	exp := time.Now().Add(time.Hour).Unix()
+	n := 0
+	counted := func(name string, headers ...string) {
+		t.Helper()
+		n++
+		body := "access_token=" + signHS256(t, testSecret, jwt.MapClaims{"sub": fmt.Sprintf("hop-user-%d", n), "exp": exp})
+		for i, want := range []int{200, 200, 429} {
+			if res, _ := rawSend(t, h, "POST", "/api/x", body, headers...); res.StatusCode != want {
+				t.Fatalf("%s %q request %d: %d, want %d", name, headers, i+1, res.StatusCode, want)
+			}
+		}
+		for _, v := range lastCType() {
+			if strings.TrimSpace(v) != "" {
+				t.Fatalf("%s %q: the upstream got Content-Type %q, which the test models as hidden or blank", name, headers, v)
+			}
+		}
+	}
+	connections := [][]string{
+		{"Connection: Content-Type"},
+		{"Connection: content-type"},
+		{"Connection: CONTENT-TYPE"},
+		{"Connection: close, Content-Type"},
+		{"Connection: Content-Type, close"},
+		{"Connection: keep-alive,content-type"},
+		{"Connection: ,, Content-Type ,"},
+		{"Connection: close,\tContent-Type\t,x"},
+		{"Connection: close", "Connection: Content-Type"},
+	}
+	for _, conn := range connections {
+		for _, ct := range []string{
+			"Content-Type: text/plain",
+			"Content-Type: application/json",
+			"Content-Type: multipart/form-data; boundary=x",
+		} {
+			counted("hidden", append(append([]string(nil), conn...), ct)...)
+		}
+	}
+	for _, ct := range []string{"Content-Type:", "Content-Type: ", "Content-Type:\t", "Content-Type: \t ", "Content-Type:\t", "Content-Type:"} {
+		counted("blank", ct)
+	}
+	counted("absent")
+	counted("two blank lines", "Content-Type:", "Content-Type: ")
+	// Control: a Connection that names another header, or a look-alike
+	// ReverseProxy does not match, leaves text/plain with the upstream.
+	for _, conn := range []string{"Connection: Content-Typo", "Connection: Content_Type", "Connection: ContentType", "Connection: Content-Type;x"} {
+		body := "access_token=" + signHS256(t, testSecret, jwt.MapClaims{"sub": "hop-control", "exp": exp})
+		for i := range 3 {
+			if res, _ := rawSend(t, h, "POST", "/api/x", body, conn, "Content-Type: text/plain"); res.StatusCode != http.StatusOK {
+				t.Fatalf("%q request %d: %d, want 200 (text/plain reaches the upstream: not a form)", conn, i+1, res.StatusCode)
+			}
+		}
+		if got := lastCType(); len(got) != 1 || got[0] != "text/plain" {
+			t.Fatalf("%q: the upstream got Content-Type %q, want text/plain", conn, got)
+		}
+	}
+}
+
+// A Content-Encoding line a Connection header names never reaches the
+// upstream either, which then reads the body as sent: the gateway reads
+// it as a form too (not 415), and a gzip line that does reach the
+// upstream is still 415.
+func TestFormTokenBehindAHopByHopContentEncoding(t *testing.T) {
+	t.Parallel()
+	up, _ := bodyUpstream(t)
+	h := formHarness(t, up.URL)
+	tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "hop-coding", "exp": time.Now().Add(time.Hour).Unix()})
+	form := "Content-Type: application/x-www-form-urlencoded"
+	for i, want := range []int{200, 200, 429} {
+		if res, _ := rawSend(t, h, "POST", "/api/x", "access_token="+tok, form, "Content-Encoding: gzip", "Connection: content-encoding"); res.StatusCode != want {
+			t.Fatalf("hidden Content-Encoding request %d: %d, want %d", i+1, res.StatusCode, want)
+		}
+	}
+	if res, _ := rawSend(t, h, "POST", "/api/x", "access_token="+tok, form, "Content-Encoding: gzip", "Connection: Content-Type-X"); res.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("forwarded Content-Encoding: %d, want 415", res.StatusCode)
+	}
+}
+
+// formEncoded on the blank spellings: absent and blank are a form for a
+// POST only.
+func TestFormEncodedBlankContentTypeIsAbsent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		lines  []string
+		method string
+		want   bool
+	}{
+		{nil, "POST", true}, {[]string{""}, "POST", true}, {[]string{" \t"}, "POST", true}, {[]string{"", ""}, "POST", true},
+		{[]string{""}, "PUT", false}, {nil, "PATCH", false},
+		{[]string{"text/plain"}, "POST", false}, {[]string{"", "text/plain"}, "POST", false},
+		{[]string{";charset=utf-8"}, "POST", false}, {[]string{"*/*"}, "POST", false},
+		{[]string{"", "application/x-www-form-urlencoded"}, "PUT", true},
+	} {
+		h := http.Header{}
+		if tc.lines != nil {
+			h["Content-Type"] = tc.lines
+		}
+		if got := formEncoded(tc.method, h); got != tc.want {
+			t.Errorf("formEncoded(%s, %q) = %v, want %v", tc.method, tc.lines, got, tc.want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package ingress
 import (
 	"bytes"
 	"encoding/json"
+	"math"
+	"strconv"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -441,17 +443,91 @@ func skipComma(b []byte, i int) int {
 }
 
 // jsonRefused returns why body, valid JSON (jsonValid), is refused, or "":
-// ReasonInvalidUTF8 or ReasonDuplicateMember. Every object at every depth
+// ReasonInvalidUTF8, ReasonNumberOutOfRange or ReasonDuplicateMember.
+// Every object at every depth
 // is checked: the members Borda reads (id_fields, redact_fields,
 // Stripe's id) are not the only ones its consumers read.
 func jsonRefused(body []byte) string {
 	if !utf8.Valid(body) || jsonLoneSurrogate(body) {
 		return ReasonInvalidUTF8
 	}
+	if jsonNumberOutOfRange(body) {
+		return ReasonNumberOutOfRange
+	}
 	if jsonDuplicateMember(body) {
 		return ReasonDuplicateMember
 	}
 	return ""
+}
+
+// pgNumericScaleDigits is the most digits after the decimal point of
+// PostgreSQL's numeric, which jsonb stores numbers as (its display scale,
+// trailing zeros included; 131 072 before the point).
+const pgNumericScaleDigits = 16383
+
+// jsonNumberOutOfRange reports whether a number of b (valid JSON) is one
+// its consumers cannot all read (fresh attack pass 3 W12): beyond float64
+// (1e999999, -1e400, a 400-digit integer: encoding/json refuses to decode
+// it into float64 or interface{}, PHP, Python and JavaScript read it as
+// ±infinity), or beyond PostgreSQL's numeric (1e-16384, 1.5e-16383, 0.
+// followed by 16 384 zeros: jsonb refuses the body, "value overflows
+// numeric format"). Like a lone surrogate (A036), such a body would be
+// acknowledged and then never delivered or read alike. Numbers that
+// underflow float64 but fit numeric (1e-400) read as 0 in Go and are
+// kept. In valid JSON a '-' or a digit outside a string starts a number.
+func jsonNumberOutOfRange(b []byte) bool {
+	for i := 0; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"':
+			i = skipString(b, i)
+			continue
+		case c == '-' || (c >= '0' && c <= '9'):
+			j := i
+			for j < len(b) && (b[j] == '-' || b[j] == '+' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || (b[j] >= '0' && b[j] <= '9')) {
+				j++
+			}
+			if numberOutOfRange(b[i:j]) {
+				return true
+			}
+			i = j
+			continue
+		}
+		i++
+	}
+	return false
+}
+
+// numberOutOfRange reports whether the JSON number n overflows float64
+// or PostgreSQL's numeric (jsonNumberOutOfRange). Short numbers without
+// an exponent (at most 300 bytes) are in range and not parsed.
+func numberOutOfRange(n []byte) bool {
+	exp := bytes.IndexAny(n, "eE")
+	if exp < 0 && len(n) <= 300 {
+		return false
+	}
+	if f, err := strconv.ParseFloat(string(n), 64); err != nil && math.IsInf(f, 0) {
+		return true // beyond float64
+	}
+	mant, e := n, int64(0)
+	if exp >= 0 {
+		mant = n[:exp]
+		v, err := strconv.ParseInt(string(n[exp+1:]), 10, 64)
+		if err != nil { // |exponent| beyond int64
+			v = math.MaxInt32
+			if n[exp+1] == '-' {
+				v = math.MinInt32
+			}
+		}
+		e = max(min(v, math.MaxInt32), math.MinInt32)
+	}
+	var frac []byte
+	if dot := bytes.IndexByte(mant, '.'); dot >= 0 {
+		frac = mant[dot+1:]
+	}
+	// PostgreSQL's scale: too many digits after the point, even of 0.
+	// (Its 131 072 digits before the point are far beyond float64.)
+	return int64(len(frac))-e > pgNumericScaleDigits
 }
 
 // jsonLoneSurrogate reports whether a string of b (valid JSON) holds a

@@ -68,6 +68,10 @@ const (
 	// streaming parsers the first: the id Borda derives and the id a
 	// consumer reads could differ (RFC 8259 §4: names SHOULD be unique).
 	ReasonDuplicateMember = "DUPLICATE_MEMBER"
+	// ReasonNumberOutOfRange: a number beyond float64 (1e999999, -1e400:
+	// encoding/json refuses it, PHP, Python and JavaScript read infinity)
+	// or beyond PostgreSQL's numeric (1e-16384: jsonb refuses the body).
+	ReasonNumberOutOfRange = "NUMBER_OUT_OF_RANGE"
 	// ReasonContentTypeRepeated: two Content-Type field lines (RFC 9110
 	// §5.3: it is a singleton field); which one a parser believes is
 	// undefined, so the body's kind would be too.

@@ -70,6 +70,7 @@ func retryAfterSeconds(d time.Duration) int {
 var invalidMessages = map[string]string{
 	ReasonInvalidUTF8:         "O corpo JSON não é UTF-8 válido.",
 	ReasonDuplicateMember:     "O corpo JSON repete um membro num mesmo objeto (nomes comparados sem distinguir maiúsculas de minúsculas).",
+	ReasonNumberOutOfRange:    "O corpo JSON tem um número fora do intervalo que os leitores aceitam (maior que o float64 ou com casas decimais demais).",
 	ReasonContentTypeRepeated: "O cabeçalho Content-Type aparece mais de uma vez.",
 }
 
