@@ -218,7 +218,11 @@ func basicJWS(auth string) (tok string, ok, hidden bool) {
 	word = strings.NewReplacer("-", "+", "_", "/").Replace(word)
 	b, err := base64.RawStdEncoding.DecodeString(word)
 	if err != nil {
-		return "", false, false
+		// Not one strict base64 word, yet PHP and Node's Buffer decode it
+		// skipping what is not base64, and passport-http takes the first
+		// word: a JWT they would read there is hidden (fresh attack pass 6
+		// C02-C05, C18: "Basic eDph!YmMu...", a space, '=' inside, a word after).
+		return "", false, lenientBasicHidesJWS(auth[i:])
 	}
 	user, pass, _ := strings.Cut(string(b), ":")
 	for _, v := range []string{user, pass} {
@@ -369,4 +373,41 @@ func bearerToken(auth string) (string, bool) {
 	}
 	token := strings.Trim(auth[i:], " \t")
 	return token, token != ""
+}
+
+// lenientBasicHidesJWS reports whether Basic credentials that are not one
+// strict base64 word decode, the lenient ways upstream parsers read them
+// (every base64 character of the value kept, as PHP's base64_decode and
+// Node's Buffer do; or the first word's), into a user or password that is
+// JWS-shaped.
+func lenientBasicHidesJWS(creds string) bool {
+	creds = strings.Trim(creds, " \t")
+	first, _, _ := strings.Cut(creds, " ")
+	first, _, _ = strings.Cut(first, "\t")
+	for _, v := range []string{creds, first} {
+		var b strings.Builder
+		for _, r := range v {
+			switch {
+			case 'A' <= r && r <= 'Z', 'a' <= r && r <= 'z', '0' <= r && r <= '9', r == '+', r == '/':
+				b.WriteRune(r)
+			case r == '-':
+				b.WriteByte('+')
+			case r == '_':
+				b.WriteByte('/')
+			}
+		}
+		word := b.String()
+		if len(word)%4 == 1 {
+			word = word[:len(word)-1]
+		}
+		dec, err := base64.RawStdEncoding.DecodeString(word)
+		if err != nil {
+			continue
+		}
+		user, pass, _ := strings.Cut(string(dec), ":")
+		if jwsShaped(user) || jwsShaped(pass) {
+			return true
+		}
+	}
+	return false
 }

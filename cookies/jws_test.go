@@ -129,3 +129,27 @@ func TestAuthorizationHidingAJWTUnderAnySchemeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A Basic value that is not one strict base64 word, yet decodes the ways
+// PHP's base64_decode, Node's Buffer and passport-http read it into a user
+// or password that is a JWT, was forwarded as is and counted anonymous
+// (fresh attack pass 6 C02-C05, C18): it is refused like any hidden JWS.
+func TestBasicValueHidingAJWTFromTheStrictDecoderIsRefused(t *testing.T) {
+	t.Parallel()
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1In0.c2lnbmF0dXJlLWJ5dGVz"
+	b64 := base64.StdEncoding.EncodeToString([]byte("x:" + jwt))
+	for _, v := range []string{
+		b64[:4] + "!" + b64[4:], b64[:4] + " " + b64[4:], b64[:4] + "\t" + b64[4:], b64[:4] + "=" + b64[4:],
+		b64 + " junk", b64 + ",", "!" + b64, b64[:4] + "*" + b64[4:] + "*",
+	} {
+		if !AuthorizationNonCanonical(http.Header{"Authorization": {"Basic " + v}}) {
+			t.Errorf("Basic %.20q... accepted", v)
+		}
+	}
+	plain := base64.StdEncoding.EncodeToString([]byte("user:pass"))
+	for _, v := range []string{plain, plain + " junk", plain[:4] + "!" + plain[4:]} {
+		if AuthorizationNonCanonical(http.Header{"Authorization": {"Basic " + v}}) {
+			t.Errorf("Basic %q refused: it holds no JWT", v)
+		}
+	}
+}

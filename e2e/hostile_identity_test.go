@@ -539,3 +539,25 @@ func TestHostileJWTAsTheBasicPasswordSkipsTheUserLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileMalformedBasicHidingAJWTSkipsTheUserLimit (fresh attack pass 6
+// C02-C05, C18): a Basic value spoiled for the strict decoder ('!', a
+// space, '=' inside, a word after) that PHP and Node's Buffer still
+// decode to x:<jwt> passed unlimited. It is 401 and the upstream gets none.
+func TestHostileMalformedBasicHidingAJWTSkipsTheUserLimit(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n", identityLimited), "AUTH_JWT_SECRET="+identitySecret)
+	b64 := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "x:%s", identityToken(t, "u-basic-spoiled", 0)))
+	for _, v := range []string{b64[:4] + "!" + b64[4:], b64[:4] + " " + b64[4:], b64[:4] + "=" + b64[4:], b64 + " junk"} {
+		resp, _, err := rawExchange(t, p.public, "GET /x HTTP/1.1\r\nHost: a\r\nAuthorization: Basic "+v+"\r\nConnection: close\r\n\r\n", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 401 {
+			t.Errorf("Basic %.12q...: %d, want 401", v, resp.StatusCode)
+		}
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("the upstream received %d of them", n)
+	}
+}

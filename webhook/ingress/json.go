@@ -465,6 +465,11 @@ func jsonRefused(body []byte) string {
 // trailing zeros included; 131 072 before the point).
 const pgNumericScaleDigits = 16383
 
+// pgMaxExponent is the smallest exponent magnitude PostgreSQL's numeric
+// input refuses whatever the digits before it ("value overflows numeric
+// format" for 0e1073741823 as for 1e1073741823).
+const pgMaxExponent = 1073741823
+
 // jsonNumberOutOfRange reports whether a number of b (valid JSON) is one
 // its consumers cannot all read (fresh attack pass 3 W12): beyond float64
 // (1e999999, -1e400, a 400-digit integer: encoding/json refuses to decode
@@ -520,6 +525,9 @@ func numberOutOfRange(n []byte) bool {
 			}
 		}
 		e = max(min(v, math.MaxInt32), math.MinInt32)
+		if e >= pgMaxExponent || e <= -pgMaxExponent {
+			return true // PostgreSQL refuses the exponent whatever the digits (0e2147483647: fresh attack pass 6 W01)
+		}
 	}
 	var frac []byte
 	if dot := bytes.IndexByte(mant, '.'); dot >= 0 {
