@@ -79,6 +79,13 @@ var essentialAgents = []agentShape{
 	{"Firefox on macOS", "mozilla/# (macintosh; intel mac os x #; rv:#) gecko/# firefox/#"},
 	{"Firefox on Linux", "mozilla/# (x11; linux x86_64; rv:#) gecko/# firefox/#"},
 	{"Firefox on Android", "mozilla/# (android #; mobile; rv:#) gecko/# firefox/#"},
+	// ChromeOS (the schools' Chromebooks) and Linux distributions' own
+	// spellings (fresh attack pass 6 G01/G02: "cros" and "ubuntu" passed
+	// the guard and refused every Chromebook or Ubuntu Firefox).
+	{"Chrome on ChromeOS", "mozilla/# (x11; cros x86_64 #) applewebkit/# (khtml, like gecko) chrome/# safari/#"},
+	{"Chrome on ChromeOS (ARM)", "mozilla/# (x11; cros aarch64 #) applewebkit/# (khtml, like gecko) chrome/# safari/#"},
+	{"Firefox on Ubuntu", "mozilla/# (x11; ubuntu; linux x86_64; rv:#) gecko/# firefox/#"},
+	{"Firefox on Fedora", "mozilla/# (x11; fedora; linux x86_64; rv:#) gecko/# firefox/#"},
 	{"Firefox on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) fxios/# mobile/% safari/#"},
 	{"Safari on iPhone", "mozilla/# (iphone; cpu iphone os # like mac os x) applewebkit/# (khtml, like gecko) version/# mobile/% safari/#"},
 	{"Safari on iPad", "mozilla/# (ipad; cpu os # like mac os x) applewebkit/# (khtml, like gecko) version/# mobile/% safari/#"},

@@ -240,7 +240,9 @@ func versionedAgents() (agents, tokens []string) {
 func TestCheckRefusesWebViewAndInAppBrowserPatterns(t *testing.T) {
 	t.Parallel()
 	for _, p := range []string{"Build/", "wv)", "; wv", "Instagram", "FBAN", "FBAV/", "FB_IAB", "FBIOS", "GSA/", "Line/", "MicroMessenger",
-		"Dalvik", "Trident", "Trident/7.0", "like Gecko", "Version/4.0 Chrome", "*Instagram*", "*; wv)*", "dalvik/*", "NetType/WIFI", "Build/UP1A"} {
+		"Dalvik", "Trident", "Trident/7.0", "like Gecko", "Version/4.0 Chrome", "*Instagram*", "*; wv)*", "dalvik/*", "NetType/WIFI", "Build/UP1A",
+		// Fresh attack pass 6 G01/G02: Chromebooks and distributions' Firefox.
+		"cros", "CrOS x86_64", "CrOS aarch64", "ubuntu", "*Ubuntu*", "Fedora"} {
 		for _, v := range []string{p, strings.ToUpper(p), strings.ToLower(p)} {
 			if err := build(t, Agents, v).Check(DefaultMaxShare); err == nil {
 				t.Errorf("pattern %q: Check = nil, want refused", v)
