@@ -2,19 +2,13 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/olp-edu/borda/internal/servicetest"
 )
 
 // A45 (attack report 2): two replicas with rate_limits.sync: 50ms; a
@@ -121,30 +115,7 @@ func concurrentBurst(t *testing.T, replicas []*process, path, ip string, n int) 
 // and waits until they count each other.
 func startBurstReplicas(t *testing.T, n int) []*process {
 	t.Helper()
-	redisURL := servicetest.RedisURL(t)
-	opts, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := servicetest.KeyPrefix(t)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for it := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator(); it.Next(ctx); {
-			rdb.Del(ctx, it.Val())
-		}
-		rdb.Close()
-	})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	t.Cleanup(up.Close)
-	config := burstConfig(up.URL, redisURL, prefix)
-	replicas := make([]*process, n)
-	for i := range replicas {
-		replicas[i] = startServe(t, config)
-	}
-	if n > 1 {
-		replicasSeeEachOther(t, rdb, prefix, replicas)
-	}
+	replicas, _, _ := startSyncReplicas(t, n, burstConfig)
 	return replicas
 }
 

@@ -186,28 +186,7 @@ func windowEnds(rdb *redis.Client, key string, start time.Time, stop <-chan stru
 // client must send at least 900 requests/s (the scenario), else the test
 // skips saying so.
 func TestSyncReplicas_EveryWindowPassesTheLimitWithinFive(t *testing.T) {
-	redisURL := servicetest.RedisURL(t)
-	opts, err := redis.ParseURL(redisURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix := servicetest.KeyPrefix(t)
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		for it := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator(); it.Next(ctx); {
-			rdb.Del(ctx, it.Val())
-		}
-		rdb.Close()
-	})
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
-	t.Cleanup(up.Close)
-	config := replicasConfig(up.URL, redisURL, prefix)
-	replicas := make([]*process, replicaCount)
-	for i := range replicas {
-		replicas[i] = startServe(t, config)
-	}
-	replicasSeeEachOther(t, rdb, prefix, replicas)
+	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, replicasConfig)
 
 	for _, alg := range []string{"fixed_window", "sliding_window", "gcra"} {
 		t.Run(alg, func(t *testing.T) {
@@ -322,4 +301,38 @@ func checkWindows(t *testing.T, alg string, windows [][2]time.Duration, passed [
 	if least := slices.Min(counts); least < replicaLimit/2 {
 		t.Errorf("%s: a window passed %d of a limit of %d: the flood did not test it", alg, least, replicaLimit)
 	}
+}
+
+// startSyncReplicas starts n `borda serve` on the local Redis under a
+// fresh key prefix (deleted at the end), with the config config builds
+// for an empty upstream, and, with more than one, waits until they count
+// each other. It returns the replicas, a client of that Redis and the
+// prefix.
+func startSyncReplicas(t *testing.T, n int, config func(upstream, redisURL, prefix string) string) ([]*process, *redis.Client, string) {
+	t.Helper()
+	redisURL := servicetest.RedisURL(t)
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := servicetest.KeyPrefix(t)
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for it := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator(); it.Next(ctx); {
+			rdb.Del(ctx, it.Val())
+		}
+		rdb.Close()
+	})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(up.Close)
+	cfg := config(up.URL, redisURL, prefix)
+	replicas := make([]*process, n)
+	for i := range replicas {
+		replicas[i] = startServe(t, cfg)
+	}
+	if n > 1 {
+		replicasSeeEachOther(t, rdb, prefix, replicas)
+	}
+	return replicas, rdb, prefix
 }
