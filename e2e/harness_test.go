@@ -45,16 +45,46 @@ func borda(t *testing.T) string {
 	return binPath
 }
 
-// freePort returns a loopback address nobody listens on.
+// freePort returns a loopback address nobody listens on, for a process the
+// test starts next. It is taken below Linux's ephemeral range (32768-60999
+// by default), where the kernel also picks the source port of every
+// outgoing connection: a port probed with ":0" and closed could be handed
+// to a Redis or HTTP client before the child binds it (CI run of stop 31:
+// "bind: address already in use" on the admin listener). The ports one test
+// binary hands out are never handed out twice, and each is probed first.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range portSpan {
+		port := portLow + portNext%portSpan
+		portNext++
+		if portsGiven[port] {
+			continue
+		}
+		portsGiven[port] = true
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
 }
+
+const (
+	portLow  = 20000
+	portSpan = 32768 - portLow
+)
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+	portNext   = os.Getpid() * 7919 % portSpan // apart from another test binary's ports
+)
 
 // process is a running `borda serve`.
 type process struct {
