@@ -96,6 +96,11 @@ func DefaultExposedHeaders() []string {
 
 // RouteCookies is a route's cookie policy.
 type RouteCookies struct {
+	// defaulted: Forward was absent and Validate filled in the default
+	// (sessionByDefault warns when that hands the session to several
+	// upstreams).
+	defaulted bool
+
 	// Forward lists the cookies sent upstream; every olp_* cookie not listed
 	// is removed, and the route's upstream may set (Set-Cookie) only the
 	// olp_* cookies listed here. Absent: the default, olp_auth as
@@ -397,6 +402,7 @@ func (c *Config) validateRoutePolicies(p *problems, field string, r *Route) {
 func validateRouteCookies(p *problems, field string, r *Route) {
 	if r.Cookies.Forward == nil {
 		r.Cookies.Forward = DefaultCookieForward()
+		r.Cookies.defaulted = true
 	}
 	for j, fw := range r.Cookies.Forward {
 		f := fmt.Sprintf("%s.cookies.forward[%d]", field, j)

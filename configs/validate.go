@@ -83,6 +83,7 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	c.validateForward(&p)
 	c.validateAdmin(&p)
 	c.validateProduction(&p, lookup)
+	c.Warnings = append(c.Warnings, c.sessionByDefault()...)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}
