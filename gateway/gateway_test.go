@@ -43,6 +43,8 @@ func TestNoRouteIs404ProblemInPortuguese(t *testing.T) {
 
 func TestUpstreamRefusedIs502AndTimeoutIs504(t *testing.T) {
 	t.Parallel()
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
 	slow := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/stream" {
 			w.WriteHeader(200)
@@ -51,9 +53,11 @@ func TestUpstreamRefusedIs502AndTimeoutIs504(t *testing.T) {
 			io.WriteString(w, "done")
 			return
 		}
+		// Held until the gateway gives up (its request is cancelled) or
+		// the test ends: a 504 that arrives proves the timeout fired.
 		select {
 		case <-r.Context().Done():
-		case <-time.After(2 * time.Second):
+		case <-held:
 		}
 	})
 	slowRoute := onHosts(testRoute(t, "slow", slow.URL), "slow.example.org")
@@ -67,11 +71,10 @@ func TestUpstreamRefusedIs502AndTimeoutIs504(t *testing.T) {
 	if h.upstreamErrors("down", kindUnreachable) != 1 {
 		t.Errorf("upstream_errors{down,unreachable} = %v", h.upstreamErrors("down", kindUnreachable))
 	}
-	start := time.Now()
 	res = h.do(t, h.newRequest(t, http.MethodGet, "slow.example.org", "/"))
 	body, _ = io.ReadAll(res.Body)
-	if res.StatusCode != 504 || !strings.Contains(string(body), "demorou demais") || time.Since(start) > time.Second {
-		t.Errorf("timeout: %d %s after %v", res.StatusCode, body, time.Since(start))
+	if res.StatusCode != 504 || !strings.Contains(string(body), "demorou demais") {
+		t.Errorf("timeout: %d %s", res.StatusCode, body)
 	}
 	if h.upstreamErrors("slow", kindTimeout) != 1 {
 		t.Errorf("upstream_errors{slow,timeout} = %v", h.upstreamErrors("slow", kindTimeout))
