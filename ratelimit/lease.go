@@ -48,11 +48,7 @@ func remaining(h Hit, s KeyState, nowMS float64) int64 {
 // replicas), at least 0. A limit below the replicas leases 1 while
 // anything remains (such a rule may pass replicas − 1 over its limit).
 func leaseOf(h Hit, s KeyState, nowMS float64, replicas int64) int64 {
-	rem := max(0, remaining(h, s, nowMS))
-	if h.Limit < replicas {
-		return min(rem, 1)
-	}
-	return rem / max(replicas, 1)
+	return leaseShare(h.Limit, remaining(h, s, nowMS), replicas)
 }
 
 // allowed reports whether c, the view's answer to h, passed the hit.
@@ -76,4 +72,37 @@ func spentCount(h Hit, s KeyState, now time.Time) Count {
 	default:
 		return Count{N: h.Limit + 1, TTL: max(s.TTL, time.Millisecond)}
 	}
+}
+
+// unreserve is got, the store's answer to an exchange of a sliding window
+// or GCRA whose view went as sent (reserve: the view plus reserved
+// requests of this replica's lease), less this replica's reservation: the
+// reserved requests (in sent's current window) and the lease the store
+// granted (got.Leased, in got's current window or TAT). A view counts
+// its own passes, not its lease.
+func unreserve(h Hit, got, sent KeyState, reserved int64) KeyState {
+	n := reserved + got.Leased
+	if n <= 0 || !got.present() {
+		return got
+	}
+	period := float64(h.Period.Milliseconds())
+	if h.Algorithm == GCRA {
+		got.TAT -= float64(n) * period / float64(max(h.Limit, 1))
+		got.Leased = 0
+		return got
+	}
+	take := func(idx, k float64) {
+		switch idx {
+		case got.Index:
+			got.Cur = max(0, got.Cur-k)
+		case got.Index - 1:
+			got.Prev = max(0, got.Prev-k)
+		}
+	}
+	if reserved > 0 {
+		take(sent.Index, float64(reserved))
+	}
+	take(got.Index, float64(got.Leased))
+	got.Leased = 0
+	return got
 }

@@ -21,30 +21,33 @@ import (
 //	ARGV[3]                 the registration's lifetime, ms
 //	ARGV[4+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
 //	  "f", ttl_ms, lease among (0: none), base n (-1: none), base end, limit, local n, local end, 0, local ttl_ms
-//	  "g", limit, period_ms, base tat (-1: none), 0, 0,      local tat (-1: none), 0, 0, 0
-//	  "s", limit, window_ms, base idx (-1: none), cur, prev, local idx (-1: none), cur, prev, 0
+//	  "g", limit, period_ms, base tat (-1: none), 0, 0,      local tat (-1: none), 0, 0, lease among
+//	  "s", limit, window_ms, base idx (-1: none), cur, prev, local idx (-1: none), cur, prev, lease among
 //
 // Registering (Options.Sync with more than one replica, docs/rate-limiting.md
 // "Quota leasing") is ZADD id now, ZREMRANGEBYSCORE of the members not seen
 // within the lifetime, PEXPIRE of the ZSET by the lifetime (no key without
 // a TTL) and ZCARD, in the same call as the merge.
 //
-// It returns 4 strings per key, then the script's now (unix ms), then the
+// It returns 5 strings per key, then the script's now (unix ms), then the
 // number of replicas registered (0 when ARGV[2] is empty):
 //
-//	fixed window:  n, end (unix ms, the store's clock), leased, ttl_ms
-//	GCRA:          tat (%.3f), over, 0, ttl_ms (over 1: the merged
+//	fixed window:  n, end (unix ms, the store's clock), 0, ttl_ms, leased
+//	GCRA:          tat (%.3f), over, 0, ttl_ms, leased (over 1: the merged
 //	               arrival time passed now + period and was cut back to it)
-//	sliding:       idx, cur, prev, ttl_ms
+//	sliding:       idx, cur, prev, ttl_ms, leased
 //
 // A fixed window is known by its end (KeyState.End, mergeFixed): a view
 // counting in a window it read (local end > 0) adds to that window only
 // while the store holds it (ends within half a window of each other),
 // else its counts are dropped; a view that started its own window (local
 // end 0) joins the stored window or starts it with its own TTL. An ask
-// ("lease among" N > 0) then adds the replica's lease, floor((limit − n) /
-// N) (1 while anything remains when the limit is below N), to the count
-// and answers it as "leased" (SyncOp.LeaseAmong).
+// ("lease among" N > 0) then reserves the replica's lease, floor(remaining
+// / N) (1 while anything remains when the limit is below N), in the merged
+// state and answers it as "leased" (SyncOp.LeaseAmong): a fixed window
+// adds it to the count, a sliding window to the count of the current
+// window (rolled to floor(now / window)), GCRA moves the TAT lease ×
+// period / limit past max(tat, now).
 //
 // ttl_ms 0 means the key is absent. A key holding another algorithm's
 // value (a reload changed the rule) is overwritten, as the hit script
@@ -60,6 +63,11 @@ local function at(idx, i, c, p)
   if idx == i then return c end
   if idx == i - 1 then return p end
   return 0
+end
+local function share(limit, rem, among)
+  if rem <= 0 then return 0 end
+  if limit < among then return 1 end
+  return math.floor(rem / among)
 end
 local id, life = ARGV[2], tonumber(ARGV[3])
 local n = #KEYS
@@ -80,7 +88,7 @@ for i = 1, n do
   local a, b = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
   local b1, b2, b3 = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
   local l1, l2, l3, l4 = tonumber(ARGV[j + 6]), tonumber(ARGV[j + 7]), tonumber(ARGV[j + 8]), tonumber(ARGV[j + 9])
-  local r1, r2, r3, rttl = 0, 0, 0, 0
+  local r1, r2, r3, rttl, leased = 0, 0, 0, 0, 0
   if kind == 'f' then
     local g = tonumber(redis.call('GET', key) or '')
     if g ~= nil and math.floor(g) ~= g then g = nil end
@@ -118,7 +126,7 @@ for i = 1, n do
       end
       if lease > 0 then
         if rttl <= 0 then rttl = a end
-        r1, r3 = r1 + lease, lease
+        r1, leased = r1 + lease, lease
         redis.call('SET', key, r1, 'PX', rttl)
       end
     end
@@ -137,6 +145,20 @@ for i = 1, n do
       if tat > now then
         rttl = math.max(1, math.ceil(tat - now))
         r1 = tat
+        redis.call('SET', key, string.format('%.3f', tat), 'PX', rttl)
+      end
+    end
+    if l4 > 0 then
+      local interval = b / a
+      local rem = a
+      if rttl > 0 and r1 > now then rem = math.floor((now + b - r1) / interval) end
+      local lease = share(a, rem, l4)
+      if lease > 0 then
+        local tat = now
+        if rttl > 0 then tat = math.max(r1, now) end
+        tat = tat + lease * b / a
+        rttl = math.max(1, math.ceil(tat - now))
+        r1, leased = tat, lease
         redis.call('SET', key, string.format('%.3f', tat), 'PX', rttl)
       end
     end
@@ -163,12 +185,29 @@ for i = 1, n do
         redis.call('SET', key, string.format('s%d:%d:%d:%d', b, r, c, p), 'PX', ttl)
       end
     end
+    if l4 > 0 then
+      local idx = math.floor(now / b)
+      local si, sc, sp = r1, r2, r3
+      if rttl <= 0 then si, sc, sp = idx, 0, 0
+      elseif si < idx then
+        if si == idx - 1 then sp = sc else sp = 0 end
+        si, sc = idx, 0
+      end
+      local rate = at(idx - 1, si, sc, sp) * (b - math.max(0, now - idx * b)) / b + at(idx, si, sc, sp)
+      local lease = share(a, math.floor(a - rate), l4)
+      if lease > 0 then
+        sc = sc + lease
+        r1, r2, r3, rttl, leased = si, sc, sp, (si + 2) * b - now, lease
+        redis.call('SET', key, string.format('s%d:%d:%d:%d', b, si, sc, sp), 'PX', rttl)
+      end
+    end
     r1 = string.format('%d', r1)
   end
   out[#out + 1] = r1
   out[#out + 1] = string.format('%d', r2)
   out[#out + 1] = string.format('%d', r3)
   out[#out + 1] = string.format('%d', rttl)
+  out[#out + 1] = string.format('%d', leased)
 end
 out[#out + 1] = now
 out[#out + 1] = replicas
@@ -205,7 +244,7 @@ func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration) ([]string, []any) 
 			if l.present() {
 				lt = l.TAT
 			}
-			args = append(args, "g", op.Hit.Limit, op.Hit.Period.Milliseconds(), num(bt), 0, 0, num(lt), 0, 0, 0)
+			args = append(args, "g", op.Hit.Limit, op.Hit.Period.Milliseconds(), num(bt), 0, 0, num(lt), 0, 0, op.LeaseAmong)
 		case SlidingWindow:
 			bi, li := -1.0, -1.0
 			if b.present() {
@@ -214,7 +253,7 @@ func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration) ([]string, []any) 
 			if l.present() {
 				li = l.Index
 			}
-			args = append(args, "s", op.Hit.Limit, op.Hit.Period.Milliseconds(), num(bi), num(b.Cur), num(b.Prev), num(li), num(l.Cur), num(l.Prev), 0)
+			args = append(args, "s", op.Hit.Limit, op.Hit.Period.Milliseconds(), num(bi), num(b.Cur), num(b.Prev), num(li), num(l.Cur), num(l.Prev), op.LeaseAmong)
 		default:
 			bn, ln := int64(-1), int64(0)
 			be, le := 0.0, 0.0
@@ -233,17 +272,17 @@ func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration) ([]string, []any) 
 	return keys, args
 }
 
-// decodeSync fills out from the sync script's reply (4 values per key,
+// decodeSync fills out from the sync script's reply (5 values per key,
 // then the script's now in unix ms, then the replicas registered) and
 // returns that now and that count.
 func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, error) {
-	if len(reply) != 4*len(ops)+2 || len(out) != len(ops) {
+	if len(reply) != 5*len(ops)+2 || len(out) != len(ops) {
 		return time.Time{}, 0, fmt.Errorf("%w: %d values for %d sync keys", ErrBadReply, len(reply), len(ops))
 	}
-	var v [4]float64
+	var v [5]float64
 	for i, op := range ops {
 		for k := range v {
-			f, err := replyFloat(reply[4*i+k])
+			f, err := replyFloat(reply[5*i+k])
 			if err != nil {
 				return time.Time{}, 0, err
 			}
@@ -256,11 +295,11 @@ func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, er
 		}
 		switch op.Hit.Algorithm {
 		case GCRA:
-			out[i] = KeyState{TAT: v[0], Over: v[1] > 0, TTL: ttl}
+			out[i] = KeyState{TAT: v[0], Over: v[1] > 0, Leased: int64(v[4]), TTL: ttl}
 		case SlidingWindow:
-			out[i] = KeyState{Index: v[0], Cur: v[1], Prev: v[2], TTL: ttl}
+			out[i] = KeyState{Index: v[0], Cur: v[1], Prev: v[2], Leased: int64(v[4]), TTL: ttl}
 		default:
-			out[i] = KeyState{N: int64(v[0]), End: v[1], Leased: int64(v[2]), TTL: ttl}
+			out[i] = KeyState{N: int64(v[0]), End: v[1], Leased: int64(v[4]), TTL: ttl}
 		}
 	}
 	now, err := replyFloat(reply[len(reply)-2])

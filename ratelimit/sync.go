@@ -83,6 +83,14 @@ type syncKey struct {
 	// exchange reserves what is left of it in the window it counts into,
 	// so the others read it.
 	fresh bool
+	// held is, on a sliding window or GCRA, that the lease is reserved in
+	// the store (by an ask, or a round that sent a fresh lease): every
+	// exchange sends what is left of it with the view, in the view's
+	// current window (a sliding window: the part reserved in a window
+	// that has become the previous one is given back there) or past its
+	// TAT, so the store's state always holds what this replica passed or
+	// may still pass.
+	held bool
 	// refuseUntil: an ask left this replica no lease; its hits are
 	// refused without asking again until then (a fixed window: the
 	// window's end; otherwise the time one request takes to come back).
@@ -376,10 +384,22 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	// the lease, which the store reserves.
 	reserved := make([]int64, len(ops))
 	replicas := s.replicas.Load()
+	viewMS := float64(s.view.now().UnixMilli())
 	s.mu.Lock()
 	for i := range ops {
 		ops[i].Local = local[i]
 		if a := ops[i].Hit.Algorithm; a == GCRA || a == SlidingWindow {
+			// A sliding window's or GCRA's lease: what is left of it goes
+			// with the view (reserve), the view counting its passes as
+			// they come (lease.go).
+			k, ok := s.keys[ops[i].Hit.Key]
+			if ok && (k.held || k.fresh) && replicas > 1 {
+				reserved[i] = max(0, k.lease-k.inFlight)
+				ops[i].Local = reserve(ops[i].Hit, local[i], reserved[i], viewMS)
+			}
+			if ask && replicas > 1 {
+				ops[i].LeaseAmong = replicas
+			}
 			continue
 		}
 		k, ok := s.keys[ops[i].Hit.Key]
@@ -435,7 +455,10 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			s.view.adoptFixed(op.Hit, local[i], got[i], reserved[i]+got[i].Leased)
 			continue
 		}
-		back = append(back, SyncOp{Hit: op.Hit, Base: op.Local, Local: got[i]})
+		// The view does not count this replica's reservation: the answer
+		// less it (sent, and granted by an ask), merged with what the view
+		// counted since its snapshot.
+		back = append(back, SyncOp{Hit: op.Hit, Base: local[i], Local: unreserve(op.Hit, got[i], op.Local, reserved[i])})
 	}
 	_, _ = s.view.Sync(ctx, back, make([]KeyState, len(back)))
 	now := s.view.now()
@@ -462,11 +485,20 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			if k.fresh && reserved[i] > 0 && !ask {
 				k.fresh, k.resEnd, k.resUntil = false, got[i].End, k.baseUntil
 			}
+			refilling := op.Hit.Algorithm == GCRA || op.Hit.Algorithm == SlidingWindow
+			if refilling && (reserved[i] > 0 || got[i].Leased > 0) {
+				k.fresh, k.held = false, true
+			}
 			if ask {
 				k.fresh = false
 				k.spent = max(0, k.spent-k.inFlight)
 				k.lease = leaseOf(op.Hit, got[i], atMS, replicas)
-				if op.Hit.Algorithm != GCRA && op.Hit.Algorithm != SlidingWindow {
+				if refilling && op.LeaseAmong > 0 {
+					// The lease the store reserved, and what was left of
+					// the one held before (sent with the view).
+					k.lease = reserved[i] + got[i].Leased
+				}
+				if !refilling {
 					// The lease the store reserved, and what was left of
 					// the one reserved before (sent with the view).
 					k.lease, k.resEnd, k.resUntil = reserved[i]+got[i].Leased, got[i].End, k.baseUntil

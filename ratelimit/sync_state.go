@@ -19,8 +19,9 @@ type KeyState struct {
 	// the view adopted at its last read; 0 there is a window the replica
 	// started and the store has not answered for yet.
 	End float64
-	// Leased is, in a fixed window's merged state answering an ask
-	// (SyncOp.LeaseAmong), the lease the store granted and added to N: the
+	// Leased is, in a merged state answering an ask (SyncOp.LeaseAmong),
+	// the lease the store granted and reserved in the state (a fixed
+	// window's N, a sliding window's current count, GCRA's TAT): the
 	// replica's reservation (lease.go).
 	Leased int64
 	// TAT is a GCRA theoretical arrival time, unix milliseconds.
@@ -45,11 +46,15 @@ type SyncOp struct {
 	Hit   Hit
 	Base  KeyState
 	Local KeyState
-	// LeaseAmong, on a fixed window, asks the store for a lease among that
-	// many replicas (0: none): after the merge it adds floor((limit − n) /
-	// LeaseAmong) to the count (1 while anything remains when the limit
-	// is below LeaseAmong) and answers it in KeyState.Leased, so the
-	// replicas' leases are reserved in the count the others read.
+	// LeaseAmong asks the store for a lease among that many replicas (0:
+	// none): after the merge it reserves floor(remaining / LeaseAmong)
+	// requests (1 while anything remains when the limit is below
+	// LeaseAmong; remaining as lease.go's remaining reads the merged
+	// state) and answers them in KeyState.Leased, so the replicas' leases
+	// are in the state the others read. A fixed window adds them to N, a
+	// sliding window to the count of the store's current window
+	// (floor(now / window), rolled to it), GCRA to the TAT (lease ×
+	// period / limit past max(TAT, now)).
 	LeaseAmong int64
 }
 
@@ -89,6 +94,66 @@ func mergeState(cur KeyState, op SyncOp, now time.Time) (KeyState, bool) {
 	if a := op.Hit.Algorithm; a != GCRA && a != SlidingWindow {
 		return mergeFixed(cur, op, nowMS)
 	}
+	merged, write := mergeCounts(cur, op, nowMS)
+	if op.LeaseAmong <= 0 {
+		return merged, write
+	}
+	if !write {
+		merged = cur
+	}
+	lease := leaseShare(op.Hit.Limit, remaining(op.Hit, merged, nowMS), op.LeaseAmong)
+	if lease == 0 {
+		return merged, write
+	}
+	merged = reserve(op.Hit, merged, lease, nowMS)
+	merged.Leased = lease
+	return merged, true
+}
+
+// leaseShare is a replica's share among replicas of rem requests left:
+// floor(rem / replicas), at least 0; 1 while anything remains when the
+// limit is below replicas.
+func leaseShare(limit, rem, replicas int64) int64 {
+	rem = max(0, rem)
+	if limit < replicas {
+		return min(rem, 1)
+	}
+	return rem / max(replicas, 1)
+}
+
+// reserve adds n requests to s, a GCRA or sliding-window state, at nowMS
+// (unix ms): GCRA's TAT moves n emission intervals past max(TAT, now); a
+// sliding window is rolled to the current window (floor(now / window),
+// unless s is already past it) and n is added to that window's count.
+// The TTL follows. n 0 returns s.
+func reserve(h Hit, s KeyState, n int64, nowMS float64) KeyState {
+	if n <= 0 {
+		return s
+	}
+	period := float64(h.Period.Milliseconds())
+	if h.Algorithm == GCRA {
+		tat := nowMS
+		if s.present() {
+			tat = max(s.TAT, nowMS)
+		}
+		tat += float64(n) * period / float64(max(h.Limit, 1))
+		return KeyState{TAT: tat, TTL: time.Duration(max(1, math.Ceil(tat-nowMS))) * time.Millisecond}
+	}
+	idx := math.Floor(nowMS / period)
+	switch {
+	case !s.present():
+		s = KeyState{Index: idx}
+	case s.Index < idx:
+		s = KeyState{Index: idx, Prev: slidingAt(s, idx-1)}
+	}
+	s.Cur += float64(n)
+	s.TTL = time.Duration((s.Index+2)*period-nowMS) * time.Millisecond
+	return s
+}
+
+// mergeCounts is mergeState's GCRA and sliding-window merge, without the
+// lease.
+func mergeCounts(cur KeyState, op SyncOp, nowMS float64) (KeyState, bool) {
 	base, local := op.Base, op.Local
 	if !local.present() {
 		return cur, false
@@ -125,7 +190,7 @@ func mergeState(cur KeyState, op SyncOp, now time.Time) (KeyState, bool) {
 		}
 		return KeyState{Index: r, Cur: c, Prev: p, TTL: time.Duration(ttl) * time.Millisecond}, true
 	}
-	return mergeFixed(cur, op, nowMS) // not reached: fixed windows above
+	return cur, false // not reached: fixed windows are mergeFixed's
 }
 
 // mergeFixed is the sync script's fixed-window branch: cur is the store's
@@ -144,10 +209,7 @@ func mergeFixed(cur KeyState, op SyncOp, nowMS float64) (KeyState, bool) {
 	if op.LeaseAmong <= 0 {
 		return merged, write
 	}
-	lease := max(0, op.Hit.Limit-merged.N) / op.LeaseAmong
-	if op.Hit.Limit < op.LeaseAmong {
-		lease = min(max(0, op.Hit.Limit-merged.N), 1)
-	}
+	lease := leaseShare(op.Hit.Limit, op.Hit.Limit-merged.N, op.LeaseAmong)
 	if lease == 0 {
 		return merged, write
 	}

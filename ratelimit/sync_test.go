@@ -151,6 +151,28 @@ func TestSyncConformance_StoresMergeAlike(t *testing.T) {
 				{Index: idx, Cur: 6, Prev: 1, TTL: want[2].TTL},
 			}
 			checkStates(t, "A's second round", got, want)
+			// D asks among 3 replicas, from what A read (nothing new of its
+			// own): the store reserves floor(remaining / 3) in the merged
+			// state and answers it. GCRA: 4 left of 10 → 1, the TAT one
+			// interval (1 s) further; sliding: 10 − (1 × 1 + 6) = 3 left →
+			// 1, added to the current window.
+			d := []SyncOp{
+				{Hit: gcra, Base: want[1], Local: want[1], LeaseAmong: 3},
+				{Hit: sliding, Base: want[2], Local: want[2], LeaseAmong: 3},
+			}
+			asked := make([]KeyState, 2)
+			if _, err := syncer.Sync(ctx, d, asked); err != nil {
+				t.Fatal(err)
+			}
+			wantAsked := []KeyState{
+				{TAT: nowMS + 7000, Leased: 1, TTL: 7 * time.Second},
+				{Index: idx, Cur: 7, Prev: 1, Leased: 1, TTL: want[2].TTL},
+			}
+			for i := range wantAsked {
+				if asked[i] != wantAsked[i] {
+					t.Errorf("D's ask: key %d = %+v, want %+v", i, asked[i], wantAsked[i])
+				}
+			}
 			// C still counts in a window that ended a window earlier: its
 			// counts are not carried into the store's window, which it
 			// reads back (its end included).
