@@ -461,3 +461,35 @@ func TestHostileSecretsSpelledWithParamsOrBase64NeverBecomeKeys(t *testing.T) {
 		}
 	}
 }
+
+// Fresh attack pass 7 T01/T02: a Django signing.dumps link
+// ("payload:timestamp:signature", django-allauth's e-mail confirmation
+// keys) and hex secrets beside RFC 3986 sub-delims or an emoji were Redis
+// keys and gateway_metrics rows verbatim. A secret beside any character
+// is {id}.
+func TestHostileSecretsBesideSubDelimsNeverBecomeKeys(t *testing.T) {
+	up := recordingUpstream(t)
+	rig := newTelemetryRig(t, up.URL)
+	p := startServe(t, rig.serveWithoutDatabase())
+	secrets := []string{"Xk3v9Yc2bQpLrT8mZ1nW4aEhG6uJ0sOiK5dF7gH2jL0", "9f86d081884c7d659a2feaa0c55ad015"}
+	paths := []string{
+		"/accounts/confirm-email/MQ:1sQDFd:" + secrets[0] + "/",
+		"/reset/tok:" + secrets[1],
+		"/reset/(" + secrets[1] + ")",
+		"/reset/%F0%9F%94%91" + secrets[1],
+	}
+	for _, path := range paths {
+		resp := get(t, p.public+path, "")
+		resp.Body.Close()
+	}
+	rig.waitForCounter(t, "m:app:/accounts/confirm-email/{id}/:*")
+	rig.waitForCounter(t, "m:app:/reset/{id}:*")
+	it := rig.rdb.Scan(t.Context(), 0, rig.ks.Prefix()+"*", 1000).Iterator()
+	for it.Next(t.Context()) {
+		for _, s := range secrets {
+			if strings.Contains(it.Val(), s) {
+				t.Errorf("key %q holds the secret %q", it.Val(), s)
+			}
+		}
+	}
+}

@@ -19,7 +19,8 @@ const minHexIDLen = 16
 // make distinct endpoints (A36). A segment is "{id}" when it is
 // all-digit ("42"), a UUID in its 8-4-4-4-12 hex form (RFC 9562), all-hex
 // of at least 16 characters, token-like (isToken: magic-login, password
-// reset, invite and verification links, JWTs), or holds encoded or
+// reset, invite and verification links, JWTs), holds such a token beside
+// other characters (hasSecretRun: "MQ:1sQDFd:<signature>"), or holds encoded or
 // personal material (isEncoded: '=', '+', ',' or '@', so padded or
 // standard base64, a "k=v" parameter, an e-mail address; a document
 // number such as a CPF, "123.456.789-09"). A query or fragment is cut
@@ -81,7 +82,7 @@ func isID(seg string) bool {
 	if seg == "" {
 		return false
 	}
-	if isUUID(seg) || isToken(seg) || isEncoded(seg) {
+	if isUUID(seg) || isToken(seg) || isEncoded(seg) || hasSecretRun(seg) {
 		return true
 	}
 	digits := true
@@ -155,6 +156,37 @@ func isToken(seg string) bool {
 		}
 	}
 	return len(seg) >= longTokenLen || (letter && digit)
+}
+
+// hasSecretRun reports whether seg holds a run of ASCII letters and
+// digits that looks like a secret wherever it sits in the segment: at
+// least minTokenLen of them with a letter and a digit, or at least
+// longTokenLen. A secret beside a character isToken does not take (the
+// ':' of Django's signing.dumps "MQ:1sQDFd:<signature>", any of RFC
+// 3986's sub-delims "!$'()*", an emoji) was a key and a row verbatim
+// (fresh attack pass 7 T01/T02). Runs stop at '-', '_', '.' and '~' too,
+// so a slug's words ("relatorio-2024-especial", with accents or not)
+// are short runs and stay.
+func hasSecretRun(seg string) bool {
+	run, letter, digit := 0, false, false
+	for i := 0; i <= len(seg); i++ {
+		var c byte
+		if i < len(seg) {
+			c = seg[i]
+		}
+		switch {
+		case '0' <= c && c <= '9':
+			run, digit = run+1, true
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+			run, letter = run+1, true
+		default:
+			if run >= longTokenLen || (run >= minTokenLen && letter && digit) {
+				return true
+			}
+			run, letter, digit = 0, false, false
+		}
+	}
+	return false
 }
 
 func isUUID(s string) bool {

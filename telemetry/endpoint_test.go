@@ -101,6 +101,48 @@ func TestTemplateDropsPathParametersAndEncodedSecrets(t *testing.T) {
 	}
 }
 
+// TestTemplateTakesASecretBesideAnyCharacter (fresh attack pass 7
+// T01/T02): a secret next to a character a token does not hold (Django's
+// signing.dumps "payload:timestamp:signature", RFC 3986's sub-delims, an
+// emoji, a space) was a Redis key and a gateway_metrics row verbatim.
+// Every secret shape, beside every such character, on either side, is
+// {id}; slugs with accents, digits and dashes stay.
+func TestTemplateTakesASecretBesideAnyCharacter(t *testing.T) {
+	t.Parallel()
+	secrets := []string{
+		"Xk3v9Yc2bQpLrT8mZ1nW4aEhG6uJ0sOiK5dF7gH2jL0", // a Django signature (base64url of HMAC-SHA256)
+		"9f86d081884c7d659a2feaa0c55ad015",            // 32 hex
+		"4d7c5b1a9e2f3c6d",                            // 16 hex
+		"k3j4h5g6f7d8s9a0q1w2",                        // base36
+		"aBcDeFgHiJkLmNoPqRsTuVwXyZaBcDeF",            // 32 letters
+	}
+	// Every printable ASCII byte that is not a letter, a digit, a token
+	// separator ("-_.~"), '/', or a character cut off before (";?#"),
+	// and non-ASCII text.
+	var around []string
+	for c := byte(0x20); c < 0x7f; c++ {
+		if ('0' <= c && c <= '9') || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || strings.IndexByte("-_.~/;?#", c) >= 0 {
+			continue
+		}
+		around = append(around, string(c))
+	}
+	around = append(around, "🔑", "ç", "MQ:1sQDFd:")
+	for _, secret := range secrets {
+		for _, a := range around {
+			for _, seg := range []string{a + secret, secret + a, "x" + a + secret + a + "y"} {
+				if got := Template("/confirm/" + seg + "/done"); got != "/confirm/{id}/done" {
+					t.Errorf("Template(%q) = %q, want /confirm/{id}/done", "/confirm/"+seg+"/done", got)
+				}
+			}
+		}
+	}
+	for _, keep := range []string{"/a/relatório-2024-especial-final", "/a/ação-2024-especial", "/api/relatorio-mensal-consolidado", "/docs/guia:instalação", "/api/v2.0/escolas", "/static/app.bundle.min.js", "/item(rascunho)"} {
+		if got := Template(keep); got != keep {
+			t.Errorf("Template(%q) = %q, want it kept", keep, got)
+		}
+	}
+}
+
 func TestTemplateAllocatesOnlyWhenReplacing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = Template("/api/alunos/notas") }); n != 0 {
 		t.Errorf("Template of a path without ids: %v allocs, want 0", n)
