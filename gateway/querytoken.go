@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/olp-edu/borda/internal/formkey"
 )
 
 // queryTokenParam is the query parameter RFC 6750 §2.3 carries a Bearer
@@ -127,7 +129,7 @@ func sameQueryTokenName(name string) bool {
 // holding ';', so reading it only adds candidates); each value is decoded
 // as url.ParseQuery decodes it (a pair whose value does not decode is
 // skipped: no parser reads a JWS from it), each key as leniently as PHP
-// decodes it (queryKeyUnescape).
+// decodes it (formkey.Unescape).
 func queryTokenValues(raw string) []string {
 	var out []string
 	for raw != "" {
@@ -155,7 +157,7 @@ func nextQueryPair(raw string) (pair, rest string) {
 func queryTokenPair(pair string) (string, bool) {
 	key, val, _ := strings.Cut(pair, "=")
 	if strings.ContainsAny(key, "%+") {
-		key = queryKeyUnescape(key)
+		key = formkey.Unescape(key)
 	}
 	if !isQueryTokenKey(key) {
 		return "", false
@@ -165,41 +167,6 @@ func queryTokenPair(pair string) (string, bool) {
 		return "", false
 	}
 	return v, true
-}
-
-// queryKeyUnescape decodes a query key as PHP's urldecode does: '+' is a
-// space, a valid %XX escape its byte, and an invalid '%' stays as it is
-// (url.QueryUnescape would refuse "access_token%00%zz", which PHP reads as
-// access_token).
-func queryKeyUnescape(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '+':
-			b.WriteByte(' ')
-		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
-			b.WriteByte(hexValue(s[i+1])<<4 | hexValue(s[i+2]))
-			i += 2
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func hexValue(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
 }
 
 // withoutQueryToken returns raw without the candidate pairs whose value is

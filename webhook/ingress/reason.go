@@ -72,6 +72,12 @@ const (
 	// encoding/json refuses it, PHP, Python and JavaScript read infinity)
 	// or beyond PostgreSQL's numeric (1e-16384: jsonb refuses the body).
 	ReasonNumberOutOfRange = "NUMBER_OUT_OF_RANGE"
+	// ReasonAmbiguousForm: a form body (application/x-www-form-urlencoded)
+	// that form parsers read differently: a field repeated under one
+	// name to some parser (Go reads the first, PHP, Rack and Django the
+	// last), the payload field under another spelling PHP reads as it,
+	// or a body Go's url.ParseQuery refuses (formRefused).
+	ReasonAmbiguousForm = "AMBIGUOUS_FORM"
 	// ReasonContentTypeRepeated: two Content-Type field lines (RFC 9110
 	// §5.3: it is a singleton field); which one a parser believes is
 	// undefined, so the body's kind would be too.

@@ -72,6 +72,7 @@ var invalidMessages = map[string]string{
 	ReasonDuplicateMember:     "O corpo JSON repete um membro num mesmo objeto (nomes comparados sem distinguir maiúsculas de minúsculas).",
 	ReasonNumberOutOfRange:    "O corpo JSON tem um número fora do intervalo que os leitores aceitam (maior que o float64 ou com casas decimais demais).",
 	ReasonContentTypeRepeated: "O cabeçalho Content-Type aparece mais de uma vez.",
+	ReasonAmbiguousForm:       "O formulário repete um campo, ou o escreve de um modo que leitores diferentes leem de formas diferentes.",
 }
 
 // respondInvalid writes 400 {"status":"INVALID_PAYLOAD","reason":reason,

@@ -184,8 +184,8 @@ func respondBudgetSpent(w http.ResponseWriter, err error) string {
 
 // checkBody verifies a signed source's signature over the body, then
 // that the body is one parsers read alike: not empty, valid JSON when its
-// media type says JSON, and (read as JSON) UTF-8 without a repeated
-// member.
+// media type says JSON, (read as JSON) UTF-8 without a repeated member,
+// and (read as a form) without a field two parsers read differently.
 func (i *Ingress) checkBody(w http.ResponseWriter, r *http.Request, d *delivery) string {
 	d.at = i.now()
 	if d.src.sig != nil {
@@ -200,6 +200,10 @@ func (i *Ingress) checkBody(w http.ResponseWriter, r *http.Request, d *delivery)
 	// as another type: bodyIsJSON) is read one way by every parser.
 	if d.isJSON = bodyIsJSON(d.kind, d.body); d.isJSON {
 		if reason := jsonRefused(d.body); reason != "" {
+			return respondInvalid(w, reason)
+		}
+	} else if d.kind == mediaForm {
+		if reason := formRefused(d.body); reason != "" {
 			return respondInvalid(w, reason)
 		}
 	}

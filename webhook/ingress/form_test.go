@@ -1,0 +1,52 @@
+package ingress
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+)
+
+// A form body that form parsers read differently is refused 400
+// AMBIGUOUS_FORM before anything is published (fresh attack pass 7 W03:
+// "payload=<victim close>&payload=<legit open>" was 200; Go's
+// url.Values.Get, which borda consume-events used, read the first, PHP's
+// $_POST, Rack and Django the last). Every spelling under which some
+// modelled parser reads a second "payload", or reads the payload field
+// though Go does not, is refused; distinct fields, and repeats of one
+// exact "name[]" list, are not.
+func TestFormBodyReadDifferentlyIsRefused(t *testing.T) {
+	t.Parallel()
+	event := url.QueryEscape(`{"event":"connection.update","instance":"i","data":{"state":"open"}}`)
+	refused := []string{
+		"payload=" + event + "&payload=" + event,       // exact repeat
+		"payload=" + event + "&Payload=" + event,       // ASP.NET: names without case
+		"payload=" + event + "&payload%5Bx%5D=1",       // PHP: an array under payload
+		"payload=" + event + "&%5Bpayload%5D=1",        // Rack 2: leading brackets dropped
+		"payload=" + event + "&payload%00x=1",          // PHP: the name ends at NUL
+		"payload=" + event + "&+payload=1",             // PHP: leading spaces dropped
+		"payload%5B%5D=" + event + "&payload=" + event, // a list and a scalar
+		"a.b=1&a_b=2",                 // PHP reads both as a_b
+		"a%20b=1&a_b=2",               // PHP: ' ' reads as '_'
+		"a=1&A=2",                     // any field, not only payload
+		"x=1&x=2",                     // any field repeated
+		"%20payload=" + event,         // the payload under a spelling Go does not read
+		"PAYLOAD=" + event,            // the payload under another case
+		"payload=" + event + ";x=1",   // ';': Go's ParseQuery refuses the body
+		"payload=" + event + "&%zz=1", // a broken escape Go refuses
+	}
+	accepted := []string{
+		"payload=" + event,
+		"payload=" + event + "&token=x&source=evolution",
+		"ids%5B%5D=1&ids%5B%5D=2&payload=" + event, // one list, repeated as a list
+		"a.b=1&c=2",
+		"payload=" + event + "&&",
+	}
+	pub := &fakePublisher{}
+	i, _ := newUnitIngress(t, unitConfig(), pub)
+	for _, b := range refused {
+		expectInvalid(t, req{target: "/webhooks/whatsapp", contentType: "application/x-www-form-urlencoded", body: b, headers: bearer("test-token")}.do(i), ReasonAmbiguousForm, b)
+	}
+	for _, b := range accepted {
+		expect(t, req{target: "/webhooks/whatsapp", contentType: "application/x-www-form-urlencoded", body: b, headers: bearer("test-token")}.do(i), http.StatusOK, StatusPublishedConfirmed)
+	}
+}
