@@ -41,7 +41,12 @@ type Forward struct {
 // read it (frameworkCookieName: PHP and Rack percent-decode names, PHP
 // also reads '+' as a space and ' ', '.' and '[' as '_'), so "olp%5Fauth",
 // "olp.auth" and "olp+auth" are olp_auth to such a portal upstream.
+//
+// The name is read after trimming what any modelled reader takes as
+// whitespace (trimReaderSpace: latin-1 NBSP and NEL, Unicode spaces), as
+// Django's parse_cookie strips it: "<0xA0>olp_auth" is olp_auth there.
 func IsOwned(name string) bool {
+	name = trimReaderSpace(name)
 	if hasOwnedPrefix(name) {
 		return true
 	}

@@ -77,11 +77,16 @@ func AuthorizationNonCanonical(h http.Header) bool {
 	return false
 }
 
-// credentialSeparator is every byte an Authorization parser splits on:
-// whitespace, list commas, ";" and quotes. "=" is not one: it may pad a
-// segment, and jwsShaped reads a word holding "token=" as shaped too.
+// credentialSeparator is every character an Authorization parser splits
+// on: whitespace as any modelled reader takes it (isReaderSpace: latin-1
+// NBSP and NEL, Unicode spaces; fresh attack pass 7 N01), list commas,
+// ";", ":" (a Java reader's startsWith("Bearer") then substring(7) reads
+// "Bearer:<JWT>", pass 7 N03) and quotes. "=" is not one: it may pad a segment, and jwsShaped
+// reads a word holding "token=" as shaped too. A credential is ASCII, so
+// any other character from 0x80 on (a byte that is not UTF-8 reads as
+// utf8.RuneError) separates words too.
 func credentialSeparator(r rune) bool {
-	return strings.ContainsRune(" \t,;\"'", r)
+	return r >= 0x80 || isReaderSpace(r) || strings.ContainsRune(",;:\"'", r)
 }
 
 // jwsShaped reports whether w is three non-empty dot-separated segments

@@ -561,3 +561,54 @@ func TestHostileMalformedBasicHidingAJWTSkipsTheUserLimit(t *testing.T) {
 		t.Errorf("the upstream received %d of them", n)
 	}
 }
+
+// Fresh attack pass 7 N01/N02: Python's str.split/strip (and
+// JavaScript's trim) take latin-1 NBSP (0xA0) and NEL (0x85) as
+// whitespace, and Go's net/http lets those bytes through a header value.
+// "Authorization: Bearer<0xA0><JWT>" was anonymous to the limiter and
+// read as the user by flask-jwt-extended; "Cookie: a=1;<0xA0>olp_auth=<JWT>"
+// on a route forwarding olp_auth as a cookie was anonymous and reached
+// the upstream, where Django's parse_cookie reads olp_auth. Through the
+// real binary: the Authorization spellings are 401 and never reach the
+// upstream; the cookie pair never reaches it either.
+func TestHostileJWTBesideLatin1WhitespaceSkipsTheUserLimit(t *testing.T) {
+	const five = `rate_limits:
+  rules:
+    - {name: peruser, scope: user, algorithm: fixed_window, limit: 5, window: 50s, mode: enforce}
+`
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n    cookies: {forward: [{cookie: olp_auth}]}\n", five), "AUTH_JWT_SECRET="+identitySecret)
+	tok := identityToken(t, "u-nbsp", 0)
+	for _, sp := range []string{"\xa0", "\x85", "\xa0\xa0", "\xc2\xa0"} {
+		for _, v := range []string{"Bearer" + sp + tok, "JWT" + sp + tok} {
+			if status, _, _ := identityGet(t, p.public, "Authorization: "+v); status != 401 {
+				t.Errorf("Authorization: %q + JWT: status %d, want 401", strings.TrimSuffix(v, tok), status)
+			}
+		}
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Errorf("the upstream received %d of the Authorization spellings", n)
+	}
+	// Each cookie spelling, with a user of its own, 7 times: the token
+	// either never reaches the upstream, or it is the credential the
+	// limiter counted (5 × 200 then 429: UTF-8 NBSP, which Go trims too).
+	for i, sp := range []string{"\xa0", "\x85", "\xc2\xa0"} {
+		for j, pattern := range []string{"a=1;%solp_auth=%s", "%solp_auth=%s"} {
+			tok := identityToken(t, fmt.Sprintf("u-nbsp-cookie-%d-%d", i, j), 0)
+			line := fmt.Sprintf(pattern, sp, tok)
+			var statuses []int
+			reached := false
+			for range 7 {
+				before := len(up.requests())
+				status, _, _ := identityGet(t, p.public, "Cookie: "+line)
+				statuses = append(statuses, status)
+				if reqs := up.requests(); len(reqs) > before && strings.Contains(reqs[len(reqs)-1].Header.Get("Cookie"), tok) {
+					reached = true
+				}
+			}
+			if reached && !slices.Equal(statuses, []int{200, 200, 200, 200, 200, 429, 429}) {
+				t.Errorf("Cookie %q reached the upstream uncounted: statuses %v", line, statuses)
+			}
+		}
+	}
+}
