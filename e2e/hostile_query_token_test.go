@@ -110,3 +110,32 @@ func TestHostileQueryTokenSpellingsPHPAndRack2ReadSkipTheUserLimit(t *testing.T)
 		}
 	}
 }
+
+// Fresh attack pass 7 X01: on a route that hands its upstream no session
+// (forward: []) and where a per-user rule applies (so the gateway reads
+// a form body's access_token as a candidate), the portal's token posted
+// in the body reached the third party byte for byte. Through the real
+// binary: every body pair holding it is removed, the rest kept.
+func TestHostilePortalTokenInAFormBodyReachesAThirdPartyRoute(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
+    path_prefix: /third
+    upstream: "`+up.URL+`"
+    cookies: {forward: []}
+rate_limits:
+  rules:
+    - {name: peruser, scope: user, algorithm: fixed_window, limit: 100, window: 50s, mode: enforce, routes: [third]}
+`), "AUTH_JWT_SECRET="+identitySecret)
+	tok := identityToken(t, "u-third-form", 0)
+	for _, body := range []string{"access_token=" + tok + "&x=1", "x=1&access.token=" + tok, "x=1&ACCESS_TOKEN=" + tok} {
+		req := fmt.Sprintf("POST /third/form HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		resp, _, err := rawExchange(t, p.public, req, 10*time.Second)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%q: %v %v", body, resp, err)
+		}
+		seen := up.requests()
+		if got := seen[len(seen)-1].Body; strings.Contains(got, tok) || got != "x=1" {
+			t.Errorf("%q: the third party got body %q, want \"x=1\"", body, got)
+		}
+	}
+}

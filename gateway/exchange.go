@@ -47,6 +47,11 @@ type exchange struct {
 	// queryCandidate is the request's query-token candidate, verified or
 	// not (identifyQueryToken): a form-body token must equal it.
 	queryCandidate string
+	// formBody is the urlencoded body identifyFormToken read (and handed
+	// on), nil when it read none; formToken the verified token of a
+	// form-body request, "" otherwise.
+	formBody  []byte
+	formToken string
 	verdict        ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
 	// headers arrive (routetimer.go); nil once stopped.

@@ -100,6 +100,7 @@ func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *e
 		return false
 	}
 	r.Body = &replayedBody{Reader: bytes.NewReader(buf), body: &ex.body}
+	ex.formBody = buf
 	raw := string(buf)
 	if !mayHoldQueryToken(raw) {
 		return true
@@ -124,6 +125,7 @@ func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *e
 	case ex.credential.Token == "" && ex.queryCandidate == "" && s.verifier != nil:
 		if id, ok := s.verifier.Verify(token); ok {
 			ex.identity = id
+			ex.formToken = token
 		}
 	}
 	return true

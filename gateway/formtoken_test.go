@@ -12,6 +12,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/olp-edu/borda/cookies"
 	"github.com/olp-edu/borda/ratelimit"
 )
 
@@ -399,5 +400,54 @@ func TestFormEncodedBlankContentTypeIsAbsent(t *testing.T) {
 		if got := formEncoded(tc.method, h); got != tc.want {
 			t.Errorf("formEncoded(%s, %q) = %v, want %v", tc.method, tc.lines, got, tc.want)
 		}
+	}
+}
+
+// Fresh attack pass 7 X01: a form body posting the portal's token
+// (access_token=<JWT>) to a route that hands its upstream no session
+// (forward: []) reached the third party byte for byte, while the Bearer,
+// query and cookie forms were removed (A93). Every form-body pair holding
+// the verified token is removed, in every key spelling and framing
+// (Content-Length or chunked), the other pairs kept byte for byte and the
+// length set; a pair holding another value (the third party's own key)
+// passes.
+func TestUntrustedRouteNeverReceivesThePortalsTokenInAFormBody(t *testing.T) {
+	t.Parallel()
+	up, bodies := bodyUpstream(t)
+	mapas := under(testRoute(t, "mapas", up.URL), "/mapas")
+	mapas.Cookies.Forward = []cookies.Forward{}
+	rules := []ratelimit.Rule{{Name: "peruser", Scope: ratelimit.ScopeUser, Limit: 100, Window: time.Minute, Routes: []string{"mapas"}}}
+	h := newHarness(t, routes(mapas), withVerifier(t), withLimiter(realLimiter(t, rules...)))
+	tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-x01", "exp": time.Now().Add(time.Hour).Unix()})
+	form := "Content-Type: application/x-www-form-urlencoded"
+	for _, c := range []struct{ body, want string }{
+		{"access_token=" + tok, ""},
+		{"a=1&access_token=" + tok + "&b=%2F", "a=1&b=%2F"},
+		{"a=1&ACCESS_TOKEN=" + tok, "a=1"},
+		{"access.token=" + tok + "&z=9", "z=9"},
+		{"access_token%5B%5D=" + tok + "&z=9", "z=9"},
+		{"x=1;access_token=" + tok, "x=1"},
+		{"access_token=third-party-key&z=9", "access_token=third-party-key&z=9"},
+	} {
+		res, _ := rawSend(t, h, "POST", "/mapas/f", c.body, form)
+		if res.StatusCode != 200 {
+			t.Fatalf("%q: %d", c.body, res.StatusCode)
+		}
+		if got := bodies(); got[len(got)-1] != c.want {
+			t.Errorf("%q: the third party got body %q, want %q", c.body, got[len(got)-1], c.want)
+		}
+		if got := up.last(t); got.Header.Get("Content-Length") != "" && got.Header.Get("Content-Length") != fmt.Sprint(len(c.want)) {
+			t.Errorf("%q: Content-Length %q for a body of %d", c.body, got.Header.Get("Content-Length"), len(c.want))
+		}
+	}
+	// Chunked: the rewritten body goes with its length.
+	body := "a=1&access_token=" + tok
+	raw := "POST /mapas/f HTTP/1.1\r\nHost: portal.example.org\r\nConnection: close\r\n" + form + "\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	res, _, br := rawRequest(t, h.front.Listener.Addr().String(), raw)
+	_, _ = io.ReadAll(br)
+	res.Body.Close()
+	if got := bodies(); res.StatusCode != 200 || got[len(got)-1] != "a=1" {
+		t.Errorf("chunked: %d, the third party got %q, want \"a=1\"", res.StatusCode, got[len(got)-1])
 	}
 }

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,15 +21,18 @@ import (
 
 // dropPortalCredential removes from the outbound request of a route that
 // does not forward the session every credential the client sent that the
-// gateway verified as the portal's: the Bearer header, and the query-token
-// pairs (every spelling isQueryTokenKey reads) holding that token. A
-// portal SPA that adds its Bearer to every same-origin request, or a
-// WebSocket client with ?access_token=, would otherwise hand the user's
-// session to the third party (fresh attack pass A93). A credential that
-// does not verify (the third party's own API key) passes untouched; so
-// does every credential when no verifier is configured (the gateway then
-// cannot tell the portal's tokens from others: docs/edge.md).
-func dropPortalCredential(h http.Header, u *url.URL, ex *exchange) {
+// gateway verified as the portal's: the Bearer header, the query-token
+// pairs (every spelling isQueryTokenKey reads) holding that token, and
+// the form-body pairs holding it (a body identifyFormToken read; the
+// body is rewritten and its length set). A portal SPA that adds its
+// Bearer to every same-origin request, a WebSocket client with
+// ?access_token=, or a form that posts the token would otherwise hand
+// the user's session to the third party (fresh attack passes A93, 7
+// X01). A credential that does not verify (the third party's own API
+// key) passes untouched; so does every credential when no verifier is
+// configured (the gateway then cannot tell the portal's tokens from
+// others: docs/edge.md).
+func dropPortalCredential(out *http.Request, ex *exchange) {
 	if ex.identity.Anonymous() {
 		return
 	}
@@ -37,14 +41,25 @@ func dropPortalCredential(h http.Header, u *url.URL, ex *exchange) {
 		token = ex.queryToken
 	}
 	if token == "" {
+		token = ex.formToken
+	}
+	if token == "" {
 		return
 	}
 	if ex.credential.Bearer == token || ex.credential.Scheme == token {
-		delete(h, "Authorization")
+		delete(out.Header, "Authorization")
 	}
-	if q := withoutQueryToken(u.RawQuery, token); q != u.RawQuery {
-		u.RawQuery = q
-		u.ForceQuery = false
+	if q := withoutQueryToken(out.URL.RawQuery, token); q != out.URL.RawQuery {
+		out.URL.RawQuery = q
+		out.URL.ForceQuery = false
+	}
+	if ex.formBody != nil {
+		if b := withoutQueryToken(string(ex.formBody), token); len(b) != len(ex.formBody) {
+			out.Body = &replayedBody{Reader: bytes.NewReader([]byte(b)), body: &ex.body}
+			out.ContentLength = int64(len(b))
+			out.TransferEncoding = nil
+			out.GetBody = nil
+		}
 	}
 }
 
