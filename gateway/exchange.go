@@ -52,7 +52,7 @@ type exchange struct {
 	// form-body request, "" otherwise.
 	formBody  []byte
 	formToken string
-	verdict        ratelimit.Verdict
+	verdict   ratelimit.Verdict
 	// timer enforces the route timeout until the upstream's response
 	// headers arrive (routetimer.go); nil once stopped.
 	timer      *routeTimer
