@@ -195,14 +195,17 @@ func ApplyRequest(h http.Header, forward []Forward, r Resolved) {
 // Django before 1.11 and Tornado) ends a pair at whitespace, Rack 2, Tomcat's
 // legacy processor and RFC 2965 parsers at ',', and a comma-joined
 // Set-Cookie ("x=1, olp_auth=evil") is two cookies to any client that
-// splits folded lines. Such text is the portal's cookie to some parser,
-// so it is never passed.
+// splits folded lines. Whitespace is any reader's (isReaderSpace: a
+// latin-1 NBSP or NEL, which Python and JavaScript trim; fresh attack
+// pass 7 K02: "x=1<0xA0>olp_auth=evil" was passed, Chromium stored it and
+// sent it back byte for byte). Such text is the portal's cookie to some
+// parser, so it is never passed.
 func hidesOwnedCookie(s string) bool {
-	if !strings.ContainsAny(s, " \t,;") {
+	if strings.IndexFunc(s, cookieSeparator) < 0 {
 		return false
 	}
 	first := true
-	for piece := range strings.FieldsFuncSeq(s, func(c rune) bool { return c == ' ' || c == '\t' || c == ',' || c == ';' }) {
+	for piece := range strings.FieldsFuncSeq(s, cookieSeparator) {
 		if first {
 			first = false
 			continue
@@ -213,6 +216,10 @@ func hidesOwnedCookie(s string) bool {
 	}
 	return false
 }
+
+// cookieSeparator is what ends a cookie pair to some parser: ',', ';'
+// and any reader's whitespace (isReaderSpace).
+func cookieSeparator(c rune) bool { return c == ',' || c == ';' || isReaderSpace(c) }
 
 func lookup(forward []Forward, name string) (Forward, bool) {
 	for _, f := range forward {

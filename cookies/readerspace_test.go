@@ -80,3 +80,36 @@ func TestCookieNameBesideAnyReadersWhitespaceIsOwned(t *testing.T) {
 		}
 	}
 }
+
+// Fresh attack pass 7 K02: an upstream's "Set-Cookie: <0xA0>olp_auth=evil"
+// and "x=1<0xA0>olp_auth=evil2" passed on every route; Chromium stored
+// them and sent them back byte for byte, and Django reads the first as
+// olp_auth. Every reader's whitespace before or between names is seen
+// through: such a line is removed.
+func TestSetCookieHidingAnOwnedNameBehindAnyReadersWhitespaceIsRemoved(t *testing.T) {
+	t.Parallel()
+	for _, sp := range readerSpaces {
+		for _, line := range []string{sp + "olp_auth=evil; Path=/", "x=1" + sp + "olp_auth=evil; Path=/", "x=1;" + sp + "olp_auth=evil", sp + "OLP_AUTH=evil", "x=1" + sp + "olp_mural=evil"} {
+			// A route that lists no olp_* cookie: removed.
+			h := http.Header{"Set-Cookie": {line}}
+			ApplySetCookie(h, ResponsePolicy{Forward: []Forward{}})
+			if got := h["Set-Cookie"]; len(got) != 0 {
+				t.Errorf("Set-Cookie %q passed as %q", line, got)
+			}
+			// A route that lists olp_auth: removed, or passed as the
+			// canonical olp_auth line the policy hardens.
+			h = http.Header{"Set-Cookie": {line}}
+			ApplySetCookie(h, ResponsePolicy{Forward: []Forward{{Cookie: AuthCookie}}})
+			for _, got := range h["Set-Cookie"] {
+				if !strings.HasPrefix(got, "olp_auth=") || !strings.Contains(got, "SameSite=Lax") {
+					t.Errorf("Set-Cookie %q passed as %q on a route listing olp_auth", line, got)
+				}
+			}
+		}
+	}
+	h := http.Header{"Set-Cookie": {"sessionid=abc; Path=/"}}
+	ApplySetCookie(h, ResponsePolicy{Forward: []Forward{{Cookie: AuthCookie}}})
+	if len(h["Set-Cookie"]) != 1 {
+		t.Error("a cookie of another name was removed")
+	}
+}

@@ -254,3 +254,31 @@ routes:
 		t.Fatalf("want two passes, the inner one refused:\n%s", grepLines(m, "borda_http_requests_total"))
 	}
 }
+
+// Fresh attack pass 7 K02: a third-party upstream answered
+// "Set-Cookie: <0xA0>olp_auth=evil" (and "x=1<0xA0>olp_auth=evil2",
+// "y=1<0x85>olp_auth=evil3"): the policy passed them, Chromium stored
+// them and sent them back byte for byte, and Django's parse_cookie
+// (str.strip takes latin-1 NBSP and NEL) reads olp_auth. Through the
+// real binary: every such line is removed.
+func TestHostileThirdPartySetsPortalCookieBehindLatin1Whitespace(t *testing.T) {
+	third := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, line := range []string{"\xa0olp_auth=evil; Path=/", "x=1\xa0olp_auth=evil2; Path=/", "y=1\x85olp_auth=evil3; Path=/", "\xc2\xa0olp_mural=evil4; Path=/"} {
+			w.Header().Add("Set-Cookie", line)
+		}
+		w.Header().Add("Set-Cookie", "tiles=1; Path=/")
+		_, _ = w.Write([]byte("tile"))
+	}))
+	t.Cleanup(third.Close)
+	p := startServe(t, minimalServe(third.URL, "    cookies: {forward: []}\n", ""))
+	resp, body, err := rawExchange(t, p.public, "GET /tiles/1 HTTP/1.1\r\nHost: portal.example.org\r\nConnection: close\r\n\r\n", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || body != "tile" {
+		t.Fatalf("got %d %q", resp.StatusCode, body)
+	}
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 1 || got[0] != "tiles=1; Path=/" {
+		t.Errorf("Set-Cookie reaching the browser = %q, want only tiles=1", got)
+	}
+}
