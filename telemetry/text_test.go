@@ -82,9 +82,22 @@ func TestValidTextRefusesInvalidUTF8AndControls(t *testing.T) {
 			t.Errorf("%s: ValidText(%q) = true", name, s)
 		}
 	}
-	for _, s := range []string{"", "/", "/api/alunos/{id}", "/ação/matrícula", "/日本語", "/emoji/\U0001F600", "/x y", "/~!$&'()*+,;=:@", "\u00a0"} {
+	for _, s := range []string{"", "/", "/api/alunos/{id}", "/ação/matrícula", "/日本語", "/emoji/\U0001F600", "/x y", "/~!$&'()*+,;=:@", "/한국어", "/Привет"} {
 		if !ValidText(s) {
 			t.Errorf("ValidText(%q) = false, want true", s)
+		}
+	}
+}
+
+// Fresh attack pass 7 T05: "/api/alunos" followed by a character that
+// renders as nothing or a blank, yet is no control or format character,
+// was its own key shown as "/api/alunos" on dashboards. Every such
+// character the attack used, and their classes, is refused.
+func TestValidTextRefusesInvisibleCharacters(t *testing.T) {
+	t.Parallel()
+	for _, r := range []rune{0x3164, 0x115F, 0x1160, 0xFFA0, 0x034F, 0x2800, 0x3000, 0x00A0, 0x2007, 0x202F, 0x205F, 0xFE0F, 0xFE00, 0xE0100, 0x17B4} {
+		if s := "/api/alunos" + string(r); ValidText(s) {
+			t.Errorf("ValidText(%q) = true (U+%04X)", s, r)
 		}
 	}
 }
