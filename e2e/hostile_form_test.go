@@ -41,3 +41,29 @@ func TestHostileFormPayloadTwiceIsRefused(t *testing.T) {
 		t.Errorf("one payload: %d %s, want 200 PUBLISHED_CONFIRMED", code, reply)
 	}
 }
+
+// Fresh attack pass 7 W16: a UTF-8 JSON body labelled charset=latin1 (or
+// utf-16) was 200 and the label forwarded to the legacy endpoint, whose
+// charset-honouring readers read other text. The real binary refuses it
+// 400 INVALID_UTF8; the same body labelled UTF-8 is published.
+func TestHostileWebhookLabelledLatin1IsRefused(t *testing.T) {
+	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
+	p := startIngressServe(t, newNames(t), amqpURL, redisURL)
+	body := fmt.Sprintf(`{"id":"latin1-%d","text":"olá"}`, time.Now().UnixNano())
+	post := func(ct string) (int, string) {
+		raw := fmt.Sprintf("POST /webhooks/whatsapp HTTP/1.1\r\nHost: gw.localhost\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", ingressToken, ct, len(body), body)
+		resp, reply, err := rawExchange(t, p.public, raw, 10*time.Second)
+		if err != nil {
+			t.Fatalf("POST %s: %v", ct, err)
+		}
+		return resp.StatusCode, reply
+	}
+	for _, ct := range []string{"application/json; charset=latin1", "application/json; charset=utf-16"} {
+		if code, reply := post(ct); code != 400 || !strings.Contains(reply, "INVALID_UTF8") {
+			t.Errorf("%s: %d %s, want 400 INVALID_UTF8", ct, code, reply)
+		}
+	}
+	if code, reply := post("application/json; charset=utf-8"); code != 200 || !strings.Contains(reply, "PUBLISHED_CONFIRMED") {
+		t.Errorf("charset=utf-8: %d %s, want 200", code, reply)
+	}
+}

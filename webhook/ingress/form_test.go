@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -48,5 +49,23 @@ func TestFormBodyReadDifferentlyIsRefused(t *testing.T) {
 	}
 	for _, b := range accepted {
 		expect(t, req{target: "/webhooks/whatsapp", contentType: "application/x-www-form-urlencoded", body: b, headers: bearer("test-token")}.do(i), http.StatusOK, StatusPublishedConfirmed)
+	}
+}
+
+// Fresh attack pass 7 W16: "application/json; charset=latin1" on a UTF-8
+// body was 200 and the label forwarded; readers that honour the charset
+// read other text than Go and jsonb. A charset other than UTF-8 is 400
+// INVALID_UTF8; none, or UTF-8 in any spelling, is accepted.
+func TestBodyLabelledWithAnotherCharsetIsRefused(t *testing.T) {
+	t.Parallel()
+	pub := &fakePublisher{}
+	i, _ := newUnitIngress(t, unitConfig(), pub)
+	body := `{"id":"charset-é"}`
+	for _, ct := range []string{"application/json; charset=latin1", "application/json; charset=ISO-8859-1", "application/json;charset=utf-16", `application/json; charset="windows-1252"`, "application/x-www-form-urlencoded; charset=latin1"} {
+		expectInvalid(t, req{target: "/webhooks/whatsapp", contentType: ct, body: body, headers: bearer("test-token")}.do(i), ReasonInvalidUTF8, ct)
+	}
+	for n, ct := range []string{"application/json", "application/json; charset=utf-8", "application/json; charset=UTF-8", `application/json; charset="utf8"`} {
+		b := fmt.Sprintf(`{"id":"charset-ok-%d"}`, n)
+		expect(t, req{target: "/webhooks/whatsapp", contentType: ct, body: b, headers: bearer("test-token")}.do(i), http.StatusOK, StatusPublishedConfirmed)
 	}
 }

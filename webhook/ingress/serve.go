@@ -111,8 +111,12 @@ func (i *Ingress) checkHead(w http.ResponseWriter, r *http.Request, d *delivery)
 	if len(r.Header["Content-Type"]) > 1 {
 		return respondInvalid(w, ReasonContentTypeRepeated)
 	}
-	if d.kind = mediaKind(headerValue(r.Header, "Content-Type")); d.kind == mediaOther {
+	ct := headerValue(r.Header, "Content-Type")
+	if d.kind = mediaKind(ct); d.kind == mediaOther {
 		return respond(w, http.StatusUnsupportedMediaType, StatusUnsupportedMediaType, "")
+	}
+	if !charsetUTF8(ct) {
+		return respondInvalid(w, ReasonInvalidUTF8)
 	}
 	if r.ContentLength > i.maxBody {
 		w.Header().Set("Connection", "close") // never read the junk
