@@ -76,7 +76,8 @@ func tokenMarker(seg string) bool {
 // or may be a token: the first non-empty segment after each tokenMarker,
 // every segment after that token when more than one non-empty segment
 // follows it (the path form is "/t/{token}[/{event}]": a longer tail may
-// be a token that held a "/", or the token again), and any segment equal
+// be a token that held a "/", or the token again), the one segment that
+// follows it when it is no event name (eventName), and any segment equal
 // to a marked one. It returns nil when none is.
 func tokenSegments(segs []string) []bool {
 	var marked []bool
@@ -107,6 +108,16 @@ func tokenSegments(segs []string) []bool {
 			}
 			break
 		}
+		// One segment after the token: the event ("messages-upsert"),
+		// or the token's tail when the token held a "/" (fresh attack
+		// pass 7 W09: "/t/<20 chars>%2F<13 chars>" logged the last 13).
+		// An event name is letters, '-', '_' and '.'; anything else is
+		// taken for the token's tail.
+		for n := j + 1; n < len(segs); n++ {
+			if segs[n] != "" && !tokenMarker(segs[n]) && !eventName(segs[n]) {
+				marked[n] = true
+			}
+		}
 		k = j
 	}
 	if marked == nil {
@@ -129,6 +140,23 @@ func tokenSegments(segs []string) []bool {
 		}
 	}
 	return marked
+}
+
+// eventName reports whether seg reads as an event name of the path form
+// ("messages-upsert", "CONNECTION_UPDATE"): only ASCII letters, '-', '_'
+// and '.', at most 64 of them.
+func eventName(seg string) bool {
+	if len(seg) > 64 {
+		return false
+	}
+	for i := 0; i < len(seg); i++ {
+		switch c := seg[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // sameCore reports whether segments a and b hold the same value once

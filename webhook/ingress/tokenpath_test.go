@@ -60,7 +60,19 @@ func TestRedactPathEverySpelling(t *testing.T) {
 	if got := i.RedactPath("/webhooks/whatsapp/t/S3cr/3tTok/messages-upsert"); strings.Contains(got, "S3cr") || strings.Contains(got, "3tTok") {
 		t.Errorf("RedactPath kept a part of a token holding a slash: %q", got)
 	}
+	// Fresh attack pass 7 W09: a token split by an escaped "/" with no
+	// event after it ("/t/<20 chars>%2F<13 chars>", refused 400 under
+	// escaped_slashes: reject, still logged) kept its tail: a segment
+	// after the token that is no event name is the token's.
+	for _, tail := range []string{"def0123456789", "Tok3n", "x9", "tok:en", "a%2Fb"} {
+		p := "/webhooks/whatsapp/t/S3cr3tTok3nFirst20ch/" + tail
+		if got := i.RedactPath(p); strings.Contains(got, tail) || strings.Contains(got, "S3cr3t") {
+			t.Errorf("RedactPath(%q) = %q keeps the token's tail", p, got)
+		}
+	}
 	for in, want := range map[string]string{
+		"/webhooks/whatsapp/t/abc/CONNECTION_UPDATE": "/webhooks/whatsapp/t/[redacted]/CONNECTION_UPDATE",
+		"/webhooks/whatsapp/t/abc/messages.upsert":   "/webhooks/whatsapp/t/[redacted]/messages.upsert",
 		"/webhooks/whatsapp;x/t/abc/messages-upsert": "/webhooks/whatsapp/t/[redacted]/messages-upsert",
 		"/webhooks/whatsapp/.t/abc":                  "/webhooks/whatsapp/.t/[redacted]",
 		"/Webhooks/WhatsApp/t/abc":                   "/webhooks/whatsapp/t/[redacted]",
