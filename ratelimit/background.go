@@ -28,12 +28,17 @@ func (l *Limiter) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the background work started by Start and waits for it, at
-// most until ctx ends (then it returns ctx's error). A Stop without Start
-// and a second Stop return nil.
+// Stop ends the background work started by Start and waits for it and
+// for the early exchanges on the wire (sync_early.go), at most until ctx
+// ends (then it returns ctx's error). A Stop without Start and a second
+// Stop return nil.
 func (l *Limiter) Stop(ctx context.Context) error {
 	err := l.bg.Stop(ctx)
 	l.probing.Store(false)
+	if l.sync != nil && err == nil {
+		// The early exchanges on the wire (each within the sync timeout).
+		err = l.sync.earlyRun.wait(ctx)
+	}
 	return err
 }
 

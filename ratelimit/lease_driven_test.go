@@ -51,19 +51,24 @@ func (s *registeringMemory) SyncRegister(ctx context.Context, ops []SyncOp, out 
 var _ RegisteringSyncer = (*registeringMemory)(nil)
 
 // drivenRun is one run of driveReplicas: the passes per window of the
-// rule and the asks the replicas sent.
+// rule, the asks and early exchanges the replicas sent, and their store
+// calls (rounds, asks, early exchanges) during the flood.
 type drivenRun struct {
-	per  []int
-	asks float64
+	per           []int
+	asks, earlies float64
+	calls         float64
 }
 
 // driveReplicas runs n synchronizing Limiters (sync 50 ms) on one store
 // on an injected clock: one client's requests round-robin over them, one
 // per simulated millisecond from a window edge for windows windows, each
 // replica's sync round every 50 simulated ms at its own phase (replica i
-// at phases[i] ms into every interval), nothing in real time. pin sets
-// the store's clock.
-func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, phases []int) drivenRun {
+// at phases[i] ms into every interval), nothing in real time. An early
+// exchange (sync_early.go) lands latency simulated ms after the request
+// that started it: it runs then, before that millisecond's rounds and
+// request (0: none is run, as before early exchanges). pin sets the
+// store's clock.
+func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, phases []int, latency int) drivenRun {
 	t.Helper()
 	store, ks, pin := mk(t)
 	var virt atomic.Int64
@@ -75,9 +80,20 @@ func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, 
 	opts := rulesConfig(rule)
 	opts.Sync = 50 * time.Millisecond
 	opts.Timeout = time.Second // a loaded machine must not fail an exchange
+	type early struct {
+		at  int
+		run func()
+	}
+	var pending []early // the early exchanges on the (simulated) wire
+	ms := 0
 	ls := make([]*Limiter, n)
 	for i := range ls {
 		ls[i], _ = newTestLimiterWith(t, opts, ks, store, WithClock(clock))
+		ls[i].sync.spawn = func(f func()) {
+			if latency > 0 {
+				pending = append(pending, early{at: ms + latency, run: f})
+			}
+		}
 	}
 	ctx := context.Background()
 	// Registration: two idle rounds each (the idle one registers every
@@ -93,11 +109,20 @@ func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, 
 			t.Fatalf("replica %d sees %d replicas, want %d", i, got, n)
 		}
 	}
+	callsBefore := 0.0
+	for _, l := range ls {
+		callsBefore += counterOf(t, l.m.rlCommands)
+	}
 	s := Subject{Route: "portal", IP: "203.0.113.93"}
 	per := make([]int, windows)
 	w := rule.Window
-	for ms := range windows * int(w/time.Millisecond) {
+	for ; ms < windows*int(w/time.Millisecond); ms++ {
 		set(start.Add(time.Duration(ms) * time.Millisecond))
+		for len(pending) > 0 && pending[0].at <= ms {
+			e := pending[0]
+			pending = pending[1:]
+			e.run()
+		}
 		for i, l := range ls {
 			if ms%50 == phases[i%len(phases)] {
 				l.syncRound(ctx)
@@ -107,34 +132,39 @@ func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, 
 			per[ms/int(w/time.Millisecond)]++
 		}
 	}
-	run := drivenRun{per: per}
+	run := drivenRun{per: per, calls: -callsBefore}
 	for _, l := range ls {
 		run.asks += counterOf(t, l.sync.asks)
+		run.earlies += counterOf(t, l.sync.earlies)
+		run.calls += counterOf(t, l.m.rlCommands)
 	}
 	return run
 }
 
 // Three replicas on one store, one client round-robin at 1 000 requests
 // per (simulated) second for 5 windows of 50 per 1 s, each replica's
-// rounds every 50 ms at its own phase, on an injected clock: the rounds
-// and the asks are the only exchanges, so the run is deterministic on the
-// embedded store and on a real Redis (the script's clock pinned; its
-// keys' real-time TTLs are longer than the run needs). Each replica gets
-// a request every 3 ms, so it spends the share it gives itself of the
-// key it has not read (floor(50 / 3) = 16) in 48 ms.
+// rounds every 50 ms at its own phase, on an injected clock: the rounds,
+// the asks and the early exchanges (landing 1-5 simulated ms after the
+// request that started them) are the only exchanges, so the run is
+// deterministic on the embedded store and on a real Redis (the script's
+// clock pinned; its keys' real-time TTLs are longer than the run needs).
+// Each replica gets a request every 3 ms, so it spends the share it gives
+// itself of the key it has not exchanged (floor(50 / 3) = 16) in 48 ms,
+// and has spent half of it 21 ms after its first request: its early
+// exchange then puts the share in the store before any replica asks,
+// whatever the rounds' phases (before early exchanges, a replica whose
+// first round came 45 ms or more after its first request let another's
+// ask lease from a store without its share: 54-59 passed in a fixed or
+// sliding window's first window, GCRA up to 105 where one replica passes
+// 99).
 //
-// When every replica's first round comes within 45 ms of the key's first
-// request (its fresh share is then reserved before anyone asks), every
-// window, the key's first included, passes at most limit + 5 on a fixed
-// or sliding window, and GCRA at most what one replica passes in it + 5.
-// When a replica's first round comes later, an ask may precede it and
-// lease from a store that does not hold that replica's share yet: the
-// key's first window is then held to the bound of docs/rate-limiting.md
-// ("A concurrent burst"), limit + (N − 1) × floor(limit / N), and every
-// later window to limit + 5. Always: at most 1.1 × one replica over the
-// run, and no window passes less than one replica in it − 5 (the requests
-// a lease of floor(remaining / 3) cannot share), so the bound is not met
-// by refusing.
+// Every window, the key's first included, passes at most limit + 5 on a
+// fixed or sliding window, and GCRA at most what one replica passes in it
+// + 5; at most 1.1 × one replica over the run, and no window passes less
+// than one replica in it − 5 (the requests a lease of floor(remaining /
+// 3) cannot share), so the bound is not met by refusing. Each replica
+// exchanges the key early at most once per fresh share (a flood asks at
+// every window's edge: one early exchange each over the run).
 func TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock(t *testing.T) {
 	t.Parallel()
 	const (
@@ -144,7 +174,6 @@ func TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock(t *testing.T) {
 		windows  = 5
 		slack    = 5
 		under    = 5
-		burst    = (replicas - 1) * (limit / replicas)
 	)
 	stores := map[string]drivenStore{
 		"memory": func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
@@ -160,48 +189,55 @@ func TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock(t *testing.T) {
 		},
 	}
 	// The rounds' phases, ms into every interval, per replica (a round at
-	// a millisecond runs before that millisecond's request).
+	// a millisecond runs before that millisecond's request). Replica i's
+	// first request is at ms i: the last four sets have a first round 45
+	// ms or more after it.
 	phaseSets := [][]int{{10, 27, 44}, {5, 30, 15}, {20, 35, 3}, {30, 10, 25}, {0, 17, 34}, {40, 20, 0}, {49, 49, 49}, {45, 46, 47}, {48, 0, 25}}
 	for _, storeName := range []string{"memory", "go-redis"} {
 		for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
 			if storeName == "go-redis" && alg == FixedWindow {
 				continue // Redis ends a fixed window by its PTTL, in real time
 			}
-			for _, phases := range phaseSets {
-				// late: some replica's first round comes 45 ms or more
-				// after its first request (replica i's is at ms i).
-				late := false
-				for i, p := range phases {
-					late = late || (p-i+49)%50+1 >= 45
+			for p, phases := range phaseSets {
+				// Every latency of 1-5 ms on the embedded store; one per
+				// phase set, in turn, on Redis (its runs are slower).
+				latencies := []int{1, 2, 3, 4, 5}
+				if storeName == "go-redis" {
+					latencies = latencies[p%5 : p%5+1]
 				}
-				t.Run(fmt.Sprintf("%s/%v/phases%v", storeName, alg, phases), func(t *testing.T) {
-					t.Parallel()
-					rule := burstRule(limit, window)
-					rule.Algorithm = alg
-					one := driveReplicas(t, 1, rule, stores[storeName], windows, phases)
-					three := driveReplicas(t, replicas, rule, stores[storeName], windows, phases)
-					t.Logf("%v: 1 replica passed per window %v; %d replicas %v (%v asks)", alg, one.per, replicas, three.per, three.asks)
-					total, totalOne := 0, 0
-					for i, got := range three.per {
-						total, totalOne = total+got, totalOne+one.per[i]
-						bound := limit + slack
-						if alg == GCRA {
-							bound = one.per[i] + slack
+				for _, latency := range latencies {
+					t.Run(fmt.Sprintf("%s/%v/phases%v/latency%dms", storeName, alg, phases, latency), func(t *testing.T) {
+						t.Parallel()
+						rule := burstRule(limit, window)
+						rule.Algorithm = alg
+						one := driveReplicas(t, 1, rule, stores[storeName], windows, phases, latency)
+						three := driveReplicas(t, replicas, rule, stores[storeName], windows, phases, latency)
+						t.Logf("%v: 1 replica passed per window %v; %d replicas %v (%v asks, %v early exchanges, %v store calls)", alg, one.per, replicas, three.per, three.asks, three.earlies, three.calls)
+						if one.earlies != 0 || one.asks != 0 {
+							t.Errorf("one replica asked %v times and exchanged early %v times, want 0 and 0", one.asks, one.earlies)
 						}
-						if i == 0 && late {
-							bound = max(limit, one.per[i]) + burst
+						if three.earlies > replicas {
+							t.Errorf("%v early exchanges, want ≤ %d (one per replica: a flood's key is fresh only at its first request)", three.earlies, replicas)
 						}
-						if got > bound {
-							t.Errorf("window %d passed %d, want ≤ %d", i, got, bound)
+						total, totalOne := 0, 0
+						for i, got := range three.per {
+							total, totalOne = total+got, totalOne+one.per[i]
+							bound := limit + slack
+							if alg == GCRA {
+								bound = one.per[i] + slack
+							}
+							if got > bound {
+								t.Errorf("window %d passed %d, want ≤ %d", i, got, bound)
+							}
+							if got < one.per[i]-under {
+								t.Errorf("window %d passed %d, want ≥ %d (one replica %d − %d)", i, got, one.per[i]-under, one.per[i], under)
+							}
 						}
-						if got < one.per[i]-under {
-							t.Errorf("window %d passed %d, want ≥ %d (one replica %d − %d)", i, got, one.per[i]-under, one.per[i], under)
+						if float64(total) > 1.1*float64(totalOne) {
+							t.Errorf("%d replicas passed %d, one replica %d: want ≤ 1.1 ×", replicas, total, totalOne)
 						}
-					}
-					if float64(total) > 1.1*float64(totalOne) {
-						t.Errorf("%d replicas passed %d, one replica %d: want ≤ 1.1 ×", replicas, total, totalOne)
-					}
-				})
+					})
+				}
 			}
 		}
 	}

@@ -41,6 +41,7 @@ type metrics struct {
 	syncRounds    *prometheus.CounterVec
 	syncDropped   prometheus.Counter
 	syncAsks      prometheus.Counter
+	syncEarly     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -80,6 +81,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.syncAsks, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "borda_ratelimit_sync_asks_total",
 		Help: "Hits past the replica's lease that asked the store at once (rate_limits.sync with several replicas).",
+	})); err != nil {
+		return nil, err
+	}
+	if m.syncEarly, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "borda_ratelimit_sync_early_total",
+		Help: "Keys exchanged with the store in the background (one command for the keys of one request) because a replica spent half of the share it gave itself of a key before any exchange of it (rate_limits.sync with several replicas).",
 	})); err != nil {
 		return nil, err
 	}

@@ -52,6 +52,16 @@ type syncer struct {
 	lastReg  atomic.Int64 // unix ns of the last registration
 	asks     prometheus.Counter
 
+	// spawn runs an early exchange (sync_early.go) off the request path:
+	// by default on a goroutine earlyRun tracks; a test drives it.
+	spawn    func(func())
+	earlyRun earlyRuns
+	earlies  prometheus.Counter
+	// commands counts the store commands of the exchanges the syncer
+	// starts itself (asks, early exchanges; the rounds' are the
+	// Limiter's).
+	commands prometheus.Counter
+
 	rounds  [2]prometheus.Counter // ok, error
 	dropped prometheus.Counter
 }
@@ -91,6 +101,9 @@ type syncKey struct {
 	// TAT, so the store's state always holds what this replica passed or
 	// may still pass.
 	held bool
+	// early: an early exchange of the fresh share was started
+	// (sync_early.go); once per fresh share.
+	early bool
 	// refuseUntil: an ask left this replica no lease; its hits are
 	// refused without asking again until then (a fixed window: the
 	// window's end; otherwise the time one request takes to come back).
@@ -107,7 +120,10 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Ti
 		rounds:   [2]prometheus.Counter{m.syncRounds.WithLabelValues("ok"), m.syncRounds.WithLabelValues("error")},
 		dropped:  m.syncDropped,
 		asks:     m.syncAsks,
+		earlies:  m.syncEarly,
+		commands: m.rlCommands,
 	}
+	s.spawn = s.earlyRun.goRun
 	if rs, ok := store.(RegisteringSyncer); ok && reg.ID != "" {
 		s.reg, s.regStore = reg, rs
 	}
@@ -142,7 +158,7 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 				// of it left (a key not flooding: a flood spends its lease
 				// and asks): the key starts afresh, as one not seen, its
 				// share reserved by its next exchange; no ask per window.
-				k.resEnd, k.spent, k.lease, k.fresh = 0, 0, leaseOf(h, KeyState{}, 0, replicas), true
+				k.resEnd, k.spent, k.lease, k.fresh, k.early = 0, 0, leaseOf(h, KeyState{}, 0, replicas), true, false
 				if k.lease == 0 {
 					ask = append(ask, j)
 				}
@@ -214,6 +230,7 @@ func (s *syncer) countRefused(hits []Hit) {
 // share before the view decided (given back when it refused them).
 func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 	full := false
+	var early []string
 	s.mu.Lock()
 	for j, h := range hits {
 		k, ok := s.keys[h.Key]
@@ -233,8 +250,15 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 		case !allowed(h, out[j]) && took:
 			k.spent = max(0, k.spent-1)
 		}
+		if replicas > 1 && earlyDue(k) {
+			k.early = true
+			early = append(early, h.Key)
+		}
 	}
 	s.mu.Unlock()
+	if len(early) > 0 {
+		s.spawn(func() { s.exchangeEarly(early) })
+	}
 	if full {
 		s.dropped.Inc()
 		select {
@@ -272,7 +296,8 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 	for key := range keys {
 		only = append(only, key)
 	}
-	got, at, _, err := s.exchange(ctx, only)
+	got, at, calls, err := s.exchange(ctx, only, true)
+	s.commands.Add(float64(calls))
 	if err != nil || at.IsZero() {
 		return false
 	}
@@ -307,17 +332,18 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 // It returns the store's clock (zero on failure) and the store calls
 // sent.
 func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
-	_, at, calls, err := s.exchange(ctx, nil)
+	_, at, calls, err := s.exchange(ctx, nil, false)
 	return at, calls, err
 }
 
 // exchange sends the view of every dirty key (only: nil, or the keys
-// listed, dirty or not) and merges the answer, as round says; it returns
-// the merged states by key. The keys go in chunks of syncChunk, up to
+// listed, dirty or not) and merges the answer, as round says; ask leases
+// anew (an ask's keys only). It returns the merged states by key (an
+// ask's; nil otherwise). The keys go in chunks of syncChunk, up to
 // syncInFlight chunks on the wire at once, each under the sync timeout:
 // a round of any size streams, and a failed chunk keeps only its own keys
 // dirty (sync_round.go).
-func (s *syncer) exchange(ctx context.Context, only []string) (map[string]KeyState, time.Time, int, error) {
+func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[string]KeyState, time.Time, int, error) {
 	s.flight.Lock()
 	defer s.flight.Unlock()
 	ops := s.collect(only)
@@ -337,7 +363,7 @@ func (s *syncer) exchange(ctx context.Context, only []string) (map[string]KeySta
 		s.replicas.Store(max(replicas, 1))
 		return nil, at, 1, nil
 	}
-	merged, at, calls, err := s.stream(ctx, ops, only != nil)
+	merged, at, calls, err := s.stream(ctx, ops, ask)
 	if err != nil {
 		s.rounds[1].Inc()
 	} else {
