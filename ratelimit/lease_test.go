@@ -79,10 +79,12 @@ func startedReplicas(t *testing.T, n int, rule Rule, ks keyspace.Keyspace, store
 // algorithm passes at most 1.1 × what one replica (exact: it decides as
 // the round trip does) passes on the same schedule; a fixed or sliding
 // window ≤ limit + 5 in every window, the first included (their leases
-// are reserved in the store), GCRA in every window after the first (its
-// first passes the burst and the refill). Real time: the rounds' phases
-// are the machine's (TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock
-// drives them). Before quota leasing each replica
+// are reserved in the store). GCRA is held to the ratio only: a bucket
+// refills while the machine stalls the flood, so a GCRA window after a
+// stall passes more than the limit with one replica too (a loaded run
+// counted 56 in one window, and 100 for one replica's first); its
+// per-window bound is TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock's,
+// on a driven clock. Real time: the rounds' phases are the machine's. Before quota leasing each replica
 // started every window from zero (about 1.7 × the limit per window with
 // three replicas; GCRA about 2 ×).
 func TestSync_ThreeReplicasHoldEveryWindowToTheirShare(t *testing.T) {
@@ -122,7 +124,7 @@ func TestSync_ThreeReplicasHoldEveryWindowToTheirShare(t *testing.T) {
 			total, totalOne := 0, 0
 			for i, n := range per {
 				total, totalOne = total+n, totalOne+one[i]
-				if (i > 0 || alg != GCRA) && n > bound {
+				if alg != GCRA && n > bound {
 					t.Errorf("window %d passed %d, want ≤ %d", i, n, bound)
 				}
 			}
