@@ -13,6 +13,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -35,8 +36,8 @@ type Options struct {
 	Reconnect time.Duration
 	// MaxHold caps the wait between tries of a held delivery (0: 30s).
 	MaxHold time.Duration
-	// Now is the clock event times are bounded by (nil: time.Now).
-	Now func() time.Time
+	// Clock is the clock event times are bounded by (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // An event's date_time orders it against the instance's stored state, but
@@ -92,9 +93,7 @@ func New(opts Options) (*Consumer, error) {
 	if opts.MaxHold == 0 {
 		opts.MaxHold = 30 * time.Second
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "borda_instances_events_total",
 		Help: "Events read by consume-events, by result: applied, skipped (older than the stored state), ignored (not connection.update), malformed.",
@@ -135,7 +134,7 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 	}
 	limit := env.ReceivedAt
 	if limit.IsZero() {
-		limit = c.opts.Now()
+		limit = c.opts.Clock.Now()
 	}
 	if u.EventTime.After(limit) {
 		c.log.Warn("connection.update dated after its receipt; ordered at its receipt", "event_id", env.ID, "instance", u.Instance,

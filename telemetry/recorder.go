@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/outagelog"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
@@ -68,6 +69,9 @@ type Options struct {
 	// MaxEndpointsPerRoute caps distinct endpoint templates per route per
 	// minute (≥ 1); the overflow counts as "{route}:other".
 	MaxEndpointsPerRoute int
+	// Clock stamps each event's minute and times the dropped-batch
+	// outage (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // NewRecorder returns a Recorder that queues up to o.QueueSize events,
@@ -96,9 +100,9 @@ func NewRecorder(o Options, ks keyspace.Keyspace, sink Sink, reg prometheus.Regi
 		maxPerRoute: o.MaxEndpointsPerRoute,
 		logger:      logger,
 		metrics:     m,
-		now:         time.Now,
+		now:         clock.Or(o.Clock).Now,
 	}
-	r.outage = outagelog.New(logger, outagelog.Options{Every: time.Minute, CountKey: "batches", Now: func() time.Time { return r.now() }})
+	r.outage = outagelog.New(logger, outagelog.Options{Every: time.Minute, CountKey: "batches", Clock: clock.Func(func() time.Time { return r.now() })})
 	return r, nil
 }
 

@@ -23,9 +23,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/breaker"
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/egress"
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker/v2"
 
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/webhook/publish"
@@ -88,8 +89,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// HTTPClient POSTs (nil: a client that follows no redirects).
 	HTTPClient *http.Client
-	// Now is the clock (nil: time.Now).
-	Now func() time.Time
+	// Clock decides the breaker's open period, the recorded failure and
+	// duplicate times and the sampled queue-head age (nil: the wall
+	// clock).
+	Clock clock.Clock
 	// PublishTimeout bounds a republish's confirm (0: 5s).
 	PublishTimeout time.Duration
 	// PublishRegisterer receives the metrics of the republishing
@@ -176,9 +179,7 @@ func New(opts Options) (*Forwarder, error) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.PublishTimeout == 0 {
 		opts.PublishTimeout = 5 * time.Second
 	}
@@ -221,11 +222,11 @@ func New(opts Options) (*Forwarder, error) {
 		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL, opts.LegacySource),
 		poster:  newPoster(client, f),
 		policy:  Policy{Delays: delays},
-		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, m.breaker, log),
+		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, opts.Clock, m.breaker, log),
 		pub:     pub,
 		m:       m,
 		log:     log,
-		now:     opts.Now,
+		now:     opts.Clock.Now,
 		paused:  make(chan struct{}, 1),
 	}, nil
 }
@@ -313,14 +314,14 @@ func (f *Forwarder) session(ctx context.Context) error {
 			continue
 		}
 		switch f.breaker.State() {
-		case gobreaker.StateOpen:
+		case breaker.StateOpen:
 			select {
 			case <-ctx.Done():
 			case e := <-closed:
 				return fmt.Errorf("amqp connection closed: %v", e)
 			case <-time.After(poll):
 			}
-		case gobreaker.StateHalfOpen:
+		case breaker.StateHalfOpen:
 			if err := w.probe(ctx, closed, poll); err != nil {
 				return err
 			}
@@ -482,9 +483,9 @@ func (f *Forwarder) Readiness() []string {
 		out = append(out, "redis: the idempotency store has not answered a probe yet")
 	}
 	switch f.breaker.State() {
-	case gobreaker.StateOpen:
+	case breaker.StateOpen:
 		out = append(out, "breaker: open, the legacy endpoint keeps failing; consuming paused")
-	case gobreaker.StateHalfOpen:
+	case breaker.StateHalfOpen:
 		out = append(out, "breaker: half-open, probing the legacy endpoint")
 	}
 	if f.pub.Ready() != nil { // its error may name the broker's address: not served
