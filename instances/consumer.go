@@ -14,6 +14,7 @@ import (
 	"github.com/olp-edu/borda/internal/amqpaddr"
 
 	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -53,6 +54,7 @@ type Options struct {
 
 // Consumer is `borda consume-events`.
 type Consumer struct {
+	task   startstop.Task // Start's Run
 	opts   Options
 	store  *Store
 	log    *slog.Logger
@@ -155,6 +157,22 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 	}
 	return Applied, nil
 }
+
+// Start runs Run in the background until ctx ends or Stop is called, and
+// returns at once; a second Start is a no-op, a Start after Stop returns
+// startstop.ErrStopped.
+func (c *Consumer) Start(ctx context.Context) error { return c.task.StartTask(ctx, c.Run) }
+
+// Stop ends Start's Run and waits for it (the delivery in hand is
+// finished), at most until ctx ends. A Stop without a Start, and a second
+// Stop, return nil.
+func (c *Consumer) Stop(ctx context.Context) error { return c.task.Stop(ctx) }
+
+// Done is closed when Start's Run has returned; Err is then its error.
+func (c *Consumer) Done() <-chan struct{} { return c.task.Done() }
+
+// Err is what Start's Run returned (nil while it runs).
+func (c *Consumer) Err() error { return c.task.Err() }
 
 // Run consumes until ctx ends, reconnecting after a lost connection. On
 // ctx's end it finishes the delivery in hand and returns nil.

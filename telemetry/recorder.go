@@ -32,9 +32,6 @@ const maxBatchShapes = 500
 // dropped and counted.
 const flushTimeout = time.Second
 
-// ErrStarted is returned by Start on a Recorder already started.
-var ErrStarted = errors.New("telemetry: recorder already started")
-
 // Recorder counts requests per minute in Redis off the request path. Build
 // it with NewRecorder, call Start once, Record per request from any
 // goroutine, and Stop at shutdown to flush the last batch. A nil *Recorder
@@ -54,7 +51,6 @@ type Recorder struct {
 
 	dist DistributionSource // nil: no distribution counters
 
-	started atomic.Bool
 	stopped atomic.Bool
 	bg      startstop.Runner // the flusher
 }
@@ -143,11 +139,9 @@ func (r *Recorder) Record(e Event) {
 
 // Start runs the flusher until Stop is called or ctx is done; either way
 // the events queued by then are flushed in a last batch. It returns at
-// once; ErrStarted when called twice, startstop.ErrStopped after Stop.
+// once; a second Start is a no-op (nil), a Start after Stop returns
+// startstop.ErrStopped (internal/startstop's contract).
 func (r *Recorder) Start(ctx context.Context) error {
-	if !r.started.CompareAndSwap(false, true) {
-		return ErrStarted
-	}
 	return r.bg.Start(ctx, r.run)
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/olp-edu/borda/internal/egress"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/webhook/publish"
 	"github.com/olp-edu/borda/webhook/topology"
@@ -106,8 +107,11 @@ type Options struct {
 	Reconnect time.Duration
 }
 
-// Forwarder is one `borda forward` worker. Build it with New; Run it.
+// Forwarder is one `borda forward` worker. Build it with New; Start and
+// Stop it (internal/startstop's shape), or Run it in the caller's
+// goroutine.
 type Forwarder struct {
+	task    startstop.Task // Start's Run
 	opts    Options
 	top     topology.Topology
 	store   *Store
@@ -233,6 +237,23 @@ func New(opts Options) (*Forwarder, error) {
 
 // Breaker returns the forwarder's circuit breaker (for health reporting).
 func (f *Forwarder) Breaker() *Breaker { return f.breaker }
+
+// Start runs Run in the background until ctx ends or Stop is called, and
+// returns at once; a second Start is a no-op, a Start after Stop returns
+// startstop.ErrStopped. Done is closed when Run returned, Err is then its
+// error.
+func (f *Forwarder) Start(ctx context.Context) error { return f.task.StartTask(ctx, f.Run) }
+
+// Stop ends Start's Run and waits for it (the deliveries in flight
+// finish, as when Run's ctx ends), at most until ctx ends. A Stop without
+// a Start, and a second Stop, return nil.
+func (f *Forwarder) Stop(ctx context.Context) error { return f.task.Stop(ctx) }
+
+// Done is closed when Start's Run has returned.
+func (f *Forwarder) Done() <-chan struct{} { return f.task.Done() }
+
+// Err is what Start's Run returned (nil while it runs).
+func (f *Forwarder) Err() error { return f.task.Err() }
 
 // Run consumes until ctx ends, reconnecting after a lost broker
 // connection. On ctx's end it stops consuming, requeues the deliveries not
