@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // TestOverviewShowsDuplicatesAndAnUnconsumedEventsQueue (issue 23): the
@@ -40,7 +42,7 @@ func TestForwarderRowSaysWhenItsDepthsWereSampled(t *testing.T) {
 		Pipeline: fakePipeline{Configured: true, Forwarders: []Forwarder{
 			{Instance: "fwd-1", Breaker: "closed", QueueDepth: 36, SampledAt: now.Add(-13 * time.Second), SeenAt: now.Add(-3 * time.Second)},
 			{Instance: "fwd-old", Breaker: "closed", QueueDepth: 4, SeenAt: now}}}},
-		Options{Now: func() time.Time { return now }})
+		Options{Clock: clock.Func(func() time.Time { return now })})
 	if err != nil {
 		t.Fatal(err)
 	}

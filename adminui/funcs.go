@@ -11,12 +11,12 @@ func (p *Page) funcs() template.FuncMap {
 	return template.FuncMap{
 		"dur":  duration,
 		"ts":   timestamp,
-		"ago":  func(t time.Time) string { return ago(p.opts.Now(), t) },
+		"ago":  func(t time.Time) string { return ago(p.opts.Clock.Now(), t) },
 		"join": strings.Join,
 		"factor": func(f float64) string {
 			return fmt.Sprintf("×%g", f)
 		},
-		"in": func(t time.Time) string { return duration(t.Sub(p.opts.Now())) },
+		"in": func(t time.Time) string { return duration(t.Sub(p.opts.Clock.Now())) },
 		"ms": func(d time.Duration) string {
 			return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 		},

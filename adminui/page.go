@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 //go:embed templates/*.html static/style.css
@@ -49,9 +51,9 @@ type Options struct {
 	ListCacheFor time.Duration
 	// Timeout bounds each source call of one page (0: DefaultTimeout).
 	Timeout time.Duration
-	// Now is the clock (nil: time.Now); Logger logs replays and source
+	// Clock is the clock (nil: the wall clock); Logger logs replays and source
 	// errors (nil: discard).
-	Now    func() time.Time
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -90,9 +92,7 @@ func New(src Sources, opts Options) (*Page, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -165,7 +165,7 @@ type view struct {
 }
 
 func (p *Page) render(w http.ResponseWriter, status int, name string, v view) {
-	v.Environment, v.ReadOnly, v.Now = p.opts.Environment, !p.gate.set, p.opts.Now()
+	v.Environment, v.ReadOnly, v.Now = p.opts.Environment, !p.gate.set, p.opts.Clock.Now()
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -225,12 +225,12 @@ func (p *Page) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), p.opts.Timeout)
 	defer cancel()
 	d := overviewData{Routes: p.src.Routes.Routes(), Limiter: p.src.Limiter.Limiter(ctx)}
-	d.Routes = withRelaxes(d.Routes, d.Limiter.Relaxes, p.opts.Now())
+	d.Routes = withRelaxes(d.Routes, d.Limiter.Relaxes, p.opts.Clock.Now())
 	if p.src.Relaxer != nil && p.gate.set {
 		d.RelaxOff = p.src.Relaxer.Unavailable()
 		d.CanRelax = d.RelaxOff == ""
 	}
-	d.Relaxed = p.relaxed(r.URL.Query(), d.Routes, p.opts.Now())
+	d.Relaxed = p.relaxed(r.URL.Query(), d.Routes, p.opts.Clock.Now())
 	if p.src.Pipeline != nil {
 		ps := p.src.Pipeline.Pipeline(ctx)
 		d.Pipeline = &ps
@@ -288,10 +288,10 @@ type deadLettersData struct {
 func (p *Page) list(ctx context.Context) ([]DeadLetter, time.Time, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.opts.Now()
+	now := p.opts.Clock.Now()
 	if p.listed.IsZero() || now.Sub(p.listed) >= p.opts.ListCacheFor {
 		p.letters, p.listErr = p.src.DeadLetters.List(ctx, p.opts.ListLimit)
-		p.listed = p.opts.Now()
+		p.listed = p.opts.Clock.Now()
 		if p.listErr != nil {
 			p.log.Warn("listing dead letters", "err", p.listErr)
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 const testToken = "0123456789abcdef0123456789abcdef"
@@ -265,7 +267,7 @@ func TestDeadLetterListingIsCachedBetweenLoads(t *testing.T) {
 	letters := &fakeLetters{letters: []DeadLetter{{ID: "evt-1"}}}
 	now := time.Unix(1_800_000_000, 0)
 	p, err := New(Sources{Routes: fakeRoutes{}, Limiter: fakeLimiter{}, DeadLetters: letters},
-		Options{ListCacheFor: 5 * time.Second, Now: func() time.Time { return now }})
+		Options{ListCacheFor: 5 * time.Second, Clock: clock.Func(func() time.Time { return now })})
 	if err != nil {
 		t.Fatal(err)
 	}

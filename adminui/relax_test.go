@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // fakeRelaxer relaxes what it is asked, or answers bad or err; off is its
@@ -56,7 +58,7 @@ func relaxPage(t *testing.T, token string, rx *fakeRelaxer) *Page {
 			Rules: []Rule{{Name: "burst", Scope: "ip", Algorithm: "fixed_window", Mode: "enforce", Limit: 50, Window: 5 * time.Second}}}},
 		Limiter: fakeLimiter{Store: "redis", StoreState: "ok", Breaker: "closed", RelaxPoll: 5 * time.Second},
 		Relaxer: rx,
-	}, Options{Token: token, Now: func() time.Time { return now }})
+	}, Options{Token: token, Clock: clock.Func(func() time.Time { return now })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ type RateLimits struct {
 	Rules []Rule `yaml:"rules"`
 }
 
-// Breaker is a circuit breaker setting (sony/gobreaker semantics).
+// Breaker is a circuit breaker setting (internal/breaker: sony/gobreaker semantics).
 type Breaker struct {
 	// Failures is the number of consecutive failures that opens it.
 	Failures int `yaml:"failures"`

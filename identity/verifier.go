@@ -26,6 +26,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/olp-edu/borda/cookies"
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/startstop"
 )
 
@@ -65,6 +66,9 @@ type Options struct {
 	// Issuer and Audience, when set, must match iss and aud.
 	Issuer   string
 	Audience string
+	// Clock decides exp, nbf and iat and the verified-token cache's
+	// expiry (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // Verifier verifies access tokens: HS256 with the shared secret and/or
@@ -118,7 +122,7 @@ func NewVerifier(ctx context.Context, o Options, logger *slog.Logger) (*Verifier
 		userClaim:   strings.Split(o.UserClaim, "."),
 		escolaClaim: strings.Split(o.EscolaClaim, "."),
 		cache:       newVerifiedCache(o.Leeway),
-		now:         time.Now,
+		now:         clock.Or(o.Clock).Now,
 		refresh:     o.JWKSRefresh,
 		keys:        &keySet{Storage: jwkset.NewMemoryStorage()},
 	}

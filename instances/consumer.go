@@ -13,6 +13,8 @@ import (
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
 
+	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
 
@@ -35,8 +37,8 @@ type Options struct {
 	Reconnect time.Duration
 	// MaxHold caps the wait between tries of a held delivery (0: 30s).
 	MaxHold time.Duration
-	// Now is the clock event times are bounded by (nil: time.Now).
-	Now func() time.Time
+	// Clock is the clock event times are bounded by (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // An event's date_time orders it against the instance's stored state, but
@@ -52,6 +54,7 @@ type Options struct {
 
 // Consumer is `borda consume-events`.
 type Consumer struct {
+	task   startstop.Task // Start's Run
 	opts   Options
 	store  *Store
 	log    *slog.Logger
@@ -92,9 +95,7 @@ func New(opts Options) (*Consumer, error) {
 	if opts.MaxHold == 0 {
 		opts.MaxHold = 30 * time.Second
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	events := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "borda_instances_events_total",
 		Help: "Events read by consume-events, by result: applied, skipped (older than the stored state), ignored (not connection.update), malformed.",
@@ -135,7 +136,7 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 	}
 	limit := env.ReceivedAt
 	if limit.IsZero() {
-		limit = c.opts.Now()
+		limit = c.opts.Clock.Now()
 	}
 	if u.EventTime.After(limit) {
 		c.log.Warn("connection.update dated after its receipt; ordered at its receipt", "event_id", env.ID, "instance", u.Instance,
@@ -156,6 +157,22 @@ func (c *Consumer) Handle(ctx context.Context, body []byte) (Result, error) {
 	}
 	return Applied, nil
 }
+
+// Start runs Run in the background until ctx ends or Stop is called, and
+// returns at once; a second Start is a no-op, a Start after Stop returns
+// startstop.ErrStopped.
+func (c *Consumer) Start(ctx context.Context) error { return c.task.StartTask(ctx, c.Run) }
+
+// Stop ends Start's Run and waits for it (the delivery in hand is
+// finished), at most until ctx ends. A Stop without a Start, and a second
+// Stop, return nil.
+func (c *Consumer) Stop(ctx context.Context) error { return c.task.Stop(ctx) }
+
+// Done is closed when Start's Run has returned; Err is then its error.
+func (c *Consumer) Done() <-chan struct{} { return c.task.Done() }
+
+// Err is what Start's Run returned (nil while it runs).
+func (c *Consumer) Err() error { return c.task.Err() }
 
 // Run consumes until ctx ends, reconnecting after a lost connection. On
 // ctx's end it finishes the delivery in hand and returns nil.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
@@ -16,7 +17,7 @@ import (
 // of the next 5 minutes, renewable at will by any token holder (fresh
 // attack pass A57). An event dated after its receipt is ordered at its
 // receipt (the envelope's received_at): the next genuine event wins.
-// Clocks are injected (received_at, Options.Now).
+// Clocks are injected (received_at, Options.Clock).
 func TestConsumer_FarFutureDateDoesNotPinState(t *testing.T) {
 	pool := testPool(t)
 	instance := servicetest.Name(t) + "-inst"
@@ -24,7 +25,7 @@ func TestConsumer_FarFutureDateDoesNotPinState(t *testing.T) {
 		pool.Exec(context.Background(), `DELETE FROM whatsapp_instances WHERE instance = $1`, instance)
 	})
 	now := time.Date(2026, 1, 1, 6, 40, 36, 0, time.UTC) // the genuine payload is dated 06:40:35.780
-	c, err := New(Options{AMQPURL: "amqp://unused", Queue: "unused", DB: pool, Prefetch: 1, Now: func() time.Time { return now.Add(time.Hour) }})
+	c, err := New(Options{AMQPURL: "amqp://unused", Queue: "unused", DB: pool, Prefetch: 1, Clock: clock.Func(func() time.Time { return now.Add(time.Hour) })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,6 +34,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // Defaults of New's zero Options.
@@ -63,9 +65,9 @@ type Options struct {
 	MaxBytes   int           // pending bytes held at most; beyond: dropped
 	// CloseTimeout bounds Close's wait for a stalled output.
 	CloseTimeout time.Duration
-	// Now stamps the dropped-lines notice; tests freeze it. Default
-	// time.Now.
-	Now func() time.Time
+	// Clock stamps the dropped-lines notice; tests freeze it (nil: the
+	// wall clock).
+	Clock clock.Clock
 }
 
 // Writer is an io.Writer for slog handlers (one Write per line). It is
@@ -101,9 +103,7 @@ func New(out io.Writer, opts Options) *Writer {
 	if opts.FlushBytes <= 0 || opts.FlushBytes > opts.MaxBytes {
 		opts.FlushBytes = min(DefaultFlushBytes, opts.MaxBytes)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.CloseTimeout <= 0 {
 		opts.CloseTimeout = DefaultCloseTimeout
 	}
@@ -177,7 +177,7 @@ func (w *Writer) flushLocked() error {
 	lines := len(batch)
 	if dropped > 0 {
 		batch = fmt.Appendf(batch, "{\"time\":%q,\"level\":\"WARN\",\"msg\":\"log lines dropped: the log output was too slow or refused them\",\"dropped\":%d}\n",
-			w.opts.Now().UTC().Format(time.RFC3339Nano), dropped)
+			w.opts.Clock.Now().UTC().Format(time.RFC3339Nano), dropped)
 	}
 	var err error
 	if len(batch) > 0 {

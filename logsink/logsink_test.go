@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // recorder is an output that records each write(2)-equivalent call and
@@ -109,7 +111,7 @@ func TestStalledOutputNeverBlocksWriteAndDropsAreReported(t *testing.T) {
 	gate := make(chan struct{})
 	out := &recorder{gate: gate}
 	frozen := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	w := New(out, Options{FlushEvery: time.Millisecond, FlushBytes: 16, MaxBytes: 64, Now: func() time.Time { return frozen }})
+	w := New(out, Options{FlushEvery: time.Millisecond, FlushBytes: 16, MaxBytes: 64, Clock: clock.Func(func() time.Time { return frozen })})
 
 	// The loop takes the first batch and stalls in out.Write; from then
 	// on, at most MaxBytes are held and the rest is dropped.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"github.com/olp-edu/borda/internal/breaker"
 )
 
 // Start runs the background work until ctx ends or Stop is called: the
@@ -99,12 +99,12 @@ const probeInterval = 100 * time.Millisecond
 // probe pings the store through the breaker when it is half-open: success
 // closes it, failure opens it for another breaker.open_for.
 func (l *Limiter) probe(ctx context.Context) {
-	if l.memory || l.breaker.State() != gobreaker.StateHalfOpen {
+	if l.memory || l.breaker.State() != breaker.StateHalfOpen {
 		return
 	}
-	_, _ = l.breaker.Execute(func() (time.Time, error) {
+	_ = l.breaker.Execute(func() error {
 		pctx, cancel := context.WithTimeout(ctx, max(l.timeout, 100*time.Millisecond))
 		defer cancel()
-		return time.Time{}, l.store.Ping(pctx)
+		return l.store.Ping(pctx)
 	})
 }

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/breaker"
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -24,9 +25,11 @@ func TestStoreBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 	store := &countingStore{Store: NewMemoryStore(1000)}
 	store.fail.Store(true)
 	cfg := rulesConfig(burstRule(10, time.Minute))
-	cfg.BreakerFailures, cfg.BreakerOpenFor = 1, time.Millisecond
+	cfg.BreakerFailures, cfg.BreakerOpenFor = 1, time.Second
+	clk := clock.NewManual(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
+	cfg.Clock = clk // the open period ends when the test advances it
 	// Not a MemoryStore to the limiter (countingStore), so the breaker
-	// guards it; not Started, so gobreaker's half-open lets one request
+	// guards it; not Started, so the half-open breaker lets one request
 	// through as the probe.
 	l, err := New(cfg, keyspace.MustNew("olp-dev:tbreakerlog:"), store, prometheus.NewRegistry(),
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -36,12 +39,12 @@ func TestStoreBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 	s := Subject{Route: "portal", IP: "203.0.113.7"}
 	waitHalfOpen := func() {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for l.breaker.State() != gobreaker.StateHalfOpen {
-			if time.Now().After(deadline) {
-				t.Fatal("the store breaker did not go half-open")
-			}
-			time.Sleep(time.Millisecond) // open_for is 1 ms: waiting on the breaker's own clock
+		if st := l.breaker.State(); st != breaker.StateOpen {
+			t.Fatalf("store breaker %v before its open period ended, want open", st)
+		}
+		clk.Advance(cfg.BreakerOpenFor + time.Nanosecond)
+		if st := l.breaker.State(); st != breaker.StateHalfOpen {
+			t.Fatalf("store breaker %v after its open period, want half-open", st)
 		}
 	}
 	const probes = 8
@@ -53,7 +56,7 @@ func TestStoreBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 	store.fail.Store(false)
 	waitHalfOpen()
 	l.Decide(context.Background(), s) // the probe passes: closed
-	if got := l.breaker.State(); got != gobreaker.StateClosed {
+	if got := l.breaker.State(); got != breaker.StateClosed {
 		t.Fatalf("breaker %v after a good probe, want closed", got)
 	}
 	out := logs.String()

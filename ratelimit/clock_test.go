@@ -19,8 +19,7 @@ import (
 func skewedLimiter(t *testing.T, cfg Options, ks keyspace.Keyspace, store Store, skew time.Duration) *Limiter {
 	t.Helper()
 	cfg.Timeout = time.Second // a loaded machine must not fail open here
-	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t),
-		WithClock(func() time.Time { return time.Now().Add(skew) }))
+	l, err := New(withClock(cfg, func() time.Time { return time.Now().Add(skew) }), ks, store, prometheus.NewRegistry(), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +150,7 @@ func TestSkewedReplicas_StayWithinTheLimitOverManyWindows(t *testing.T) {
 					virt := time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
 					var fleet []*Limiter
 					for _, sk := range []time.Duration{0, skew} {
-						l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t),
-							WithClock(func() time.Time { return virt.Add(sk) }))
+						l, err := New(withClock(cfg, func() time.Time { return virt.Add(sk) }), ks, store, prometheus.NewRegistry(), testLogger(t))
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -191,7 +189,7 @@ func TestSkewedReplica_AlignedKeyNamedAfterTheStoresMinute(t *testing.T) {
 	ks := keyspace.MustNew(prefix)
 	cfg := rulesConfig(Rule{Name: "api", Scope: ScopeUser, Limit: 600, Window: time.Minute, Routes: []string{"*"}})
 	replica := time.Date(2026, 12, 1, 10, 21, 5, 0, time.UTC) // 55 s ahead, in the next minute
-	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return replica }))
+	l, err := New(withClock(cfg, func() time.Time { return replica }), ks, store, prometheus.NewRegistry(), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
+
+	"github.com/olp-edu/borda/internal/breaker"
 )
 
 // degradedRules is one rule per scope and algorithm, limit 3 per minute,
@@ -35,7 +36,7 @@ func tripBreaker(t *testing.T, l *Limiter, failures int) {
 			t.Fatalf("failed call %d before the breaker opened: %s, want trip=error (fail-open)", i, got)
 		}
 	}
-	if st := l.breaker.State(); st != gobreaker.StateOpen {
+	if st := l.breaker.State(); st != breaker.StateOpen {
 		t.Fatalf("the breaker is %v after %d failures, want open", st, failures)
 	}
 }
@@ -54,7 +55,7 @@ func TestBreakerOpen_DefaultHoldsEveryRuleToItsLocalLimit(t *testing.T) {
 	store := &countingStore{Store: NewMemoryStore(0)}
 	store.fail.Store(true)
 	now := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC) // held: GCRA and sliding windows refill on time only
-	l, err := New(cfg, testKS, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return now }))
+	l, err := New(withClock(cfg, func() time.Time { return now }), testKS, store, prometheus.NewRegistry(), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

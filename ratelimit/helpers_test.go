@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -111,7 +112,7 @@ func storeHit(ctx context.Context, s Store, hits []Hit, out []Count) error {
 func pinStoreClock(s Store, now time.Time) {
 	switch x := s.(type) {
 	case *MemoryStore:
-		x.SetClock(func() time.Time { return now })
+		x.SetClock(clockFunc(func() time.Time { return now }))
 	case *RedisStore:
 		x.pinnedMS.Store(now.UnixMilli())
 	case *RESTStore:
@@ -258,3 +259,12 @@ func scanKeys(t testing.TB, c redis.UniversalClient, pattern string) []string {
 	}
 	return keys
 }
+
+// withClock is opts with the Limiter's clock now.
+func withClock(opts Options, now func() time.Time) Options {
+	opts.Clock = clock.Func(now)
+	return opts
+}
+
+// clockFunc is now as a clock (MemoryStore.SetClock).
+func clockFunc(now func() time.Time) clock.Clock { return clock.Func(now) }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -74,7 +75,7 @@ func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, 
 	var virt atomic.Int64
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC) // a window edge of every window used here
 	virt.Store(start.UnixNano())
-	clock := func() time.Time { return time.Unix(0, virt.Load()).UTC() }
+	now := func() time.Time { return time.Unix(0, virt.Load()).UTC() }
 	set := func(at time.Time) { virt.Store(at.UnixNano()); pin(at) }
 	set(start)
 	opts := rulesConfig(rule)
@@ -88,7 +89,9 @@ func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, 
 	ms := 0
 	ls := make([]*Limiter, n)
 	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store, WithClock(clock))
+		o := opts
+		o.Clock = clock.Func(now)
+		ls[i], _ = newTestLimiterWith(t, o, ks, store)
 		ls[i].sync.spawn = func(f func()) {
 			if latency > 0 {
 				pending = append(pending, early{at: ms + latency, run: f})
@@ -179,7 +182,7 @@ func TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock(t *testing.T) {
 		"memory": func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
 			s := newRegisteringMemory()
 			var at atomic.Int64
-			s.SetClock(func() time.Time { return time.Unix(0, at.Load()).UTC() })
+			s.SetClock(clock.Func(func() time.Time { return time.Unix(0, at.Load()).UTC() }))
 			return s, keyspace.MustNew(servicetest.KeyPrefix(t)), func(now time.Time) { at.Store(now.UnixNano()) }
 		},
 		"go-redis": func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {

@@ -22,8 +22,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/breaker"
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/outagelog"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
@@ -39,7 +40,7 @@ type Limiter struct {
 	onError   Fallback
 	timeout   time.Duration
 	relaxPoll time.Duration
-	breaker   *gobreaker.CircuitBreaker[time.Time]
+	breaker   *breaker.Breaker
 	rules     atomic.Pointer[ruleset]
 	relax     atomic.Pointer[relaxState]
 	deny      *denyCache
@@ -77,24 +78,6 @@ const (
 // open (the store is not called).
 var errBreakerOpenState = errors.New("ratelimit: store breaker open")
 
-// Option configures a Limiter in New.
-type Option func(*Limiter)
-
-// WithClock replaces the Limiter's clock (default time.Now). The Limiter's
-// clock times only what is local to the instance: the deny cache, relax
-// expiry and the local limits of on_store_error. Counting happens on the
-// store's clock (Redis TIME in the script, the MemoryStore's own clock),
-// and clock-aligned key names follow the store's clock as the last reply
-// showed it, so a replica whose clock is off by seconds or minutes neither
-// resets nor splits anybody's count.
-func WithClock(now func() time.Time) Option {
-	return func(l *Limiter) {
-		if now != nil {
-			l.now = now
-		}
-	}
-}
-
 // New returns a Limiter deciding opts.Rules, keys built by ks, counting
 // in store, metrics registered on reg (collectors already registered
 // there are reused). Errors: a nil store, a keyspace without prefix, a
@@ -104,7 +87,7 @@ func WithClock(now func() time.Time) Option {
 // scope, algorithm or mode; a limit or window that is not positive). The
 // rules of a file are validated by configs, which names each field. Call
 // Start for the relax poller and the breaker probe, and Stop at shutdown.
-func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registerer, logger *slog.Logger, options ...Option) (*Limiter, error) {
+func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registerer, logger *slog.Logger) (*Limiter, error) {
 	if store == nil {
 		return nil, errors.New("creating the rate limiter: store is nil")
 	}
@@ -140,13 +123,11 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		deny:      newDenyCache(opts.DenyCacheSize),
 		m:         m,
 		log:       logger.With("component", "ratelimit"),
-		now:       time.Now,
+		now:       clock.Or(opts.Clock).Now,
 	}
-	l.syncOutage = outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, CountKey: "rounds", Now: func() time.Time { return l.now() }})
-	for _, o := range options {
-		o(l)
-	}
-	l.local.SetClock(l.now)
+	clk := clock.Or(opts.Clock)
+	l.syncOutage = outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, CountKey: "rounds", Clock: clk})
+	l.local.SetClock(clk)
 	if opts.Sync > 0 {
 		syncStore, ok := store.(Syncer)
 		if !ok {
@@ -154,7 +135,7 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		}
 		timeout := max(l.timeout, min(opts.Sync, time.Second))
 		reg := Registration{ID: replicaID(), Key: ks.RateLimitReplicas(), TTL: max(10*opts.Sync, 2*time.Second)}
-		l.sync = newSyncer(syncStore, opts.Sync, timeout, l.storeNow, m, reg)
+		l.sync = newSyncer(syncStore, opts.Sync, timeout, clock.Func(l.storeNow), m, reg)
 		if rs, ok := store.(*RedisStore); ok && rs.cluster {
 			l.sync.perKey = true
 		}
@@ -164,24 +145,22 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		m.storeErrors.WithLabelValues("error"),
 		m.storeErrors.WithLabelValues("breaker_open"),
 	}
-	failures := uint32(max(opts.BreakerFailures, 1))
-	outage := outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, ForKey: "open_for", CountKey: "probes"})
-	l.breaker = gobreaker.NewCircuitBreaker[time.Time](gobreaker.Settings{
-		Name:        "ratelimit-store",
-		MaxRequests: 1,
-		Timeout:     max(opts.BreakerOpenFor, time.Millisecond),
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= failures },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
+	outage := outagelog.New(l.log, outagelog.Options{Every: breakerSummaryEvery, ForKey: "open_for", CountKey: "probes", Clock: clk})
+	l.breaker = breaker.New(breaker.Options{
+		Failures: max(opts.BreakerFailures, 1),
+		OpenFor:  max(opts.BreakerOpenFor, time.Millisecond),
+		Clock:    clk,
+		OnStateChange: func(from, to breaker.State) {
 			// An outage of the store flaps the breaker open/half-open every
 			// open_for (2 s): that logged a warn pair per probe, about 60
 			// lines a minute. The first open, a summary a minute and the
 			// close are warned; the pairs between go to debug.
 			switch to {
-			case gobreaker.StateOpen:
+			case breaker.StateOpen:
 				outage.Begin("rate-limit store breaker opened: requests pass without a decision (fail-open) until it closes", "from", from.String())
-			case gobreaker.StateHalfOpen:
+			case breaker.StateHalfOpen:
 				outage.Repeat("rate-limit store breaker still open; probing the store")
-			case gobreaker.StateClosed:
+			case breaker.StateClosed:
 				outage.End("rate-limit store breaker closed: decisions resume")
 			}
 		},
@@ -374,14 +353,17 @@ func (l *Limiter) hitStore(ctx context.Context, hits []Hit, out []Count) (time.T
 	if l.memory {
 		return l.store.Hit(ctx, hits, out)
 	}
-	if l.probing.Load() && l.breaker.State() != gobreaker.StateClosed {
+	if l.probing.Load() && l.breaker.State() != breaker.StateClosed {
 		l.errs[errBreakerOpen].Inc()
 		return time.Time{}, errBreakerOpenState
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
 	start := time.Now()
-	at, err := l.breaker.Execute(func() (time.Time, error) {
-		return l.hitWithin(cctx, hits, out)
+	var at time.Time
+	err := l.breaker.Execute(func() error {
+		var err error
+		at, err = l.hitWithin(cctx, hits, out)
+		return err
 	})
 	timedOut := cctx.Err() != nil || isTimeout(err)
 	cancel()
@@ -432,8 +414,8 @@ func (l *Limiter) hitWithin(ctx context.Context, hits []Hit, out []Count) (time.
 // breakerRefused reports whether err is the breaker's refusal: the store
 // was not asked (open, or half-open with its probe under way).
 func breakerRefused(err error) bool {
-	return errors.Is(err, errBreakerOpenState) || errors.Is(err, gobreaker.ErrOpenState) ||
-		errors.Is(err, gobreaker.ErrTooManyRequests)
+	return errors.Is(err, errBreakerOpenState) || errors.Is(err, breaker.ErrOpen) ||
+		errors.Is(err, breaker.ErrTooManyRequests)
 }
 
 // isTimeout reports whether err is a deadline: the context's, or the

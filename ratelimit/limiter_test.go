@@ -281,8 +281,8 @@ func TestRelax_RaisesLimitAndExpires(t *testing.T) {
 	virt := time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return virt }
 	store := NewMemoryStore(0)
-	store.SetClock(clock)
-	l, err := New(rulesConfig(burstRule(2, 5*time.Second)), testKS, store, prometheus.NewRegistry(), testLogger(t), WithClock(clock))
+	store.SetClock(clockFunc(clock))
+	l, err := New(withClock(rulesConfig(burstRule(2, 5*time.Second)), clock), testKS, store, prometheus.NewRegistry(), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

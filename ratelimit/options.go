@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"fmt"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // Scope is what a rule counts: the client IP, the verified user, the
@@ -179,6 +181,15 @@ type Options struct {
 	// every request in its own store round trip (docs/rate-limiting.md,
 	// "Synchronization").
 	Sync time.Duration
+	// Clock is the Limiter's clock (nil: the wall clock), and its store
+	// breaker's. It times only what is local to the instance: the deny
+	// cache, relax expiry, the local limits of on_store_error and the
+	// breaker's open period. Counting happens on the store's clock (Redis
+	// TIME in the script, the MemoryStore's own clock), and clock-aligned
+	// key names follow the store's clock as the last reply showed it, so a
+	// replica whose clock is off by seconds or minutes neither resets nor
+	// splits anybody's count.
+	Clock clock.Clock
 }
 
 // check refuses a typed value the Limiter cannot work with. The file's

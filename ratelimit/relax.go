@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
+	"github.com/olp-edu/borda/internal/breaker"
 
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -76,7 +76,7 @@ func (l *Limiter) RefreshRelax(ctx context.Context) { l.pollRelax(ctx) }
 // active factors. On a store error the current factors stay until their
 // own expiry.
 func (l *Limiter) pollRelax(ctx context.Context) {
-	if !l.memory && l.breaker.State() != gobreaker.StateClosed {
+	if !l.memory && l.breaker.State() != breaker.StateClosed {
 		return
 	}
 	rs := l.rules.Load()

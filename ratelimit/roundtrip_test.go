@@ -39,7 +39,7 @@ func TestDecide_ThreeRulesOneRedisCommand(t *testing.T) {
 	// cannot miss (the 30 ms default failed it at load 25 on two cores).
 	opts := seedRules()
 	opts.Timeout = 5 * time.Second
-	l, err := New(opts, ks, store, reg, testLogger(t), WithClock(func() time.Time { return now }))
+	l, err := New(withClock(opts, func() time.Time { return now }), ks, store, reg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

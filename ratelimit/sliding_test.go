@@ -57,7 +57,7 @@ func passTimes(t *testing.T, store Store, ks keyspace.Keyspace, rule Rule, times
 	virt := envelopeBase
 	cfg := rulesConfig(rule)
 	cfg.Timeout = time.Second
-	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return virt }))
+	l, err := New(withClock(cfg, func() time.Time { return virt }), ks, store, prometheus.NewRegistry(), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestDecide_SlidingWindowModesRelaxDenyCacheAndHeaders(t *testing.T) {
 	observe.Name, observe.Mode = "swo", Observe
 	cfg := rulesConfig(enforce, observe)
 	cfg.Timeout = time.Second
-	l, err := New(cfg, ks, store, prometheus.NewRegistry(), testLogger(t), WithClock(func() time.Time { return virt }))
+	l, err := New(withClock(cfg, func() time.Time { return virt }), ks, store, prometheus.NewRegistry(), testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

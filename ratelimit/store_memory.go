@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // DefaultMemoryKeys bounds the keys a MemoryStore holds (about 150 bytes
@@ -28,7 +30,7 @@ const memoryShards = 32
 // one clock.
 type MemoryStore struct {
 	seed   maphash.Seed
-	clock  atomic.Pointer[func() time.Time]
+	clock  atomic.Pointer[clock.Clock]
 	shards [memoryShards]memoryShard
 }
 
@@ -77,20 +79,20 @@ func newMemoryStoreEvicting(maxKeys int, onEvict func(key string)) *MemoryStore 
 	return s
 }
 
-// SetClock makes now the store's clock (nil: time.Now). The Limiter's
+// SetClock makes c the store's clock (nil: the wall clock). The Limiter's
 // local limits of on_store_error use it to share the Limiter's clock;
 // tests use it to drive time.
-func (s *MemoryStore) SetClock(now func() time.Time) {
-	if now == nil {
+func (s *MemoryStore) SetClock(c clock.Clock) {
+	if c == nil {
 		s.clock.Store(nil)
 		return
 	}
-	s.clock.Store(&now)
+	s.clock.Store(&c)
 }
 
 func (s *MemoryStore) now() time.Time {
-	if f := s.clock.Load(); f != nil {
-		return (*f)()
+	if c := s.clock.Load(); c != nil {
+		return (*c).Now()
 	}
 	return time.Now()
 }

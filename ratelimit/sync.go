@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // SyncKeys bounds the keys a synchronizing Limiter remembers: its view of
@@ -110,7 +112,7 @@ type syncKey struct {
 	refuseUntil time.Time
 }
 
-func newSyncer(store Syncer, interval, timeout time.Duration, now func() time.Time, m *metrics, reg Registration) *syncer {
+func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m *metrics, reg Registration) *syncer {
 	s := &syncer{
 		store:    store,
 		interval: interval,

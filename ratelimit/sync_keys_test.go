@@ -19,7 +19,7 @@ func keySpaceIP(i int) string { return fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>
 func rememberAtMost(l *Limiter, n int) {
 	clock := l.sync.view.now
 	l.sync.view = newMemoryStoreEvicting(n, l.sync.forget)
-	l.sync.view.SetClock(clock)
+	l.sync.view.SetClock(clockFunc(clock))
 }
 
 // Issue 27 item 5: with 100 000 client IPs only 65 536 keys reached the

@@ -46,8 +46,7 @@ func TestSync_AnOutageOfRoundsIsLoggedOnceThenSummarized(t *testing.T) {
 	opts.Sync = 50 * time.Millisecond
 	now := time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC)
 	var buf bytes.Buffer
-	l, err := New(opts, testKS, store, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&buf, nil)),
-		WithClock(func() time.Time { return now }))
+	l, err := New(withClock(opts, func() time.Time { return now }), testKS, store, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&buf, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,13 +36,13 @@ func TestSync_OneReplicaDecidesExactlyAsTheRoundTrip(t *testing.T) {
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return virt }
 	exactStore, syncStore := NewMemoryStore(0), NewMemoryStore(0)
-	exactStore.SetClock(clock)
-	syncStore.SetClock(clock)
+	exactStore.SetClock(clockFunc(clock))
+	syncStore.SetClock(clockFunc(clock))
 	ks := keyspace.MustNew("olp-dev:sync1:")
-	exact, _ := newTestLimiterWith(t, syncRules(), ks, exactStore, WithClock(clock))
+	exact, _ := newTestLimiterWith(t, withClock(syncRules(), clock), ks, exactStore)
 	opts := syncRules()
 	opts.Sync = 50 * time.Millisecond
-	synced, _ := newTestLimiterWith(t, opts, ks, syncStore, WithClock(clock))
+	synced, _ := newTestLimiterWith(t, withClock(opts, clock), ks, syncStore)
 	rng := rand.New(rand.NewPCG(17, 4))
 	subjects := []Subject{
 		{Route: "portal", IP: "192.0.2.1", User: "u-1", Escola: "e-1"},
@@ -77,10 +77,10 @@ func TestSync_OneReplicaDecidesExactlyAsTheRoundTrip(t *testing.T) {
 	}
 }
 
-// newTestLimiterWith is newTestLimiter with options.
-func newTestLimiterWith(t testing.TB, opts Options, ks keyspace.Keyspace, store Store, o ...Option) (*Limiter, error) {
+// newTestLimiterWith is newTestLimiter with opts.
+func newTestLimiterWith(t testing.TB, opts Options, ks keyspace.Keyspace, store Store) (*Limiter, error) {
 	t.Helper()
-	l, err := New(opts, ks, store, prometheus.NewRegistry(), testLogger(t), o...)
+	l, err := New(opts, ks, store, prometheus.NewRegistry(), testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

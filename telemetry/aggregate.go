@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -131,6 +132,8 @@ type Aggregator struct {
 	backoffBase time.Duration // first retry delay of Run
 	retention   time.Duration
 	hint        func(error) error // SetErrorHint; nil: errors as they are
+	interval    time.Duration     // SetInterval: Start's Run interval
+	task        startstop.Task    // Start's Run
 }
 
 // NewAggregator returns an Aggregator reading rdb's counters under ks and
@@ -165,6 +168,32 @@ func (a *Aggregator) SetRetention(d time.Duration) error {
 	a.retention = d
 	return nil
 }
+
+// SetInterval sets the interval of Start's Run (telemetry.aggregate_every);
+// d must be positive. Call it before Start.
+func (a *Aggregator) SetInterval(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("telemetry aggregation interval %s: must be positive", d)
+	}
+	a.interval = d
+	return nil
+}
+
+// Start runs Run(ctx, the SetInterval interval) in the background until
+// ctx ends or Stop is called, and returns at once (internal/startstop's
+// shape): an error without an interval; a second Start is a no-op, a
+// Start after Stop returns startstop.ErrStopped.
+func (a *Aggregator) Start(ctx context.Context) error {
+	if a.interval <= 0 {
+		return errors.New("starting telemetry aggregation: no interval (SetInterval)")
+	}
+	return a.task.StartTask(ctx, func(ctx context.Context) error { a.Run(ctx, a.interval); return nil })
+}
+
+// Stop ends Start's Run and waits for it (a run in progress sees its
+// context end), at most until ctx ends. A Stop without a Start, and a
+// second Stop, return nil.
+func (a *Aggregator) Stop(ctx context.Context) error { return a.task.Stop(ctx) }
 
 // SetErrorHint makes Run log each failure as hint(err): `borda serve`
 // passes schema.Hint, so a missing gateway_metrics is logged with "run

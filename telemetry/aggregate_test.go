@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/startstop/startstoptest"
 	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/schema"
@@ -254,11 +255,14 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 	failures := &failureCounter{}
 	a.logger = slog.New(failures)
 	a.SetErrorHint(schema.Hint) // as borda serve does
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
 	// A 1s interval caps the backoff: with 1h it doubles past the deadline
 	// when schema.Up is slow (a loaded CI box) and the test flakes.
-	go func() { a.Run(ctx, time.Second); close(done) }()
+	if err := a.SetInterval(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err != nil { // Run, as borda serve starts it
+		t.Fatal(err)
+	}
 	for deadline := time.Now().Add(10 * time.Second); failures.n.Load() < 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("Run logged %d failed attempts in 10s, want a retry", failures.n.Load())
@@ -278,8 +282,9 @@ func TestRunRetriesUntilTheTableExists(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cancel()
-	<-done
+	if err := a.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if got := readRows(t, db, "development"); !reflect.DeepEqual(got, want) {
 		t.Errorf("rows:\n got %v\nwant %v", got, want)
 	}
@@ -370,3 +375,25 @@ func (c *failureCounter) Handle(_ context.Context, r slog.Record) error {
 }
 func (c *failureCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
 func (c *failureCounter) WithGroup(string) slog.Handler      { return c }
+
+// TestAggregatorSurvivesConcurrentStartStop: the aggregation as borda
+// serve runs it, started and stopped from many goroutines at once (run
+// with -race); without an interval Start refuses.
+func TestAggregatorSurvivesConcurrentStartStop(t *testing.T) {
+	t.Parallel()
+	rdb, ks := testRedis(t)
+	db, _ := servicetest.IsolatedDatabase(t) // no table: each run fails and waits to retry
+	if err := newTestAggregator(t, rdb, db, ks).Start(t.Context()); err == nil {
+		t.Error("Start without SetInterval accepted")
+	}
+	for range 5 {
+		a, err := NewAggregator(rdb, db, ks, "development", prometheus.NewRegistry(), discard())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.SetInterval(time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		startstoptest.Stress(t, a)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/outagelog"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
@@ -31,9 +32,6 @@ const maxBatchShapes = 500
 // dropped and counted.
 const flushTimeout = time.Second
 
-// ErrStarted is returned by Start on a Recorder already started.
-var ErrStarted = errors.New("telemetry: recorder already started")
-
 // Recorder counts requests per minute in Redis off the request path. Build
 // it with NewRecorder, call Start once, Record per request from any
 // goroutine, and Stop at shutdown to flush the last batch. A nil *Recorder
@@ -53,7 +51,6 @@ type Recorder struct {
 
 	dist DistributionSource // nil: no distribution counters
 
-	started atomic.Bool
 	stopped atomic.Bool
 	bg      startstop.Runner // the flusher
 }
@@ -68,6 +65,9 @@ type Options struct {
 	// MaxEndpointsPerRoute caps distinct endpoint templates per route per
 	// minute (≥ 1); the overflow counts as "{route}:other".
 	MaxEndpointsPerRoute int
+	// Clock stamps each event's minute and times the dropped-batch
+	// outage (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // NewRecorder returns a Recorder that queues up to o.QueueSize events,
@@ -96,9 +96,9 @@ func NewRecorder(o Options, ks keyspace.Keyspace, sink Sink, reg prometheus.Regi
 		maxPerRoute: o.MaxEndpointsPerRoute,
 		logger:      logger,
 		metrics:     m,
-		now:         time.Now,
+		now:         clock.Or(o.Clock).Now,
 	}
-	r.outage = outagelog.New(logger, outagelog.Options{Every: time.Minute, CountKey: "batches", Now: func() time.Time { return r.now() }})
+	r.outage = outagelog.New(logger, outagelog.Options{Every: time.Minute, CountKey: "batches", Clock: clock.Func(func() time.Time { return r.now() })})
 	return r, nil
 }
 
@@ -139,11 +139,9 @@ func (r *Recorder) Record(e Event) {
 
 // Start runs the flusher until Stop is called or ctx is done; either way
 // the events queued by then are flushed in a last batch. It returns at
-// once; ErrStarted when called twice, startstop.ErrStopped after Stop.
+// once; a second Start is a no-op (nil), a Start after Stop returns
+// startstop.ErrStopped (internal/startstop's contract).
 func (r *Recorder) Start(ctx context.Context) error {
-	if !r.started.CompareAndSwap(false, true) {
-		return ErrStarted
-	}
 	return r.bg.Start(ctx, r.run)
 }
 

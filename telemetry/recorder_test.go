@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/olp-edu/borda/internal/startstop"
+	"github.com/olp-edu/borda/internal/startstop/startstoptest"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -226,16 +228,35 @@ func TestStopFlushesTheLastBatch(t *testing.T) {
 	}
 }
 
-func TestStartTwiceFails(t *testing.T) {
+// TestSecondStartIsANoOp: the startstop contract (issue 25 §6): a second
+// Start starts no second flusher and returns nil; a Start after Stop
+// returns startstop.ErrStopped.
+func TestSecondStartIsANoOp(t *testing.T) {
 	t.Parallel()
-	r, _ := newTestRecorder(t, testConfig(1), keyspace.MustNew("olp-dev:t:"), &memSink{})
+	sink := &memSink{}
+	r, _ := newTestRecorder(t, testConfig(1), keyspace.MustNew("olp-dev:t:"), sink)
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Start(t.Context()); !errors.Is(err, ErrStarted) {
-		t.Errorf("second Start = %v, want ErrStarted", err)
+	if err := r.Start(t.Context()); err != nil {
+		t.Errorf("second Start = %v, want nil (a no-op)", err)
 	}
-	_ = r.Stop(t.Context())
+	if err := r.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); !errors.Is(err, startstop.ErrStopped) {
+		t.Errorf("Start after Stop = %v, want startstop.ErrStopped", err)
+	}
+}
+
+// TestRecorderSurvivesConcurrentStartStop: Start and Stop from many
+// goroutines at once (run with -race).
+func TestRecorderSurvivesConcurrentStartStop(t *testing.T) {
+	t.Parallel()
+	for range 10 {
+		r, _ := newTestRecorder(t, testConfig(1), keyspace.MustNew("olp-dev:t:"), &memSink{})
+		startstoptest.Stress(t, r)
+	}
 }
 
 func TestCancelledStartContextFlushesAndStops(t *testing.T) {

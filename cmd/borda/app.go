@@ -16,6 +16,7 @@ import (
 	"github.com/olp-edu/borda/gateway"
 	"github.com/olp-edu/borda/identity"
 	"github.com/olp-edu/borda/internal/egress"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
 	"github.com/olp-edu/borda/redisconn"
@@ -39,15 +40,16 @@ type app struct {
 	gateway    *gateway.Server
 	ops        *opsPage // the operator page (options_adminui.go); nil when off
 	deny       denyLists
-	stopBg     context.CancelFunc
-	bgDone     chan struct{}
+	// services are the background services, in start order (startServices);
+	// shutdown stops them in reverse.
+	services startstop.List
 }
 
 // newApp builds the components in dependency order. Nothing here waits on
 // Redis, RabbitMQ or PostgreSQL: each connects in the background, so the
 // gateway serves (and /healthz answers) while a dependency is down.
 func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app, error) {
-	a := &app{log: logger, registry: newCommandRegistry(), bgDone: make(chan struct{})}
+	a := &app{log: logger, registry: newCommandRegistry()}
 	ks, err := keyspace.New(cfg.KeyPrefix())
 	if err != nil {
 		return nil, err
@@ -108,33 +110,36 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 		return nil, fmt.Errorf("building gateway: %w", err)
 	}
 
-	bg, stop := context.WithCancel(context.WithoutCancel(ctx))
-	a.stopBg = stop
-	if err := a.limiter.Start(bg); err != nil {
-		stop()
-		return nil, fmt.Errorf("starting rate limiter: %w", err)
+	if err := a.startServices(ctx, cfg, ks); err != nil {
+		return nil, err
 	}
-	if a.publisher != nil {
-		if err := a.publisher.Start(bg); err != nil {
-			stop()
-			return nil, fmt.Errorf("starting webhook publisher: %w", err)
-		}
+	return a, nil
+}
+
+// startServices starts `borda serve`'s background services in order and
+// keeps them in a.services, which shutdown stops in reverse: the limiter,
+// the deny-list feeds, the aggregation, the telemetry recorder, the
+// webhook publisher. The reverse is the shutdown order (docs/edge.md):
+// the publisher's outstanding confirms and the recorder's last flush
+// within shutdown.confirm_drain, then the rest, each waited for however
+// long it takes (startstop.Unbounded), as they end before the Redis and
+// database pools close.
+func (a *app) startServices(ctx context.Context, cfg configs.Config, ks keyspace.Keyspace) error {
+	_ = a.services.Add("rate limiter", startstop.Unbounded(a.limiter))
+	_ = a.services.Add("deny-list feeds", startstop.Unbounded(startstop.Funcs{
+		StartFunc: a.deny.start,
+		StopFunc:  func(ctx context.Context) error { a.deny.stop(ctx); return nil },
+	}))
+	if agg := a.aggregator(ctx, cfg, ks); agg != nil {
+		_ = a.services.Add("telemetry aggregation", startstop.Unbounded(agg))
 	}
 	if a.recorder != nil {
-		if err := a.recorder.Start(bg); err != nil {
-			stop()
-			return nil, fmt.Errorf("starting telemetry recorder: %w", err)
-		}
+		_ = a.services.Add("telemetry recorder", a.recorder)
 	}
-	if err := a.deny.start(bg); err != nil {
-		stop()
-		return nil, fmt.Errorf("starting deny-list feeds: %w", err)
+	if a.publisher != nil {
+		_ = a.services.Add("webhook publisher", a.publisher)
 	}
-	go func() {
-		defer close(a.bgDone)
-		a.aggregate(bg, cfg, ks)
-	}()
-	return a, nil
+	return a.services.Start(context.WithoutCancel(ctx))
 }
 
 // store picks the rate-limit store: Redis (redis.url), Upstash REST
@@ -157,64 +162,50 @@ func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	return newStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second, Transport: egress.Transport()})
 }
 
-// aggregate runs the hourly aggregation when database.url and a shared
-// store (redis.url or the Upstash REST URL) are set; it returns when ctx
-// ends.
-func (a *app) aggregate(ctx context.Context, cfg configs.Config, ks keyspace.Keyspace) {
+// aggregator builds the hourly aggregation when database.url and a shared
+// store (redis.url or the Upstash REST URL) are set, and telemetry is on;
+// nil (logged) otherwise.
+func (a *app) aggregator(ctx context.Context, cfg configs.Config, ks keyspace.Keyspace) *telemetry.Aggregator {
 	if cfg.Database.URL == "" || a.redis == nil || !cfg.Telemetry.Enabled {
-		return
+		return nil
 	}
-	db, err := pgxpool.New(ctx, cfg.Database.URL.Reveal())
+	db, err := pgxpool.New(context.WithoutCancel(ctx), cfg.Database.URL.Reveal())
 	if err != nil {
 		a.log.Error("aggregation off: bad database.url", "err", err)
-		return
+		return nil
 	}
 	a.db = db
 	agg, err := telemetry.NewAggregator(a.redis, db, ks, cfg.Environment, a.registry, a.log)
+	if err == nil {
+		err = agg.SetRetention(cfg.Telemetry.Retention())
+	}
+	if err == nil {
+		err = agg.SetInterval(cfg.Telemetry.AggregateEvery.D())
+	}
 	if err != nil {
 		a.log.Error("aggregation off", "err", err)
-		return
-	}
-	if err := agg.SetRetention(cfg.Telemetry.Retention()); err != nil {
-		a.log.Error("aggregation off", "err", err)
-		return
+		return nil
 	}
 	agg.SetErrorHint(schema.Hint) // "relation gateway_metrics does not exist" says to run `borda migrate`
-	agg.Run(ctx, cfg.Telemetry.AggregateEvery.D())
+	return agg
 }
 
-// shutdown runs the steps after HTTP has drained, within ctx
-// (shutdown.confirm_drain): outstanding confirms, telemetry flush.
+// shutdown stops the background services in reverse start order after
+// HTTP has drained, within ctx (shutdown.confirm_drain) for the
+// publisher's outstanding confirms and the telemetry flush; a no-op the
+// second time.
 func (a *app) shutdown(ctx context.Context, logger *slog.Logger) {
-	if a.publisher != nil {
-		if err := a.publisher.Stop(ctx); err != nil {
-			logger.Warn("closing webhook publisher", "err", err)
-		}
-		a.publisher = nil
-	}
-	if a.recorder != nil {
-		if err := a.recorder.Stop(ctx); err != nil {
-			logger.Warn("flushing telemetry", "err", err)
-		}
-		a.recorder = nil
+	if err := a.services.Stop(ctx); err != nil {
+		logger.Warn("stopping background services", "err", err)
 	}
 }
 
 // close releases everything; safe to call after shutdown and on a
 // half-built app.
 func (a *app) close() {
-	if a.stopBg != nil {
-		a.stopBg()
-		<-a.bgDone
-		a.stopBg = nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	a.shutdown(ctx, a.log) // a no-op after runServe's own shutdown
 	cancel()
-	a.deny.stop(context.Background())
-	if a.limiter != nil {
-		_ = a.limiter.Stop(context.Background()) // waits for the relax poller's one-second read at most
-	}
 	a.ops.close(a.log)
 	if a.gateway != nil {
 		_ = a.gateway.Close()

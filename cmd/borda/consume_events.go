@@ -11,6 +11,7 @@ import (
 
 	"github.com/olp-edu/borda/configs"
 	"github.com/olp-edu/borda/instances"
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/schema"
 )
 
@@ -62,14 +63,22 @@ func runConsumeEvents(ctx context.Context, args []string, _, stderr io.Writer) i
 		log.Error("declaring topology", "err", err)
 		return 1
 	}
-	stopAdmin, err := serveAdmin(*admin, reg, log, c.Readiness)
-	if err != nil {
-		log.Error("starting admin listener", "err", err)
+	// Started in this order, stopped in reverse: the consumer (the
+	// delivery in hand is finished), then the admin listener.
+	var services startstop.List
+	_ = services.Add("admin listener", adminListener(*admin, reg, log, c.Readiness))
+	_ = services.Add("events consumer", startstop.Unbounded(c))
+	if err := services.Start(ctx); err != nil {
+		log.Error("starting borda consume-events", "err", err)
 		return 1
 	}
-	defer stopAdmin()
 	log.Info("consuming events", "queue", cfg.Forward.EventsQueue)
-	if err := c.Run(ctx); err != nil {
+	select {
+	case <-ctx.Done():
+	case <-c.Done():
+	}
+	_ = services.Stop(context.Background())
+	if err := c.Err(); err != nil {
 		log.Error("consume-events stopped", "err", schema.Hint(err))
 		return 1
 	}

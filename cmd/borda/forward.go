@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/redisconn"
 	"github.com/olp-edu/borda/webhook/forward"
@@ -68,22 +69,31 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 		log.Error("declaring topology", "err", err)
 		return 1
 	}
-	stopAdmin, err := serveAdmin(*admin, reg, log, f.Readiness)
-	if err != nil {
-		log.Error("starting admin listener", "err", err)
-		return 1
-	}
-	defer stopAdmin()
-	stopStatus, err := startForwardStatus(ctx, rdb, keys, f, log)
+	status, err := forwardStatus(rdb, keys, f, log)
 	if err != nil {
 		log.Error("starting the status snapshot", "err", err)
 		return 1
 	}
-	defer stopStatus()
+	// Started in this order, stopped in reverse: the summary, then the
+	// forwarder (its deliveries in flight finish, however long that
+	// takes), the status snapshot, the admin listener.
+	var services startstop.List
+	_ = services.Add("admin listener", adminListener(*admin, reg, log, f.Readiness))
+	_ = services.Add("status snapshot", status)
+	_ = services.Add("forwarder", startstop.Unbounded(f))
+	_ = services.Add("summary", startstop.Loop(func(ctx context.Context) { f.RunSummary(ctx, *summaryEvery) }))
+	if err := services.Start(ctx); err != nil {
+		log.Error("starting borda forward", "err", err)
+		return 1
+	}
 	log.Info("forwarding", "queue", cfg.Forward.Queue, "prefetch", cfg.Forward.Prefetch, "admin", *admin)
 	running = true
-	go f.RunSummary(ctx, *summaryEvery)
-	if runErr = f.Run(ctx); runErr != nil {
+	select {
+	case <-ctx.Done():
+	case <-f.Done():
+	}
+	_ = services.Stop(context.Background())
+	if runErr = f.Err(); runErr != nil {
 		return 1
 	}
 	return 0

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/webhook/forward"
 	"github.com/olp-edu/borda/webhook/forwardstatus"
@@ -24,24 +25,23 @@ func forwardInstance() string {
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
-// startForwardStatus writes f's status snapshot to Redis for the operator
-// page of `borda serve` (docs/operations.md) until the returned stop is
-// called. A Redis that does not answer only costs the snapshot.
-func startForwardStatus(ctx context.Context, rdb redis.Cmdable, ks keyspace.Keyspace, f *forward.Forwarder, log *slog.Logger) (stop func(), err error) {
+// forwardStatus is the service that writes f's status snapshot to Redis
+// for the operator page of `borda serve` (docs/operations.md) from Start
+// to Stop; its Stop waits 2 s at most. A Redis that does not answer only
+// costs the snapshot.
+func forwardStatus(rdb redis.Cmdable, ks keyspace.Keyspace, f *forward.Forwarder, log *slog.Logger) (startstop.Service, error) {
 	w, err := forwardstatus.NewWriter(rdb, ks, forwardInstance(), 0, 0, func() forwardstatus.Snapshot {
 		return forwardSnapshot(f.Status())
 	}, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Start(ctx); err != nil {
-		return nil, err
-	}
-	return func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	return startstop.Funcs{StartFunc: w.Start, StopFunc: func(ctx context.Context) error {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_ = w.Stop(sctx)
-	}, nil
+		return nil
+	}}, nil
 }
 
 func forwardSnapshot(s forward.Status) forwardstatus.Snapshot {

@@ -151,11 +151,11 @@ func TestGatewayOptionsMapEveryField(t *testing.T) {
 }
 
 func TestIdentityOptionsMapEveryField(t *testing.T) {
-	checkMapped(t, identityOptions(filledConfig(t).Auth), nil)
+	checkMapped(t, identityOptions(filledConfig(t).Auth), map[string]string{"Clock": "nil: the wall clock (a test's clock)"})
 }
 
 func TestRecorderOptionsMapEveryField(t *testing.T) {
-	checkMapped(t, recorderOptions(filledConfig(t).Telemetry), nil)
+	checkMapped(t, recorderOptions(filledConfig(t).Telemetry), map[string]string{"Clock": "nil: the wall clock (a test's clock)"})
 }
 
 func TestRedisOptionsMapEveryField(t *testing.T) {
@@ -169,7 +169,7 @@ func TestLimiterOptionsMapEveryField(t *testing.T) {
 		r.Scope, r.Algorithm, r.Mode = "user", "gcra", "observe"
 	}
 	cfg.RateLimits.OnStoreError = "local"
-	checkMapped(t, limiterOptions(cfg), nil)
+	checkMapped(t, limiterOptions(cfg), map[string]string{"Clock": "nil: the wall clock (a test's clock)"})
 }
 
 func TestForwardOptionsMapEveryField(t *testing.T) {
@@ -181,7 +181,7 @@ func TestForwardOptionsMapEveryField(t *testing.T) {
 		"Logger":            "the caller's",
 		"Registerer":        "the caller's",
 		"HTTPClient":        "nil: the forwarder builds its own from Timeout",
-		"Now":               "nil: time.Now (a test's clock)",
+		"Clock":             "nil: the wall clock (a test's clock)",
 		"PublishTimeout":    "not configurable: 0 is the forwarder's 5 s",
 		"PublishRegisterer": "nil: the republisher's metrics stay unregistered",
 		"SampleEvery":       "not configurable: 0 is the forwarder's default",
@@ -198,7 +198,7 @@ func TestIngressOptionsMapEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkMapped(t, opts, map[string]string{"Sources[0].NotConfigured": "nil while the configuration can serve the source (set on a mistake)"})
+	checkMapped(t, opts, map[string]string{"Sources[0].NotConfigured": "nil while the configuration can serve the source (set on a mistake)", "Clock": "nil: the wall clock (a test's clock)"})
 	w = filledConfig(t).Webhook
 	w.Sources = nil
 	if opts, err = ingressOptions(w); err != nil {
@@ -208,6 +208,7 @@ func TestIngressOptionsMapEveryField(t *testing.T) {
 		"Sources[0].Signature":     "the flat source authenticates by token only",
 		"Sources[0].RedactFields":  "the flat source has no redact_fields key",
 		"Sources[0].NotConfigured": "nil while the configuration can serve the source (set on a mistake)",
+		"Clock":                    "nil: the wall clock (a test's clock)",
 	})
 }
 
@@ -217,6 +218,6 @@ func TestConsumerOptionsMapEveryField(t *testing.T) {
 		"Registerer": "the caller's",
 		"Reconnect":  "not configurable: 0 is the consumer's default",
 		"MaxHold":    "not configurable: 0 is the consumer's default",
-		"Now":        "nil: time.Now (a test's clock)",
+		"Clock":      "nil: the wall clock (a test's clock)",
 	})
 }

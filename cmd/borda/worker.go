@@ -19,6 +19,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
 
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/webhook/topology"
 )
 
@@ -65,6 +66,25 @@ func declareTopology(ctx context.Context, url string, top topology.Topology, log
 			"queues", strings.Join(d.Unguarded, ","))
 	}
 	return nil
+}
+
+// adminListener is the service of serveAdmin: Start listens, Stop shuts
+// the listener down.
+func adminListener(addr string, reg *prometheus.Registry, log *slog.Logger, ready func() []string) startstop.Service {
+	var stop func()
+	return startstop.Funcs{
+		StartFunc: func(context.Context) error {
+			var err error
+			stop, err = serveAdmin(addr, reg, log, ready)
+			return err
+		},
+		StopFunc: func(context.Context) error {
+			if stop != nil {
+				stop()
+			}
+			return nil
+		},
+	}
 }
 
 // serveAdmin serves /metrics, /healthz and /readyz on addr ("off":

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // Outage tracks one dependency's outage. The zero value is not usable:
@@ -37,15 +39,13 @@ type Options struct {
 	// Repeat calls it had (defaults "for" and "count"; a breaker says
 	// "open_for" and "probes").
 	ForKey, CountKey string
-	// Now is the clock (nil: time.Now).
-	Now func() time.Time
+	// Clock is the clock (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // New returns an Outage logging to log.
 func New(log *slog.Logger, opts Options) *Outage {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.ForKey == "" {
 		opts.ForKey = "for"
 	}
@@ -61,7 +61,7 @@ func (o *Outage) Begin(msg string, attrs ...any) bool {
 	o.mu.Lock()
 	first := o.since.IsZero()
 	if first {
-		now := o.opts.Now()
+		now := o.opts.Clock.Now()
 		o.since, o.count, o.summary = now, 0, now
 	}
 	o.mu.Unlock()
@@ -82,14 +82,14 @@ func (o *Outage) Begin(msg string, attrs ...any) bool {
 func (o *Outage) Repeat(msg string, attrs ...any) {
 	o.mu.Lock()
 	if o.since.IsZero() {
-		now := o.opts.Now()
+		now := o.opts.Clock.Now()
 		o.since, o.count, o.summary = now, 1, now
 		o.mu.Unlock()
 		o.log.Warn(msg, attrs...)
 		return
 	}
 	o.count++
-	now := o.opts.Now()
+	now := o.opts.Clock.Now()
 	due := o.opts.Every > 0 && now.Sub(o.summary) >= o.opts.Every
 	if due {
 		o.summary = now
@@ -111,7 +111,7 @@ func (o *Outage) End(msg string, attrs ...any) {
 		o.mu.Unlock()
 		return
 	}
-	d, n := o.opts.Now().Sub(o.since), o.count
+	d, n := o.opts.Clock.Now().Sub(o.since), o.count
 	o.since, o.count = time.Time{}, 0
 	o.mu.Unlock()
 	o.log.Warn(msg, append([]any{o.opts.ForKey, round(d).String(), o.opts.CountKey, n}, attrs...)...)

@@ -6,12 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
 )
 
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time               { return c.t }
-func (c *clock) advance(d time.Duration)      { c.t = c.t.Add(d) }
 func lines(b *bytes.Buffer, level string) int { return strings.Count(b.String(), "level="+level) }
 
 // TestAnOutageIsLoggedOnceThenSummarized: ten minutes of a probe every 2 s
@@ -19,8 +17,8 @@ func lines(b *bytes.Buffer, level string) int { return strings.Count(b.String(),
 // how long and how many; the 300 probes go to debug.
 func TestAnOutageIsLoggedOnceThenSummarized(t *testing.T) {
 	var b bytes.Buffer
-	c := &clock{t: time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC)}
-	o := New(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), Options{Every: time.Minute, Now: c.now})
+	c := clock.NewManual(time.Date(2026, 3, 9, 14, 0, 0, 0, time.UTC))
+	o := New(slog.New(slog.NewTextHandler(&b, &slog.HandlerOptions{Level: slog.LevelDebug})), Options{Every: time.Minute, Clock: c})
 	if _, _, ok := o.State(); ok {
 		t.Fatal("an outage before Begin")
 	}
@@ -28,11 +26,11 @@ func TestAnOutageIsLoggedOnceThenSummarized(t *testing.T) {
 		t.Fatal("Begin: want true once, then false")
 	}
 	for range 300 {
-		c.advance(2 * time.Second)
+		c.Advance(2 * time.Second)
 		o.Repeat("store still down")
 	}
 	since, n, ok := o.State()
-	if !ok || n != 300 || c.t.Sub(since) != 10*time.Minute {
+	if !ok || n != 300 || c.Now().Sub(since) != 10*time.Minute {
 		t.Errorf("State = %v, %d, %v; want 10m ago, 300, true", since, n, ok)
 	}
 	o.End("store back")
@@ -65,11 +63,11 @@ func TestAnOutageIsLoggedOnceThenSummarized(t *testing.T) {
 // the caller (the forwarder's periodic line).
 func TestWithoutSummariesOnlyTheEdgesAreWarned(t *testing.T) {
 	var b bytes.Buffer
-	c := &clock{t: time.Unix(0, 0)}
-	o := New(slog.New(slog.NewTextHandler(&b, nil)), Options{ForKey: "open_for", CountKey: "probes", Now: c.now})
+	c := clock.NewManual(time.Unix(0, 0))
+	o := New(slog.New(slog.NewTextHandler(&b, nil)), Options{ForKey: "open_for", CountKey: "probes", Clock: c})
 	o.Begin("open")
 	for range 100 {
-		c.advance(time.Hour)
+		c.Advance(time.Hour)
 		o.Repeat("probe failed")
 	}
 	o.End("closed")

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/ratelimit"
 )
@@ -43,8 +44,8 @@ type Target struct {
 	Environment string
 	// Origin is OriginCLI or OriginPage (recorded).
 	Origin string
-	// Now is the clock of the recorded times (nil: time.Now).
-	Now func() time.Time
+	// Clock is the clock of the recorded times (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // Applied is a relax in the store and its audit row.
@@ -65,11 +66,8 @@ type Applied struct {
 // ErrStore (row failed, nothing in force); on success Applied.Unrecorded
 // may still say the outcome stayed pending.
 func Apply(ctx context.Context, t Target, rx Relax) (Applied, error) {
-	now := time.Now
-	if t.Now != nil {
-		now = t.Now
-	}
-	at := now().UTC()
+	clk := clock.Or(t.Clock)
+	at := clk.Now().UTC()
 	a := Applied{Relax: rx, Until: at.Add(rx.For)}
 	err := t.DB.QueryRow(ctx, `INSERT INTO limit_relaxes
  (environment, rule, factor, lasts, operator, reason, origin, requested_at, ends_at, outcome)
@@ -88,7 +86,7 @@ VALUES ($1, $2, $3, make_interval(secs => $4), $5, $6, $7, $8, $9, $10) RETURNIN
 		}
 		return a, fmt.Errorf("%w: %w", ErrStore, err)
 	}
-	a.Until = now().UTC().Add(rx.For)
+	a.Until = clk.Now().UTC().Add(rx.For)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, err := t.DB.Exec(rctx, `UPDATE limit_relaxes SET outcome = $1, ends_at = $2 WHERE id = $3`, OutcomeApplied, a.Until, a.AuditID); err != nil {

@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/breaker"
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/outagelog"
 )
 
@@ -19,13 +20,15 @@ var errSkipped = errors.New("forward: no POST made")
 // errFailed marks a retryable POST failure for the breaker.
 var errFailed = errors.New("forward: POST failed")
 
-// Breaker guards the legacy endpoint (sony/gobreaker): Failures consecutive
-// retryable failures open it for OpenFor; then it is half-open and lets one
-// probe through, which closes it on success or reopens it on failure.
+// Breaker guards the legacy endpoint (internal/breaker, on the
+// forwarder's clock): Failures consecutive retryable failures open it for
+// OpenFor; then it is half-open and lets one probe through, which closes
+// it on success or reopens it on failure.
 // Every transition sets the state gauge and is logged; a transition to open
 // is signalled on opened so the consumer can stop.
 type Breaker struct {
-	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
+	cb     *breaker.Breaker
+	clock  clock.Clock
 	opened chan struct{}
 
 	// mu guards what Status reports beyond the state: when the state last
@@ -56,33 +59,33 @@ type BreakerStatus struct {
 	OpenedBy      string
 }
 
-func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
-	b := &Breaker{opened: make(chan struct{}, 1), since: time.Now(),
-		outage: outagelog.New(log, outagelog.Options{ForKey: "open_for", CountKey: "probes"})}
-	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
-		Name:        "legacy-endpoint",
-		MaxRequests: 1,
-		Timeout:     openFor,
-		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= uint32(failures) },
-		IsExcluded:  func(err error) bool { return errors.Is(err, errSkipped) },
-		OnStateChange: func(_ string, from, to gobreaker.State) {
+func newBreaker(failures int, openFor time.Duration, clk clock.Clock, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
+	clk = clock.Or(clk)
+	b := &Breaker{opened: make(chan struct{}, 1), clock: clk, since: clk.Now(),
+		outage: outagelog.New(log, outagelog.Options{ForKey: "open_for", CountKey: "probes", Clock: clk})}
+	b.cb = breaker.New(breaker.Options{
+		Failures:   failures,
+		OpenFor:    openFor,
+		Clock:      clk,
+		IsExcluded: func(err error) bool { return errors.Is(err, errSkipped) },
+		OnStateChange: func(from, to breaker.State) {
 			gauge.Set(stateValue(to))
 			b.mu.Lock()
-			b.since = time.Now()
-			if to == gobreaker.StateOpen {
+			b.since = clk.Now()
+			if to == breaker.StateOpen {
 				b.openedBy = b.lastFailure
 			}
 			openedBy := b.openedBy
 			b.mu.Unlock()
 			switch to {
-			case gobreaker.StateOpen:
+			case breaker.StateOpen:
 				b.outage.Begin("forward breaker opened", "from", from.String(), "reason", openedBy)
-			case gobreaker.StateHalfOpen:
+			case breaker.StateHalfOpen:
 				b.outage.Repeat("forward breaker half-open: one probe")
-			case gobreaker.StateClosed:
+			case breaker.StateClosed:
 				b.outage.End("forward breaker closed")
 			}
-			if to == gobreaker.StateOpen {
+			if to == breaker.StateOpen {
 				select {
 				case b.opened <- struct{}{}:
 				default:
@@ -96,7 +99,7 @@ func newBreaker(failures int, openFor time.Duration, gauge prometheus.Gauge, log
 
 // State returns the breaker's current state (moving open to half-open
 // when OpenFor has passed).
-func (b *Breaker) State() gobreaker.State { return b.cb.State() }
+func (b *Breaker) State() breaker.State { return b.cb.State() }
 
 // Status returns the state, since when, and the failures behind it.
 func (b *Breaker) Status() BreakerStatus {
@@ -118,11 +121,11 @@ func (b *Breaker) failed(reason string, at time.Time) {
 // answered), errFailed or errSkipped.
 func (b *Breaker) allow() (done func(error), err error) { return b.cb.Allow() }
 
-func stateValue(s gobreaker.State) float64 {
+func stateValue(s breaker.State) float64 {
 	switch s {
-	case gobreaker.StateHalfOpen:
+	case breaker.StateHalfOpen:
 		return 1
-	case gobreaker.StateOpen:
+	case breaker.StateOpen:
 		return 2
 	}
 	return 0

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sony/gobreaker/v2"
+
+	"github.com/olp-edu/borda/internal/breaker"
+	"github.com/olp-edu/borda/internal/clock"
 )
 
 // TestBreakerFlappingIsLoggedOnceThenSummarized: an endpoint that stays
@@ -21,14 +23,16 @@ import (
 func TestBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b := newBreaker(1, time.Millisecond, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), log)
+	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
+	b := newBreaker(1, time.Second, clk, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), log)
 	waitHalfOpen := func() {
-		deadline := time.Now().Add(5 * time.Second)
-		for b.State() != gobreaker.StateHalfOpen {
-			if time.Now().After(deadline) {
-				t.Fatal("the breaker did not go half-open")
-			}
-			time.Sleep(time.Millisecond)
+		t.Helper()
+		if s := b.State(); s != breaker.StateOpen {
+			t.Fatalf("state %s before the open period ended, want open", s)
+		}
+		clk.Advance(time.Second + time.Nanosecond) // the open period ends
+		if s := b.State(); s != breaker.StateHalfOpen {
+			t.Fatalf("state %s after the open period, want half-open", s)
 		}
 	}
 	const probes = 5
@@ -42,7 +46,7 @@ func TestBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 		}
 		done(errors.New("503"))
 	}
-	if _, n, ok := b.flapping(time.Now()); !ok || n != probes {
+	if _, n, ok := b.flapping(clk.Now()); !ok || n != probes {
 		t.Errorf("flapping = %d probes, %v; want %d, true", n, ok, probes)
 	}
 	waitHalfOpen()
@@ -58,7 +62,7 @@ func TestBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 	if !strings.Contains(out, "forward breaker opened") || !strings.Contains(out, "forward breaker closed") || !strings.Contains(out, "probes=6") {
 		t.Errorf("log lacks the open, or the close with its probes:\n%s", out)
 	}
-	if _, _, ok := b.flapping(time.Now()); ok {
+	if _, _, ok := b.flapping(clk.Now()); ok {
 		t.Error("still flapping after the close")
 	}
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/breaker"
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/webhook/envelope"
 	"github.com/olp-edu/borda/webhook/topology"
 )
@@ -289,18 +290,22 @@ func TestForward_EndpointDownThenBackDeliversEveryEventExactlyOnce(t *testing.T)
 
 func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
 	// Every POST checks the breaker's state as it arrives: one that lands
-	// while the breaker is open is the failure, whenever it comes (no
-	// fixed window inside the open period).
+	// while the breaker is open is the failure, whenever it comes. The
+	// open period is the forwarder's clock's: it ends when the test
+	// advances it, not after a sleep.
 	var fw atomic.Pointer[Forwarder]
 	var whileOpen atomic.Int32
 	end := newLegacy(t, func(int, string) action {
-		if f := fw.Load(); f != nil && f.breaker.State() == gobreaker.StateOpen {
+		if f := fw.Load(); f != nil && f.breaker.State() == breaker.StateOpen {
 			whileOpen.Add(1)
 		}
 		return action{status: 500}
 	})
+	const openFor = 1500 * time.Millisecond
+	clk := clock.NewManual(time.Now())
 	h := newHarness(t, end, func(c *harnessConfig) {
-		c.Options.Breaker = BreakerOptions{Failures: 3, OpenFor: 1500 * time.Millisecond}
+		c.Options.Breaker = BreakerOptions{Failures: 3, OpenFor: openFor}
+		c.Options.Clock = clk
 		c.Options.Prefetch = 1
 		c.Topology.Retry = []topology.Delay{{Name: "5s", TTL: 5 * time.Second}}
 	})
@@ -315,13 +320,18 @@ func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
 	}
 	// While open the messages wait in the queue, no attempt spent.
 	eventually(t, 5*time.Second, "five messages waiting while open", func() bool {
-		return h.depth(h.top.ForwardQueue) == 5 && f.breaker.State() == gobreaker.StateOpen
+		return h.depth(h.top.ForwardQueue) == 5 && f.breaker.State() == breaker.StateOpen
 	})
+	if n := len(end.all()); n != opened {
+		t.Errorf("%d POSTs while the clock stood in the open period, want none", n-opened)
+	}
 	// The open period ends (half-open), one probe fails, and the breaker
-	// opens again: the probe is the only POST since opening.
+	// opens again: the probe is the only POST since opening, and the
+	// clock, no longer advanced, keeps it open.
+	clk.Advance(openFor + time.Millisecond)
 	eventually(t, 10*time.Second, "one half-open probe", func() bool { return len(end.all()) == opened+1 })
 	eventually(t, 5*time.Second, "the breaker open again after the failed probe", func() bool {
-		return f.breaker.State() == gobreaker.StateOpen
+		return f.breaker.State() == breaker.StateOpen
 	})
 	if n := len(end.all()); n != opened+1 {
 		t.Errorf("POSTs after half-open = %d, want exactly one probe", n-opened)

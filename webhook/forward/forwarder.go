@@ -23,10 +23,12 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/breaker"
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/egress"
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker/v2"
 
+	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/keyspace"
 	"github.com/olp-edu/borda/webhook/publish"
 	"github.com/olp-edu/borda/webhook/topology"
@@ -88,8 +90,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// HTTPClient POSTs (nil: a client that follows no redirects).
 	HTTPClient *http.Client
-	// Now is the clock (nil: time.Now).
-	Now func() time.Time
+	// Clock decides the breaker's open period, the recorded failure and
+	// duplicate times and the sampled queue-head age (nil: the wall
+	// clock).
+	Clock clock.Clock
 	// PublishTimeout bounds a republish's confirm (0: 5s).
 	PublishTimeout time.Duration
 	// PublishRegisterer receives the metrics of the republishing
@@ -103,8 +107,11 @@ type Options struct {
 	Reconnect time.Duration
 }
 
-// Forwarder is one `borda forward` worker. Build it with New; Run it.
+// Forwarder is one `borda forward` worker. Build it with New; Start and
+// Stop it (internal/startstop's shape), or Run it in the caller's
+// goroutine.
 type Forwarder struct {
+	task    startstop.Task // Start's Run
 	opts    Options
 	top     topology.Topology
 	store   *Store
@@ -176,9 +183,7 @@ func New(opts Options) (*Forwarder, error) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	if opts.PublishTimeout == 0 {
 		opts.PublishTimeout = 5 * time.Second
 	}
@@ -221,17 +226,34 @@ func New(opts Options) (*Forwarder, error) {
 		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL, opts.LegacySource),
 		poster:  newPoster(client, f),
 		policy:  Policy{Delays: delays},
-		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, m.breaker, log),
+		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, opts.Clock, m.breaker, log),
 		pub:     pub,
 		m:       m,
 		log:     log,
-		now:     opts.Now,
+		now:     opts.Clock.Now,
 		paused:  make(chan struct{}, 1),
 	}, nil
 }
 
 // Breaker returns the forwarder's circuit breaker (for health reporting).
 func (f *Forwarder) Breaker() *Breaker { return f.breaker }
+
+// Start runs Run in the background until ctx ends or Stop is called, and
+// returns at once; a second Start is a no-op, a Start after Stop returns
+// startstop.ErrStopped. Done is closed when Run returned, Err is then its
+// error.
+func (f *Forwarder) Start(ctx context.Context) error { return f.task.StartTask(ctx, f.Run) }
+
+// Stop ends Start's Run and waits for it (the deliveries in flight
+// finish, as when Run's ctx ends), at most until ctx ends. A Stop without
+// a Start, and a second Stop, return nil.
+func (f *Forwarder) Stop(ctx context.Context) error { return f.task.Stop(ctx) }
+
+// Done is closed when Start's Run has returned.
+func (f *Forwarder) Done() <-chan struct{} { return f.task.Done() }
+
+// Err is what Start's Run returned (nil while it runs).
+func (f *Forwarder) Err() error { return f.task.Err() }
 
 // Run consumes until ctx ends, reconnecting after a lost broker
 // connection. On ctx's end it stops consuming, requeues the deliveries not
@@ -313,14 +335,14 @@ func (f *Forwarder) session(ctx context.Context) error {
 			continue
 		}
 		switch f.breaker.State() {
-		case gobreaker.StateOpen:
+		case breaker.StateOpen:
 			select {
 			case <-ctx.Done():
 			case e := <-closed:
 				return fmt.Errorf("amqp connection closed: %v", e)
 			case <-time.After(poll):
 			}
-		case gobreaker.StateHalfOpen:
+		case breaker.StateHalfOpen:
 			if err := w.probe(ctx, closed, poll); err != nil {
 				return err
 			}
@@ -482,9 +504,9 @@ func (f *Forwarder) Readiness() []string {
 		out = append(out, "redis: the idempotency store has not answered a probe yet")
 	}
 	switch f.breaker.State() {
-	case gobreaker.StateOpen:
+	case breaker.StateOpen:
 		out = append(out, "breaker: open, the legacy endpoint keeps failing; consuming paused")
-	case gobreaker.StateHalfOpen:
+	case breaker.StateHalfOpen:
 		out = append(out, "breaker: half-open, probing the legacy endpoint")
 	}
 	if f.pub.Ready() != nil { // its error may name the broker's address: not served

@@ -73,7 +73,7 @@ func (f *Forwarder) RunSummary(ctx context.Context, every time.Duration) {
 			"delivered_total", now.Delivered, "dead_lettered_total", now.DeadLettered,
 			"breaker", f.breaker.State().String(),
 		}
-		if d, probes, ok := f.breaker.flapping(time.Now()); ok {
+		if d, probes, ok := f.breaker.flapping(f.now()); ok {
 			attrs = append(attrs, "breaker_open_since", d.Round(time.Second).String(), "breaker_probes", probes)
 		}
 		f.log.Log(ctx, slog.LevelInfo, "forward summary", attrs...)

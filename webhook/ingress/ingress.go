@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/webhook/publish"
 )
 
@@ -76,6 +77,9 @@ type Options struct {
 	BodyTimeout time.Duration
 	// AuthFailures is the failed-authentication throttle.
 	AuthFailures AuthFailures
+	// Clock decides the signatures' timestamp window, the dedup TTL and
+	// the failed-auth throttle's window (nil: the wall clock).
+	Clock clock.Clock
 }
 
 // AuthFailures is the failed-authentication throttle (docs/webhooks.md
@@ -152,7 +156,7 @@ func New(opts Options, pub MessagePublisher, logger *slog.Logger, reg prometheus
 		bodyTime:   opts.BodyTimeout,
 		logger:     logger.With("component", "webhook-ingress"),
 		metrics:    m,
-		now:        time.Now,
+		now:        clock.Or(opts.Clock).Now,
 		clientIP:   peerIP,
 		known:      newKnownTokens(opts.Sources),
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/internal/startstop"
+	"github.com/olp-edu/borda/internal/startstop/startstoptest"
 	"github.com/olp-edu/borda/webhook/internal/brokertest"
 )
 
@@ -264,6 +265,20 @@ func TestPublisherStopWithoutStartAndTwiceIsHarmless(t *testing.T) {
 	}
 	if err := p.Ready(); !errors.Is(err, ErrBrokerUnavailable) {
 		t.Fatalf("Ready after Stop = %v, want ErrBrokerUnavailable", err)
+	}
+}
+
+// TestPublisherSurvivesConcurrentStartStop: Start and Stop from many
+// goroutines at once (run with -race), with nothing answering at the
+// broker's address: the reconnect loop is the lifecycle under test.
+func TestPublisherSurvivesConcurrentStartStop(t *testing.T) {
+	t.Parallel()
+	for range 5 {
+		p, err := New(Options{URL: "amqp://guest:guest@127.0.0.1:1/", ConfirmTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		startstoptest.Stress(t, p)
 	}
 }
 
