@@ -45,8 +45,9 @@ func remaining(h Hit, s KeyState, nowMS float64) int64 {
 }
 
 // leaseOf is a replica's share of what s leaves: floor(remaining /
-// replicas), at least 0. A limit below the replicas leases 1 while
-// anything remains (such a rule may pass replicas − 1 over its limit).
+// replicas), at least 0; 1 while anything remains for a limit below the
+// replicas, a share no request spends: such a rule's hits are decided by
+// the store (sync_direct.go).
 func leaseOf(h Hit, s KeyState, nowMS float64, replicas int64) int64 {
 	return leaseShare(h.Limit, remaining(h, s, nowMS), replicas)
 }

@@ -243,7 +243,14 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		counts := make([]Count, len(hits))
 		var at time.Time
 		var err error
-		if l.sync != nil {
+		if direct := l.sync.direct(hits); direct != nil {
+			// A rule whose limit is below the replicas has no share to
+			// spend locally: its hits take the store's round trip, as
+			// with sync: 0, the others the local view (syncDirect).
+			at, err = l.hitSplit(ctx, rules, ds, hits, pending, counts, direct)
+			hits, pending, counts = keepUnfailed(hits, pending, counts, direct, err)
+			err = nil
+		} else if l.sync != nil {
 			// Decided on the local view, on the estimate of the store's
 			// clock: the sync rounds correct the estimate, not this.
 			l.sync.hit(ctx, hits, counts)

@@ -1,0 +1,72 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// Fresh attack pass 7 R02/R03: with rate_limits.sync and two replicas, a
+// rule of 1 per window passed 2 of a concurrent burst, and again after
+// every wait longer than the window (each replica leased itself 1 while
+// anything remained). A rule whose limit is below the replicas is decided
+// by the store's round trip: every algorithm passes exactly its limit of
+// each burst over two and three replicas, window after window, and a
+// rule at or above the replicas beside it is still decided locally.
+func TestSync_LimitBelowTheReplicasIsExactInEveryWindow(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		for _, n := range []int{2, 3} {
+			t.Run(fmt.Sprintf("%v/%d replicas", alg, n), func(t *testing.T) {
+				t.Parallel()
+				prefix := servicetest.KeyPrefix(t)
+				rdb := testRedis(t, prefix)
+				ks := keyspace.MustNew(prefix)
+				rule := burstRule(1, time.Second)
+				rule.Algorithm = alg
+				ls := startedReplicas(t, n, rule, ks, func() Store { return NewRedisStore(rdb) })
+				for burst := range 3 {
+					ip := fmt.Sprintf("203.0.113.%d", 100+burst) // a new key each burst: a key's first window each time
+					var passed atomic.Int64
+					var wg sync.WaitGroup
+					for i := range 10 {
+						wg.Go(func() {
+							if !ls[i%n].Decide(context.Background(), Subject{Route: "portal", IP: ip}).Blocked() {
+								passed.Add(1)
+							}
+						})
+					}
+					wg.Wait()
+					if got := passed.Load(); got != 1 {
+						t.Errorf("burst %d: %d of 10 passed a limit of 1 over %d replicas, want 1", burst, got, n)
+					}
+				}
+				// The same key after its window: exactly 1 again.
+				ip := "203.0.113.100"
+				deadline := time.Now().Add(5 * time.Second)
+				for !allowedOnce(ls[0], ip) {
+					if time.Now().After(deadline) {
+						t.Fatalf("the key's window never ended")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				for i := 1; i < 10; i++ {
+					if !ls[i%n].Decide(context.Background(), Subject{Route: "portal", IP: ip}).Blocked() {
+						t.Errorf("request %d of the next window passed: the first took its only place", i)
+					}
+				}
+			})
+		}
+	}
+}
+
+// allowedOnce reports whether one request of ip passes on l.
+func allowedOnce(l *Limiter, ip string) bool {
+	return !l.Decide(context.Background(), Subject{Route: "portal", IP: ip}).Blocked()
+}
