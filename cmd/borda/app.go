@@ -23,6 +23,7 @@ import (
 	"github.com/olp-edu/borda/telemetry"
 	"github.com/olp-edu/borda/webhook/ingress"
 	"github.com/olp-edu/borda/webhook/publish"
+	"github.com/olp-edu/borda/webhook/queueguard"
 )
 
 // app holds every component `borda serve` runs, built once at start.
@@ -35,6 +36,7 @@ type app struct {
 	limitStore ratelimit.Store     // the limiter's store (the operator page reads relaxes from it)
 	recorder   *telemetry.Recorder // nil when telemetry is off
 	publisher  *publish.Publisher  // nil when the ingress is off
+	guard      *queueguard.Guard   // nil without amqp.management_url
 	verifier   *identity.Verifier  // nil without auth.jwt_secret_env's secret or auth.jwks_url
 	gateway    *gateway.Server
 	ops        *opsPage // the operator page (options_adminui.go); nil when off
@@ -78,7 +80,14 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	}
 
 	if webhookEnabled(cfg.Webhook) {
-		a.publisher, err = publish.New(ingressPublisherOptions(cfg, logger, a.registry))
+		popts := ingressPublisherOptions(cfg, logger, a.registry)
+		if a.guard, err = queueGuard(cfg, *popts.Topology, logger); err != nil {
+			return nil, err
+		}
+		if a.guard != nil {
+			popts.Guard = a.guard
+		}
+		a.publisher, err = publish.New(popts)
 		if err != nil {
 			return nil, fmt.Errorf("building webhook publisher: %w", err)
 		}
@@ -118,6 +127,9 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 		if err := a.publisher.Start(bg); err != nil {
 			stop()
 			return nil, fmt.Errorf("starting webhook publisher: %w", err)
+		}
+		if a.guard != nil {
+			a.guard.Start(bg) // reads the queues off the request path, every 10 s
 		}
 	}
 	if a.recorder != nil {
