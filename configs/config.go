@@ -167,6 +167,20 @@ type Redis struct {
 // part of its URL.
 type AMQP struct {
 	URL Secret `yaml:"url"`
+	// ManagementURL is the RabbitMQ management HTTP API
+	// (http[s]://user:pass@host:15672/; AMQP_MANAGEMENT_URL overrides),
+	// optional. Its userinfo is the API's credentials; without one, those
+	// of the (first) amqp.url. When set, `borda serve` reads the forward
+	// queue's, the events queue's and the DLQ's effective length limit
+	// and overflow from it every 10 s (GET /api/queues/{vhost}/{name},
+	// the vhost of amqp.url): a broker policy's "overflow" overrides the
+	// queues' x-overflow: reject-publish on quorum queues, and while one
+	// would drop at its limit the ingress answers 503 QUEUE_MAY_DROP near
+	// it (docs/reliability.md, "Length limits refuse, never drop"). The
+	// user needs the management API's "monitoring" tag (or
+	// "management" with access to the vhost). Empty: not read (`borda
+	// config check` warns in production).
+	ManagementURL Secret `yaml:"management_url"`
 }
 
 // Database configures PostgreSQL (DATABASE_URL overrides). Empty: metric
@@ -305,7 +319,7 @@ func Parse(data []byte, lookup func(string) (string, bool)) (Config, error) {
 
 // ApplyEnv overrides cfg with the environment variables (docs/configuration.md):
 // ENVIRONMENT, REDIS_URL, UPSTASH_REDIS_REST_URL, UPSTASH_REDIS_REST_TOKEN,
-// AMQP_URL, DATABASE_URL, WEBHOOK_TOKENS (comma-separated),
+// AMQP_URL, AMQP_MANAGEMENT_URL, DATABASE_URL, WEBHOOK_TOKENS (comma-separated),
 // LEGACY_WEBHOOK_URL, LEGACY_WEBHOOK_HMAC_SECRET, AUTH_JWKS_URL,
 // ADMIN_PPROF_TOKEN, ADMIN_TOKEN, BORDA_LISTEN, BORDA_ADMIN_LISTEN and the
 // variable named by auth.jwt_secret_env (AUTH_JWT_SECRET). An empty
@@ -336,6 +350,9 @@ func ApplyEnv(cfg *Config, lookup func(string) (string, bool)) error {
 	}
 	if v, ok := get("AMQP_URL"); ok {
 		cfg.AMQP.URL = Secret(v)
+	}
+	if v, ok := get("AMQP_MANAGEMENT_URL"); ok {
+		cfg.AMQP.ManagementURL = Secret(v)
 	}
 	if v, ok := get("DATABASE_URL"); ok {
 		cfg.Database.URL = Secret(v)

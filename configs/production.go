@@ -81,6 +81,12 @@ func (c *Config) validateProduction(p *problems, lookup func(string) (string, bo
 	}
 	short(AdminTokenEnv, c.AdminToken)
 	c.Warnings = append(c.Warnings, c.cleartextProblems(&g, lookup)...)
+	if (c.Webhook.Path != "" || len(c.Webhook.Sources) > 0) && c.AMQP.ManagementURL == "" {
+		c.Warnings = append(c.Warnings, "amqp.management_url: unset, so the webhook queues' effective length limit and overflow are not checked: "+
+			"a broker policy's \"overflow\":\"drop-head\" overrides the queues' x-overflow: reject-publish on quorum queues (the default queue_type), "+
+			"and with a max-length the broker then drops events it already confirmed; set amqp.management_url (AMQP_MANAGEMENT_URL) so the gateway "+
+			"detects it and refuses to fill such a queue (docs/reliability.md, \"Length limits refuse, never drop\")")
+	}
 	if len(g) == 0 {
 		return
 	}
@@ -204,6 +210,7 @@ func (c *Config) cleartextProblems(g *problems, lookup func(string) (string, boo
 		}
 	}
 	for _, f := range []struct{ field, raw, what string }{
+		{"amqp.management_url", c.AMQP.ManagementURL.Reveal(), "the management API's credentials cross in cleartext"},
 		{"forward.url", c.Forward.URL, "events and the URL's credentials cross in cleartext"},
 		{"auth.jwks_url", c.Auth.JWKSURL, "anyone on the path could serve keys that sign any token"},
 	} {

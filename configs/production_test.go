@@ -278,3 +278,40 @@ func TestProductionRefusesACleartextRESTTokenAndWarnsOfOtherCleartextCredentials
 		t.Errorf("a host not in cleartext_hosts: warnings %q, want one", cfg.Warnings)
 	}
 }
+
+// TestProductionWarnsThatAPolicyCanOverrideXOverflowWithoutAManagementURL:
+// with a webhook ingress and no amqp.management_url, production warns
+// that a broker policy's overflow overrides x-overflow on quorum queues
+// and that the guard needs the management URL; set, the warning is gone
+// and the URL's credentials appear nowhere.
+func TestProductionWarnsThatAPolicyCanOverrideXOverflowWithoutAManagementURL(t *testing.T) {
+	t.Parallel()
+	const yaml = "environment: production\nwebhook:\n  path: /webhooks/whatsapp\n"
+	env := map[string]string{"WEBHOOK_TOKENS": strongSecret}
+	cfg, probs := parseProblems(t, yaml, env)
+	if probs != nil {
+		t.Fatalf("problems %q", probs)
+	}
+	var said []string
+	for _, w := range cfg.Warnings {
+		if strings.HasPrefix(w, "amqp.management_url: ") {
+			said = append(said, w)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "overrides the queues' x-overflow: reject-publish on quorum queues") {
+		t.Fatalf("warnings %q, want one naming amqp.management_url and the override", cfg.Warnings)
+	}
+	env["AMQP_MANAGEMENT_URL"] = "http://monitor:" + strongSecret + "@127.0.0.1:15672/"
+	cfg, probs = parseProblems(t, yaml, env)
+	if probs != nil {
+		t.Fatalf("problems %q", probs)
+	}
+	for _, w := range cfg.Warnings {
+		if strings.Contains(w, "amqp.management_url") || strings.Contains(w, strongSecret) {
+			t.Errorf("warning %q with amqp.management_url set", w)
+		}
+	}
+	if _, probs = parseProblems(t, yaml, map[string]string{"WEBHOOK_TOKENS": strongSecret, "AMQP_MANAGEMENT_URL": "amqp://x@127.0.0.1/"}); len(probs) != 1 || !strings.HasPrefix(probs[0], "amqp.management_url: ") {
+		t.Errorf("an amqp:// management URL: problems %q, want one naming amqp.management_url", probs)
+	}
+}

@@ -119,6 +119,7 @@ func (c *Config) validateConnections(p *problems) {
 	} else {
 		checkSecretURL(p, "amqp.url", c.AMQP.URL, "amqp", "amqps")
 	}
+	checkSecretURL(p, "amqp.management_url", c.AMQP.ManagementURL, "http", "https")
 	checkSecretURL(p, "database.url", c.Database.URL, "postgres", "postgresql")
 	if c.Redis.RestURL != "" {
 		if !strings.HasPrefix(c.Redis.RestURL, "https://") && !strings.HasPrefix(c.Redis.RestURL, "http://") {

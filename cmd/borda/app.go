@@ -24,6 +24,7 @@ import (
 	"github.com/olp-edu/borda/telemetry"
 	"github.com/olp-edu/borda/webhook/ingress"
 	"github.com/olp-edu/borda/webhook/publish"
+	"github.com/olp-edu/borda/webhook/queueguard"
 )
 
 // app holds every component `borda serve` runs, built once at start.
@@ -36,6 +37,7 @@ type app struct {
 	limitStore ratelimit.Store     // the limiter's store (the operator page reads relaxes from it)
 	recorder   *telemetry.Recorder // nil when telemetry is off
 	publisher  *publish.Publisher  // nil when the ingress is off
+	guard      *queueguard.Guard   // nil without amqp.management_url
 	verifier   *identity.Verifier  // nil without auth.jwt_secret_env's secret or auth.jwks_url
 	gateway    *gateway.Server
 	ops        *opsPage // the operator page (options_adminui.go); nil when off
@@ -80,7 +82,14 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 	}
 
 	if webhookEnabled(cfg.Webhook) {
-		a.publisher, err = publish.New(ingressPublisherOptions(cfg, logger, a.registry))
+		popts := ingressPublisherOptions(cfg, logger, a.registry)
+		if a.guard, err = queueGuard(cfg, *popts.Topology, logger); err != nil {
+			return nil, err
+		}
+		if a.guard != nil {
+			popts.Guard = a.guard
+		}
+		a.publisher, err = publish.New(popts)
 		if err != nil {
 			return nil, fmt.Errorf("building webhook publisher: %w", err)
 		}
@@ -119,7 +128,7 @@ func newApp(ctx context.Context, cfg configs.Config, logger *slog.Logger) (*app,
 // startServices starts `borda serve`'s background services in order and
 // keeps them in a.services, which shutdown stops in reverse: the limiter,
 // the deny-list feeds, the aggregation, the telemetry recorder, the
-// webhook publisher. The reverse is the shutdown order (docs/edge.md):
+// webhook publisher, the queue guard (webhook/queueguard). The reverse is the shutdown order (docs/edge.md):
 // the publisher's outstanding confirms and the recorder's last flush
 // within shutdown.confirm_drain, then the rest, each waited for however
 // long it takes (startstop.Unbounded), as they end before the Redis and
@@ -138,6 +147,25 @@ func (a *app) startServices(ctx context.Context, cfg configs.Config, ks keyspace
 	}
 	if a.publisher != nil {
 		_ = a.services.Add("webhook publisher", a.publisher)
+	}
+	if a.guard != nil {
+		// Reads the queues off the request path, at start and every 10 s,
+		// until stopped (first in the reverse order: before the publisher).
+		var stopGuard context.CancelFunc
+		_ = a.services.Add("webhook queue guard", startstop.Funcs{
+			StartFunc: func(ctx context.Context) error {
+				var gctx context.Context
+				gctx, stopGuard = context.WithCancel(context.WithoutCancel(ctx))
+				a.guard.Start(gctx)
+				return nil
+			},
+			StopFunc: func(context.Context) error {
+				if stopGuard != nil {
+					stopGuard()
+				}
+				return nil
+			},
+		})
 	}
 	return a.services.Start(context.WithoutCancel(ctx))
 }

@@ -29,6 +29,7 @@ var envDoc = map[string]string{
 	"UPSTASH_REDIS_REST_URL":     "redis.rest_url: the Upstash REST store, with the token, when REDIS_URL is unset",
 	"UPSTASH_REDIS_REST_TOKEN":   "redis.rest_token",
 	"AMQP_URL":                   "amqp.url",
+	"AMQP_MANAGEMENT_URL":        "amqp.management_url: the RabbitMQ management API, read for the queues' effective overflow",
 	"DATABASE_URL":               "database.url",
 	"WEBHOOK_TOKENS":             "the webhook ingress's tokens, comma-separated (no file key; without one the ingress answers 503)",
 	"LEGACY_WEBHOOK_URL":         "forward.url: the legacy endpoint",
@@ -41,7 +42,7 @@ var envDoc = map[string]string{
 
 // configEnv is every config override, in docs/configuration.md's order.
 var configEnv = []string{"ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN",
-	"AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET",
+	"AMQP_URL", "AMQP_MANAGEMENT_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "LEGACY_WEBHOOK_URL", "LEGACY_WEBHOOK_HMAC_SECRET",
 	"AUTH_JWKS_URL", "ADMIN_PPROF_TOKEN", "ADMIN_TOKEN", "AUTH_JWT_SECRET"}
 
 const stopSignals = "SIGTERM, SIGINT"
@@ -64,7 +65,7 @@ var helps = map[string]commandHelp{
 			"                 and the running rules stay; routes and listeners need a restart)",
 		},
 		env: []string{"BORDA_CONFIG", "BORDA_LISTEN", "BORDA_ADMIN_LISTEN", "BORDA_LOG_LEVEL", "ENVIRONMENT", "REDIS_URL", "UPSTASH_REDIS_REST_URL",
-			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET",
+			"UPSTASH_REDIS_REST_TOKEN", "AMQP_URL", "AMQP_MANAGEMENT_URL", "DATABASE_URL", "WEBHOOK_TOKENS", "AUTH_JWKS_URL", "AUTH_JWT_SECRET",
 			"ADMIN_PPROF_TOKEN", "ADMIN_TOKEN"},
 		envNote: "and the variables named by webhook.sources[].tokens_env and webhook.sources[].signature.secret_env",
 	},

@@ -69,6 +69,11 @@ type Options struct {
 	// RemoveDir removes Dir when the node stops for good (Stop, Kill, or
 	// this process's exit); a node that will be restarted must keep it.
 	RemoveDir bool
+	// Management enables the rabbitmq_management plugin, its HTTP API
+	// listening on 127.0.0.1:ManagementPort (0 picks a free port); Start
+	// then waits for the API too (Node.ManagementURL).
+	Management     bool
+	ManagementPort int
 }
 
 // Node is a running private RabbitMQ node.
@@ -79,6 +84,9 @@ type Node struct {
 	Port, DistPort int
 	// URL is amqp://guest:guest@127.0.0.1:Port/.
 	URL string
+	// ManagementURL is http://guest:guest@127.0.0.1:<management port>/
+	// with Options.Management; "" without.
+	ManagementURL string
 
 	opts Options
 	home string
@@ -151,6 +159,11 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	if o.Management && o.ManagementPort == 0 {
+		if o.ManagementPort, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
 	if Shared(o.Port) {
 		return nil, fmt.Errorf("%w: AMQP port %d", ErrShared, o.Port)
 	}
@@ -168,6 +181,9 @@ func Start(ctx context.Context, o Options) (*Node, error) {
 	}
 	n := &Node{Name: o.Name + "@localhost", Port: o.Port, DistPort: o.DistPort, opts: o,
 		URL: fmt.Sprintf("amqp://guest:guest@127.0.0.1:%d/", o.Port), home: filepath.Join(o.Dir, "home")}
+	if o.Management {
+		n.ManagementURL = fmt.Sprintf("http://guest:guest@127.0.0.1:%d/", o.ManagementPort)
+	}
 	if err := n.writeFiles(); err != nil {
 		return nil, err
 	}
@@ -199,9 +215,14 @@ func (n *Node) writeFiles() error {
 	}
 	conf := fmt.Sprintf("listeners.tcp.default = 127.0.0.1:%d\nvm_memory_high_watermark.absolute = %dMiB\ndisk_free_limit.absolute = 50MB\nloopback_users = none\n",
 		n.Port, n.opts.MemoryMiB)
+	plugins := "[].\n"
+	if n.opts.Management {
+		conf += fmt.Sprintf("management.tcp.port = %d\nmanagement.tcp.ip = 127.0.0.1\n", n.opts.ManagementPort)
+		plugins = "[rabbitmq_management].\n"
+	}
 	files := map[string]string{
 		"rabbitmq.conf":   conf,
-		"enabled_plugins": "[].\n",
+		"enabled_plugins": plugins,
 		// An empty env file, so /etc/rabbitmq/rabbitmq-env.conf (the shared
 		// node's NODENAME) is not read.
 		"rabbitmq-env.conf": "",
@@ -268,11 +289,18 @@ if [ "$2" = rm ]; then rm -rf "$1"; fi`
 }
 
 func (n *Node) wait(ctx context.Context) error {
+	ports := []int{n.Port}
+	if n.opts.Management {
+		ports = append(ports, n.opts.ManagementPort) // plugins start after the AMQP listener
+	}
 	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.Port), time.Second)
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]), time.Second)
 		if err == nil {
 			c.Close()
-			return nil
+			if ports = ports[1:]; len(ports) == 0 {
+				return nil
+			}
+			continue
 		}
 		select {
 		case <-n.exit:

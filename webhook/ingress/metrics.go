@@ -81,7 +81,7 @@ func newIngressMetrics(reg prometheus.Registerer) (*ingressMetrics, error) {
 		}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "borda_webhook_publish_failures_total",
-			Help: "Webhook publishes answered 503, by reason (BROKER_UNAVAILABLE, BROKER_BLOCKED, CONFIRM_TIMEOUT, NACK, UNROUTABLE_MESSAGE, FORWARD_QUEUE_MISSING, FORWARD_UNBOUND).",
+			Help: "Webhook publishes answered 503, by reason (BROKER_UNAVAILABLE, BROKER_BLOCKED, CONFIRM_TIMEOUT, NACK, UNROUTABLE_MESSAGE, FORWARD_QUEUE_MISSING, FORWARD_UNBOUND, QUEUE_MAY_DROP).",
 		}, []string{"reason"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "borda_webhook_auth_failures_total",

@@ -22,3 +22,12 @@ func TestReasonOfAnUnboundForwardQueue(t *testing.T) {
 		t.Errorf("Reason = %q", got)
 	}
 }
+
+// TestReasonOfAQueueThatMayDrop: the queue guard's ErrQueueMayDrop (a
+// broker policy makes a queue drop at its limit, and it is near it)
+// answers 503 QUEUE_MAY_DROP, its own reason.
+func TestReasonOfAQueueThatMayDrop(t *testing.T) {
+	if got := Reason(fmt.Errorf("%w: q", publish.ErrQueueMayDrop)); got != "QUEUE_MAY_DROP" {
+		t.Errorf("Reason = %q", got)
+	}
+}

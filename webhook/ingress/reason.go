@@ -28,6 +28,12 @@ const (
 	// refused), so the event might reach the events queue alone
 	// (publish.ErrForwardUnbound).
 	ReasonForwardUnbound = "FORWARD_UNBOUND"
+	// ReasonQueueMayDrop: a queue the event reaches drops its oldest
+	// messages at a length limit (a broker policy's overflow overrides
+	// x-overflow: reject-publish, read from the management API) and is
+	// near that limit: publishing could make the broker drop an event it
+	// already confirmed (publish.ErrQueueMayDrop, webhook/queueguard).
+	ReasonQueueMayDrop = "QUEUE_MAY_DROP"
 )
 
 // Reason returns the 503 reason of a Publish error: one of the Reason*
@@ -47,6 +53,8 @@ func Reason(err error) string {
 		return ReasonForwardQueueMissing
 	case errors.Is(err, publish.ErrForwardUnbound):
 		return ReasonForwardUnbound
+	case errors.Is(err, publish.ErrQueueMayDrop):
+		return ReasonQueueMayDrop
 	default:
 		return ReasonBrokerUnavailable
 	}

@@ -331,7 +331,6 @@ func (p *Publisher) setDeclared(unguarded []string, err error, ok bool) {
 				"queues", strings.Join(unguarded, ","))
 		}
 		p.unguarded = unguarded
-		p.metrics.unguarded.Set(float64(len(unguarded)))
 	}
 	if (err == nil) != (p.declareErr == nil) && err == nil {
 		p.logger.Info("webhook topology declared again")

@@ -21,4 +21,10 @@ var (
 	// ErrUnroutable: the broker returned the mandatory message (no queue
 	// bound to its routing key); an ack that follows a return is a failure.
 	ErrUnroutable = errors.New("message returned as unroutable")
+	// ErrQueueMayDrop: Options.Guard refused the publish: a queue it
+	// reaches drops its oldest messages at a length limit (a broker
+	// policy's overflow overrides x-overflow: reject-publish) and is near
+	// that limit, so publishing could make the broker drop an event it
+	// already confirmed (webhook/queueguard). Nothing was sent.
+	ErrQueueMayDrop = errors.New("a queue would drop a confirmed message at its length limit")
 )

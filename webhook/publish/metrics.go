@@ -15,16 +15,17 @@ type publisherMetrics struct {
 	queueMissing prometheus.Gauge
 	// unbound is 1 while the forward queue's binding cannot be asserted.
 	unbound prometheus.Gauge
-	// unguarded is the number of queues kept with the previous release's
-	// arguments (no x-overflow: reject-publish).
-	unguarded prometheus.Gauge
 	// declareFailed is 1 while the last topology declare failed.
 	declareFailed prometheus.Gauge
 	// retired counts channels replaced after a broker nack (S04).
 	retired prometheus.Counter
 }
 
-func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) (*publisherMetrics, error) {
+// newPublisherMetrics registers the metrics; unconfirmed and unguarded
+// are read at each scrape (unguarded: queues kept with the previous
+// release's arguments, without x-overflow: reject-publish, and those
+// Options.Guard names).
+func newPublisherMetrics(reg prometheus.Registerer, unconfirmed, unguarded func() float64) (*publisherMetrics, error) {
 	m := &publisherMetrics{
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "borda_webhook_broker_connected",
@@ -46,10 +47,6 @@ func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) 
 			Name: "borda_webhook_forward_unbound",
 			Help: "1 while the forward queue's binding to the webhook exchange cannot be asserted (queue.bind, every second, refused); publishes to it answer 503 FORWARD_UNBOUND.",
 		}),
-		unguarded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "borda_webhook_queues_unguarded",
-			Help: "Queues kept with an earlier release's arguments, without x-overflow: reject-publish: a max-length policy on them drops confirmed events (docs/upgrading.md).",
-		}),
 		declareFailed: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "borda_webhook_topology_declare_failed",
 			Help: "1 while the webhook publisher's last topology declare failed (e.g. ACCESS_REFUSED without the configure permission); /readyz/webhook says so.",
@@ -63,7 +60,11 @@ func newPublisherMetrics(reg prometheus.Registerer, unconfirmed func() float64) 
 		Name: "borda_webhook_publish_unconfirmed",
 		Help: "Publishes awaiting the broker's confirm.",
 	}, unconfirmed)
-	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, m.unbound, m.unguarded, m.declareFailed, m.retired, pending} {
+	unguardedQueues := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "borda_webhook_queues_unguarded",
+		Help: "Queues that can drop confirmed events at a length limit: kept with an earlier release's arguments, without x-overflow: reject-publish (docs/upgrading.md), or whose effective overflow a broker policy sets to drop-head (read from the management API, amqp.management_url; docs/reliability.md).",
+	}, unguarded)
+	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, m.unbound, m.declareFailed, m.retired, pending, unguardedQueues} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering webhook publisher metrics: %w", err)
 		}

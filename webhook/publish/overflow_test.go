@@ -140,7 +140,7 @@ func TestPublisher_QueuesOfThePreviousReleaseAreKeptAndNamed(t *testing.T) {
 	if err := p.Degraded(); !errors.As(err, &dg) || !strings.Contains(err.Error(), "fwd, events, dlq") {
 		t.Fatalf("Degraded = %v, want the three queues named", err)
 	}
-	if got := value(t, p.metrics.unguarded); got != 3 {
+	if got := p.unguardedCount(); got != 3 {
 		t.Errorf("borda_webhook_queues_unguarded = %v, want 3", got)
 	}
 	if err := p.Ready(); err != nil {

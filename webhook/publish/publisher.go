@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,7 @@ type Publisher struct {
 	logger         *slog.Logger
 	metrics        *publisherMetrics
 	qcheck         *queueCheck // nil: no queue checked
+	guard          Guard       // nil: none
 
 	slots     chan struct{} // in-flight cap; one token per unconfirmed publish
 	seq       atomic.Uint64 // per-publish correlation ids
@@ -126,6 +128,11 @@ type Options struct {
 	// fails (the ingress sets the forward queue and its routing key:
 	// docs/reliability.md, "A deleted forward queue").
 	CheckQueue, CheckBinding string
+	// Guard, when set, admits or refuses each publish before it is sent
+	// (webhook/queueguard: a queue that a broker policy lets drop at its
+	// length limit); its unguarded queues count in
+	// borda_webhook_queues_unguarded and Degraded names them.
+	Guard Guard
 	// Channels is the number of confirm-mode channels (< 1: 1).
 	Channels int
 	// MaxInFlight caps unconfirmed publishes across all channels (< 1: 1).
@@ -174,13 +181,14 @@ func New(opts Options) (*Publisher, error) {
 		lastErr:        errors.New("not connected yet"),
 		blockCh:        make(chan struct{}),
 		upCh:           make(chan struct{}),
+		guard:          opts.Guard,
 	}
 	p.dead = make(chan *confirmChannel, p.channels)
 	p.retire = make(chan *confirmChannel, p.channels)
 	if opts.CheckQueue != "" {
 		p.qcheck = &queueCheck{queue: opts.CheckQueue, binding: opts.CheckBinding, every: queueCheckEvery}
 	}
-	m, err := newPublisherMetrics(opts.Registerer, func() float64 { return float64(len(p.slots)) })
+	m, err := newPublisherMetrics(opts.Registerer, func() float64 { return float64(len(p.slots)) }, p.unguardedCount)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +275,11 @@ func (p *Publisher) Degraded() error {
 	if len(p.unguarded) > 0 {
 		notes = append(notes, fmt.Sprintf("queues without x-overflow: reject-publish (declared by an earlier release; a max-length policy on them drops confirmed events; docs/upgrading.md): %s", strings.Join(p.unguarded, ", ")))
 	}
+	if p.guard != nil {
+		if qs := p.guard.Unguarded(); len(qs) > 0 {
+			notes = append(notes, fmt.Sprintf("queues a broker policy lets drop confirmed events at a length limit (its overflow overrides x-overflow: reject-publish; publishes near the limit answer 503 QUEUE_MAY_DROP; docs/reliability.md): %s", strings.Join(qs, ", ")))
+		}
+	}
 	if p.declareErr != nil {
 		notes = append(notes, fmt.Sprintf("the topology could not be declared: %v", p.declareErr))
 	}
@@ -274,6 +287,34 @@ func (p *Publisher) Degraded() error {
 		return nil
 	}
 	return &DegradedError{Notes: notes}
+}
+
+// Guard admits or refuses a publish before it is sent (Options.Guard;
+// webhook/queueguard implements it).
+type Guard interface {
+	// Admit returns nil to send a publish of size body bytes to exchange
+	// with routing key key (and counts it), or an error wrapping
+	// ErrQueueMayDrop.
+	Admit(exchange, key string, size int) error
+	// Unguarded names the queues whose effective settings drop messages
+	// at a length limit.
+	Unguarded() []string
+}
+
+// unguardedCount is borda_webhook_queues_unguarded: the queues kept with
+// an earlier release's arguments and those the guard names, once each.
+func (p *Publisher) unguardedCount() float64 {
+	p.topoMu.Lock()
+	names := append([]string(nil), p.unguarded...)
+	p.topoMu.Unlock()
+	if p.guard != nil {
+		for _, q := range p.guard.Unguarded() {
+			if !slices.Contains(names, q) {
+				names = append(names, q)
+			}
+		}
+	}
+	return float64(len(names))
 }
 
 // DegradedError is Degraded's answer: the component works, with Notes,
@@ -334,6 +375,11 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	}
 	if err := p.queueRefusal(exchange, key); err != nil {
 		return err
+	}
+	if p.guard != nil {
+		if err := p.guard.Admit(exchange, key, len(msg.Body)); err != nil {
+			return err
+		}
 	}
 	d := newDeadline(ctx, p.confirmTimeout)
 	defer d.stop()

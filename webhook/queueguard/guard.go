@@ -1,0 +1,378 @@
+package queueguard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/olp-edu/borda/internal/egress"
+	"github.com/olp-edu/borda/webhook/publish"
+)
+
+// Defaults of Options.
+const (
+	// DefaultEvery is how often the queues are read.
+	DefaultEvery = 10 * time.Second
+	// DefaultTimeout bounds one GET.
+	DefaultTimeout = 3 * time.Second
+	// unknownEvery is the next read's delay while a queue's depth is not
+	// known yet (its first statistics emission is pending).
+	unknownEvery = time.Second
+	// maxBody bounds a management API answer read.
+	maxBody = 1 << 20
+)
+
+// Route is where this process publishes messages that reach a queue:
+// Exchange and a binding pattern (topic syntax; a direct exchange's
+// binding key matches itself).
+type Route struct{ Exchange, Binding string }
+
+// Queue is one queue the guard reads, with the routes that reach it.
+type Queue struct {
+	Name   string
+	Routes []Route
+}
+
+// Options configure a Guard. ManagementURL, Vhost and Queues are required.
+type Options struct {
+	// ManagementURL is the management API's base
+	// (http[s]://user:pass@host:15672[/prefix]); its userinfo is sent as
+	// HTTP basic credentials and never logged.
+	ManagementURL string
+	// Vhost is the queues' virtual host.
+	Vhost  string
+	Queues []Queue
+	// Every is the read interval (0: DefaultEvery); Timeout bounds one
+	// GET (0: DefaultTimeout).
+	Every, Timeout time.Duration
+	// Client (nil: one on egress.Transport) and Logger (nil: discard).
+	Client *http.Client
+	Logger *slog.Logger
+}
+
+// Guard reads its queues' effective settings and admits or refuses
+// publishes (publish.Guard). Its methods are safe for concurrent use.
+type Guard struct {
+	base   *url.URL // without userinfo
+	user   *url.Userinfo
+	vhost  string
+	every  time.Duration
+	client *http.Client
+	logger *slog.Logger
+	queues []*queueState
+	// anyUnguarded is true while some queue is unguarded: the fast path of
+	// Admit when none is.
+	anyUnguarded atomic.Bool
+	readOnce     chan struct{} // closed after the first round
+	once         sync.Once
+}
+
+// queueState is one queue's last read and what was published since.
+type queueState struct {
+	Queue
+	mu        sync.Mutex
+	settings  Settings
+	read      bool // settings were read at least once
+	unguarded bool
+	readErr   string // the last read's failure ("" none), for logging a change
+	// depth and depthBytes are the queue's messages and message_bytes at
+	// the last read; known is false while the API had none.
+	depth, depthBytes int64
+	known             bool
+	// cur counts publishes admitted since the last read, prev those of the
+	// interval before it: the depth a read returns may be a statistics
+	// sample up to 5 s older than the read, so the estimate counts both.
+	cur, prev           int64
+	curBytes, prevBytes int64
+}
+
+// New returns a Guard; it does not read (Start does). It fails when an
+// option is missing or ManagementURL is not an http(s) URL.
+func New(o Options) (*Guard, error) {
+	if o.ManagementURL == "" || o.Vhost == "" || len(o.Queues) == 0 {
+		return nil, errors.New("queueguard: the management URL, the vhost and the queues are required")
+	}
+	u, err := url.Parse(o.ManagementURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("queueguard: the management URL must be an http:// or https:// URL with a host")
+	}
+	g := &Guard{user: u.User, vhost: o.Vhost, every: o.Every, client: o.Client, logger: o.Logger, readOnce: make(chan struct{})}
+	b := *u
+	b.User = nil
+	b.Path = strings.TrimSuffix(b.Path, "/")
+	b.RawPath = ""
+	b.RawQuery, b.Fragment = "", ""
+	g.base = &b
+	if g.every <= 0 {
+		g.every = DefaultEvery
+	}
+	if g.client == nil {
+		g.client = &http.Client{Transport: egress.Transport(),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if g.client.Timeout == 0 || g.client.Timeout > timeout {
+		c := *g.client
+		c.Timeout = timeout
+		g.client = &c
+	}
+	if g.logger == nil {
+		g.logger = slog.New(slog.DiscardHandler)
+	}
+	g.logger = g.logger.With("component", "queue-guard")
+	for _, q := range o.Queues {
+		if q.Name != "" {
+			g.queues = append(g.queues, &queueState{Queue: q})
+		}
+	}
+	return g, nil
+}
+
+// Start reads the queues at once and then every Options.Every until ctx
+// ends, in a goroutine; it returns at once.
+func (g *Guard) Start(ctx context.Context) {
+	go func() {
+		for {
+			next := g.Check(ctx)
+			t := time.NewTimer(next)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Check reads every queue once and returns the delay before the next
+// round (Options.Every, or 1 s while a queue's settings, or an unguarded
+// queue's depth, are not known yet).
+func (g *Guard) Check(ctx context.Context) time.Duration {
+	next := g.every
+	for _, q := range g.queues {
+		info, err := g.get(ctx, q.Name)
+		g.record(q, info, err)
+		q.mu.Lock()
+		if !q.read || q.unguarded && !q.known {
+			next = min(next, unknownEvery)
+		}
+		q.mu.Unlock()
+	}
+	any := false
+	for _, q := range g.queues {
+		q.mu.Lock()
+		any = any || q.unguarded
+		q.mu.Unlock()
+	}
+	g.anyUnguarded.Store(any)
+	g.once.Do(func() { close(g.readOnce) })
+	return next
+}
+
+// Read returns a channel closed once the first round of reads is done.
+func (g *Guard) Read() <-chan struct{} { return g.readOnce }
+
+// errNotFound: the API answered 404 (the queue does not exist yet).
+var errNotFound = errors.New("the management API does not know the queue")
+
+// get reads one queue. Errors name the path, never the credentials.
+func (g *Guard) get(ctx context.Context, name string) (QueueInfo, error) {
+	u := *g.base
+	u.Path = g.base.Path + "/api/queues/" + g.vhost + "/" + name
+	u.RawPath = g.base.EscapedPath() + "/api/queues/" + url.PathEscape(g.vhost) + "/" + url.PathEscape(name)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	if g.user != nil {
+		pass, _ := g.user.Password()
+		req.SetBasicAuth(g.user.Username(), pass)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return QueueInfo{}, err // a *url.Error naming the URL, which has no userinfo
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return QueueInfo{}, fmt.Errorf("GET %s: reading the answer: %w", u.Path, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return QueueInfo{}, fmt.Errorf("GET %s: %w", u.Path, errNotFound)
+	case resp.StatusCode != http.StatusOK:
+		return QueueInfo{}, fmt.Errorf("GET %s: HTTP %d", u.Path, resp.StatusCode)
+	}
+	var info QueueInfo
+	if err := json.Unmarshal(body, &info); err != nil {
+		return QueueInfo{}, fmt.Errorf("GET %s: %w", u.Path, err)
+	}
+	return info, nil
+}
+
+// record applies one read of q: on success the settings and the depth
+// are replaced and the publish counts shift (prev = cur, cur = 0); on a
+// failure the last settings stay and the counts keep growing, so the
+// estimate only rises. Changes are logged once.
+func (g *Guard) record(q *queueState, info QueueInfo, err error) {
+	var s Settings
+	if err == nil {
+		s, err = Effective(info)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, ErrNoStatistics) {
+			return // a new queue: read again in a second (Check)
+		}
+		if msg := err.Error(); msg != q.readErr {
+			q.readErr = msg
+			g.logger.Warn("cannot read a queue's effective settings from the RabbitMQ management API; keeping the last ones", "queue", q.Name, "error", msg)
+		}
+		return
+	}
+	if q.readErr != "" {
+		q.readErr = ""
+		g.logger.Info("reading the queue's effective settings again", "queue", q.Name)
+	}
+	was, wasSettings, wasRead := q.unguarded, q.settings, q.read
+	q.settings, q.read, q.unguarded = s, true, s.Unguarded()
+	q.known = info.Messages != nil
+	q.depth, q.depthBytes = deref(info.Messages), deref(info.MessageBytes)
+	q.prev, q.cur = q.cur, 0
+	q.prevBytes, q.curBytes = q.curBytes, 0
+	switch {
+	case q.unguarded && (!was || s != wasSettings):
+		g.logger.Error("a broker policy makes this queue drop its oldest (confirmed) messages at its length limit: its effective overflow is not reject-publish; publishes that would bring it near the limit answer 503 QUEUE_MAY_DROP until the policy is fixed (docs/reliability.md, \"Length limits refuse, never drop\")",
+			"queue", q.Name, "settings", s.String())
+	case !q.unguarded && was:
+		g.logger.Info("the queue refuses at its length limit again (or has none); the queue guard admits every publish", "queue", q.Name, "settings", s.String())
+	case !wasRead:
+		g.logger.Debug("queue settings read", "queue", q.Name, "settings", s.String())
+	}
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// Headroom is what the guard keeps free below a limit: max(10, limit/10).
+func Headroom(limit int64) int64 { return max(10, limit/10) }
+
+// Admit counts a publish of size bytes to exchange with routing key key
+// toward every queue it reaches, or refuses it with an error wrapping
+// publish.ErrQueueMayDrop when one of those queues is unguarded and its
+// estimated depth (the last read's, plus the publishes admitted since the
+// read before it) has reached its limit minus Headroom; its depth unknown
+// counts as at the limit. A refused publish is not counted.
+func (g *Guard) Admit(exchange, key string, size int) error {
+	var reach []*queueState
+	for _, q := range g.queues {
+		if q.reached(exchange, key) {
+			reach = append(reach, q)
+		}
+	}
+	if len(reach) == 0 {
+		return nil
+	}
+	// Lock in the queues' order (fixed), so two publishes never deadlock.
+	for _, q := range reach {
+		q.mu.Lock()
+	}
+	defer func() {
+		for _, q := range reach {
+			q.mu.Unlock()
+		}
+	}()
+	if g.anyUnguarded.Load() {
+		for _, q := range reach {
+			if err := q.refusal(int64(size)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, q := range reach {
+		q.cur++
+		q.curBytes += int64(size)
+	}
+	return nil
+}
+
+// reached reports whether a publish to exchange with key reaches q.
+func (q *queueState) reached(exchange, key string) bool {
+	for _, r := range q.Routes {
+		if r.Exchange == exchange && publish.TopicMatch(r.Binding, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusal returns the publish.ErrQueueMayDrop refusal of one more message
+// of size bytes to q, or nil. q.mu is held.
+func (q *queueState) refusal(size int64) error {
+	if !q.unguarded {
+		return nil
+	}
+	s := q.settings
+	if !q.known {
+		return fmt.Errorf("%w: %s (%s; its depth is not known yet)", publish.ErrQueueMayDrop, q.Name, s)
+	}
+	if s.MaxLength >= 0 {
+		if est := q.depth + q.prev + q.cur; est+1 > s.MaxLength-Headroom(s.MaxLength) {
+			return fmt.Errorf("%w: %s holds about %d of max-length %d (%s)", publish.ErrQueueMayDrop, q.Name, est, s.MaxLength, s)
+		}
+	}
+	if s.MaxLengthBytes >= 0 {
+		room := max(s.MaxLengthBytes/10, 10*size)
+		if est := q.depthBytes + q.prevBytes + q.curBytes; est+size > s.MaxLengthBytes-room {
+			return fmt.Errorf("%w: %s holds about %d of max-length-bytes %d (%s)", publish.ErrQueueMayDrop, q.Name, est, s.MaxLengthBytes, s)
+		}
+	}
+	return nil
+}
+
+// Unguarded names the queues whose effective settings drop messages at a
+// length limit, sorted (publish.Guard).
+func (g *Guard) Unguarded() []string {
+	var names []string
+	for _, q := range g.queues {
+		q.mu.Lock()
+		if q.unguarded {
+			names = append(names, q.Name)
+		}
+		q.mu.Unlock()
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Settings returns queue's last read settings and whether it was read.
+func (g *Guard) Settings(queue string) (Settings, bool) {
+	for _, q := range g.queues {
+		if q.Name == queue {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return q.settings, q.read
+		}
+	}
+	return Settings{}, false
+}
