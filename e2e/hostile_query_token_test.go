@@ -122,20 +122,29 @@ func TestHostilePortalTokenInAFormBodyReachesAThirdPartyRoute(t *testing.T) {
     path_prefix: /third
     upstream: "`+up.URL+`"
     cookies: {forward: []}
+  - name: thirdip
+    path_prefix: /thirdip
+    upstream: "`+up.URL+`"
+    cookies: {forward: []}
 rate_limits:
   rules:
     - {name: peruser, scope: user, algorithm: fixed_window, limit: 100, window: 50s, mode: enforce, routes: [third]}
+    - {name: perip, scope: ip, algorithm: fixed_window, limit: 100, window: 50s, mode: enforce, routes: [thirdip]}
 `), "AUTH_JWT_SECRET="+identitySecret)
 	tok := identityToken(t, "u-third-form", 0)
-	for _, body := range []string{"access_token=" + tok + "&x=1", "x=1&access.token=" + tok, "x=1&ACCESS_TOKEN=" + tok} {
-		req := fmt.Sprintf("POST /third/form HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
-		resp, _, err := rawExchange(t, p.public, req, 10*time.Second)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("%q: %v %v", body, resp, err)
-		}
-		seen := up.requests()
-		if got := seen[len(seen)-1].Body; strings.Contains(got, tok) || got != "x=1" {
-			t.Errorf("%q: the third party got body %q, want \"x=1\"", body, got)
+	// /thirdip has per-IP rules only (fresh attack pass 8 B01: the form
+	// was not read there, and the token went through).
+	for _, target := range []string{"/third/form", "/thirdip/form"} {
+		for _, body := range []string{"access_token=" + tok + "&x=1", "x=1&access.token=" + tok, "x=1&ACCESS_TOKEN=" + tok} {
+			req := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", target, len(body), body)
+			resp, _, err := rawExchange(t, p.public, req, 10*time.Second)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s %q: %v %v", target, body, resp, err)
+			}
+			seen := up.requests()
+			if got := seen[len(seen)-1].Body; strings.Contains(got, tok) || got != "x=1" {
+				t.Errorf("%s %q: the third party got body %q, want \"x=1\"", target, body, got)
+			}
 		}
 	}
 }

@@ -63,7 +63,16 @@ func (s *Server) keysIdentity(route string) bool {
 // upstream receives them (cookies.ForwardedHeader: the lines a Connection
 // header names removed). It reports whether the request goes on.
 func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
-	if ex.w.body == nil || !s.keysIdentity(ex.route.Name) {
+	if ex.w.body == nil {
+		return true
+	}
+	// A route that forwards no session reads the form too, even without
+	// an identity rule, so that dropPortalCredential can take the
+	// portal's token out of it (fresh attack pass 8 B01: a third-party
+	// route with per-IP rules only got "access_token=<JWT>" verbatim).
+	keys := s.keysIdentity(ex.route.Name)
+	strip := ex.route != nil && !ex.route.session && s.verifier != nil
+	if !keys && !strip {
 		return true
 	}
 	// The upstream's view: Content-Type and Content-Encoding lines a
@@ -105,6 +114,10 @@ func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *e
 	if !mayHoldQueryToken(raw) {
 		return true
 	}
+	if !keys {
+		s.findPortalFormToken(raw, ex)
+		return true
+	}
 	var token string
 	for _, v := range queryTokenValues(raw) {
 		switch {
@@ -129,6 +142,30 @@ func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *e
 		}
 	}
 	return true
+}
+
+// findPortalFormToken, on a route that forwards no session and counts no
+// identity, only finds the form pair dropPortalCredential must remove:
+// the request's verified credential, or else a form token that verifies
+// (which becomes the request's identity, as on any route). No conflict is
+// refused there: the third party's own keys pass untouched.
+func (s *Server) findPortalFormToken(raw string, ex *exchange) {
+	if !mayHoldQueryToken(raw) {
+		return
+	}
+	for _, v := range queryTokenValues(raw) {
+		switch {
+		case v == "":
+		case v == ex.credential.Token || v == ex.queryToken:
+			ex.formToken = v
+			return
+		case ex.identity.Anonymous():
+			if id, ok := s.verifier.Verify(v); ok {
+				ex.identity, ex.formToken = id, v
+				return
+			}
+		}
+	}
 }
 
 // formEncoded reports whether an upstream parses the request's body as

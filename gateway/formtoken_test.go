@@ -451,3 +451,43 @@ func TestUntrustedRouteNeverReceivesThePortalsTokenInAFormBody(t *testing.T) {
 		t.Errorf("chunked: %d, the third party got %q, want \"a=1\"", res.StatusCode, got[len(got)-1])
 	}
 }
+
+// Fresh attack pass 8 B01: on a route that forwards no session and has
+// per-IP rules only (no user or escola rule, so the form was never read),
+// "access_token=<portal JWT>" still reached the third party. Such a route
+// reads a form body to take the portal's token out of it; the third
+// party's own key passes, with the portal's Bearer beside it too (no
+// conflict is refused there).
+func TestUntrustedRouteWithoutIdentityRulesNeverReceivesThePortalsFormToken(t *testing.T) {
+	t.Parallel()
+	up, bodies := bodyUpstream(t)
+	tp := under(testRoute(t, "tp", up.URL), "/tp")
+	tp.Cookies.Forward = []cookies.Forward{}
+	rules := []ratelimit.Rule{{Name: "perip", Scope: ratelimit.ScopeIP, Limit: 1000, Window: time.Minute, Routes: []string{"tp"}}}
+	h := newHarness(t, routes(tp), withVerifier(t), withLimiter(realLimiter(t, rules...)))
+	tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-b01", "exp": time.Now().Add(time.Hour).Unix()})
+	form := "Content-Type: application/x-www-form-urlencoded"
+	for _, c := range []struct {
+		body, want string
+		headers    []string
+	}{
+		{"a=1&access_token=" + tok, "a=1", nil},
+		{"access%2Etoken=" + tok + "&z=9", "z=9", nil},
+		{"a=1&access_token=" + tok, "a=1", []string{"Authorization: Bearer " + tok}},
+		{"access_token=third-party-key&z=9", "access_token=third-party-key&z=9", []string{"Authorization: Bearer " + tok}},
+		{"access_token=third-party-key", "access_token=third-party-key", nil},
+	} {
+		res, _ := rawSend(t, h, "POST", "/tp/f", c.body, append([]string{form}, c.headers...)...)
+		if res.StatusCode != 200 {
+			t.Fatalf("%q: %d", c.body, res.StatusCode)
+		}
+		if got := bodies(); got[len(got)-1] != c.want {
+			t.Errorf("%q %q: the third party got body %q, want %q", c.body, c.headers, got[len(got)-1], c.want)
+		}
+	}
+	// No Content-Type (Rack 2 parses a POST body as a form).
+	res, _ := rawSend(t, h, "POST", "/tp/f", "a=1&access_token="+tok)
+	if got := bodies(); res.StatusCode != 200 || got[len(got)-1] != "a=1" {
+		t.Errorf("no Content-Type: %d, the third party got %q", res.StatusCode, got[len(got)-1])
+	}
+}
