@@ -37,6 +37,12 @@ func TestHostileFormPayloadTwiceIsRefused(t *testing.T) {
 			t.Errorf("payload then %s: %d %s, want 400 AMBIGUOUS_FORM", second, code, reply)
 		}
 	}
+	// Fresh attack pass 8 W01: the payload's own JSON gets a JSON body's
+	// checks (a repeated member was 200; consume-events wrote the last).
+	dup := url.QueryEscape(fmt.Sprintf(`{"event":"connection.update","instance":"legit-%d","instance":"victim-%d","data":{"state":"close"}}`, stamp, stamp))
+	if code, reply := post("payload=" + dup); code != 400 || !strings.Contains(reply, "DUPLICATE_MEMBER") {
+		t.Errorf("payload with a repeated member: %d %s, want 400 DUPLICATE_MEMBER", code, reply)
+	}
 	if code, reply := post("payload=" + event("one", "open")); code != 200 || !strings.Contains(reply, "PUBLISHED_CONFIRMED") {
 		t.Errorf("one payload: %d %s, want 200 PUBLISHED_CONFIRMED", code, reply)
 	}

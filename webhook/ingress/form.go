@@ -28,10 +28,13 @@ const formPayloadField = "payload"
 //     "payload" (" payload", "payload[x]", "Payload", "payload\x00x"):
 //     the PHP endpoint would read the event that Go readers skip.
 //
-// It is the form side of jsonRefused: one delivery, one reading.
+// A payload field that is JSON is then held to jsonRefused, whose reason
+// is returned. It is the form side of jsonRefused: one delivery, one
+// reading.
 func formRefused(body []byte) string {
 	raw := string(body)
-	if _, err := url.ParseQuery(raw); err != nil {
+	vals, err := url.ParseQuery(raw)
+	if err != nil {
 		return ReasonAmbiguousForm
 	}
 	seen := make(map[string]string) // a reading → the exact name read under it
@@ -55,6 +58,13 @@ func formRefused(body []byte) string {
 			}
 			seen[name] = exact
 		}
+	}
+	// The payload's JSON is read by consumers as a JSON body is: held to
+	// the same checks (fresh attack pass 8 W01: a repeated or case-folded
+	// member, a lone surrogate or 1e999999 inside the payload field was
+	// 200, and consume-events and PHP read two different events).
+	if p := []byte(vals.Get(formPayloadField)); len(p) > 0 && jsonValid(p) {
+		return jsonRefused(p)
 	}
 	return ""
 }

@@ -69,3 +69,27 @@ func TestBodyLabelledWithAnotherCharsetIsRefused(t *testing.T) {
 		expect(t, req{target: "/webhooks/whatsapp", contentType: ct, body: b, headers: bearer("test-token")}.do(i), http.StatusOK, StatusPublishedConfirmed)
 	}
 }
+
+// Fresh attack pass 8 W01: the JSON inside a form body's payload field
+// skipped the checks a JSON body gets: a repeated or case-folded member,
+// a lone surrogate and an out-of-range number were 200, and consume-events
+// wrote "victim | close" where PHP read another event. Each is refused
+// with the JSON body's reason.
+func TestFormPayloadJSONIsHeldToTheJSONChecks(t *testing.T) {
+	t.Parallel()
+	pub := &fakePublisher{}
+	i, _ := newUnitIngress(t, unitConfig(), pub)
+	for reason, payloads := range map[string][]string{
+		ReasonDuplicateMember:  {`{"event":"connection.update","instance":"legit","instance":"victim"}`, `{"instance":"legit","Instance":"victim"}`},
+		ReasonInvalidUTF8:      {`{"instance":"surr\ud83dx"}`},
+		ReasonNumberOutOfRange: {`{"instance":"a","z":1e999999}`},
+	} {
+		for _, p := range payloads {
+			expectInvalid(t, req{target: "/webhooks/whatsapp", contentType: "application/x-www-form-urlencoded", body: "payload=" + url.QueryEscape(p), headers: bearer("test-token")}.do(i), reason, p)
+		}
+	}
+	for n, p := range []string{`{"event":"connection.update","instance":"ok"}`, `not json`} {
+		b := fmt.Sprintf("payload=%s&n=%d", url.QueryEscape(p), n)
+		expect(t, req{target: "/webhooks/whatsapp", contentType: "application/x-www-form-urlencoded", body: b, headers: bearer("test-token")}.do(i), http.StatusOK, StatusPublishedConfirmed)
+	}
+}
