@@ -153,6 +153,9 @@ type Redis struct {
 	ReadTimeout  Duration `yaml:"read_timeout"`
 	WriteTimeout Duration `yaml:"write_timeout"`
 	// PoolSize is the connection pool size per node (default 10 × GOMAXPROCS).
+	// Every connection is dialled and kept open in the background, so a
+	// burst never dials on the request path: a store that caps
+	// connections needs this many per replica.
 	PoolSize int `yaml:"pool_size"`
 	// Cluster treats URL as a Redis Cluster seed (redis[s]://host:port?addr=host2:port2).
 	Cluster bool `yaml:"cluster"`

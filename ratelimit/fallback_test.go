@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,5 +137,24 @@ func TestFallback_DecidesLocallyOnlyWhereItSays(t *testing.T) {
 	}
 	if _, err := New(Options{Rules: degradedRules(), OnStoreError: LocalIP + 1}, testKS, NewMemoryStore(0), prometheus.NewRegistry(), nil); err == nil {
 		t.Error("New accepted an unknown Fallback")
+	}
+}
+
+// Fresh attack pass 8 (low): under on_store_error: local_while_open the
+// breaker's opening said "requests pass without a decision (fail-open)",
+// while every rule held its per-instance limit. The line says what the
+// mode does.
+func TestBreakerOpenedLineSaysWhatTheModeDoes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		f    Fallback
+		want string
+	}{
+		{LocalWhileOpen, "this instance's own counts"},
+		{FailOpen, "fail-open"},
+	} {
+		if got := breakerOpenedMsg(tc.f.decidesLocally(true)); !strings.Contains(got, tc.want) {
+			t.Errorf("%v: %q, want it to say %q", tc.f, got, tc.want)
+		}
 	}
 }

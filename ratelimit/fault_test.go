@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -331,5 +332,41 @@ func TestFault_SlowStoreFloodIsHeldToTheLocalLimitsOnEveryRule(t *testing.T) {
 	}
 	if got := counterValue(t, reg, "borda_ratelimit_store_errors_total", map[string]string{"reason": "breaker_open"}); got == 0 {
 		t.Fatal("the breaker never opened: the flood did not reach the degraded path")
+	}
+}
+
+// Fresh attack pass 8 R01: 20 concurrent requests whose store calls all
+// passed the deadline at once (a cold pool dialling a remote store) each
+// failed open, 20 of a limit of 1, before the breaker could count its 5
+// failures. Under local_while_open a failed call's pass is a budget of
+// breaker.failures until the store answers again; the requests past it
+// are decided in process. Every algorithm, 20 at once: at most the
+// budget plus the limit pass.
+func TestFailedCallsInFlightAtOnceSpendOneFailOpenBudget(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			store := &hangingStore{Store: NewMemoryStore(1), release: make(chan struct{}), entered: make(chan struct{}, 64)}
+			defer close(store.release)
+			rule := burstRule(1, time.Minute)
+			rule.Algorithm = alg
+			cfg := rulesConfig(rule)
+			cfg.BreakerFailures, cfg.BreakerOpenFor = 5, time.Hour
+			l, _ := newTestLimiter(t, cfg, testKS, store)
+			var passed atomic.Int64
+			var wg sync.WaitGroup
+			for range 20 {
+				wg.Go(func() {
+					if !l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.77"}).Blocked() {
+						passed.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if got, most := passed.Load(), int64(cfg.BreakerFailures)+1; got > most {
+				t.Errorf("%d of 20 concurrent requests passed a limit of 1 with the store timing out, want ≤ %d (the fail-open budget and the limit)", got, most)
+			}
+		})
 	}
 }

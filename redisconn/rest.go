@@ -18,6 +18,9 @@ func newREST(o Options, opt *redis.UniversalOptions) (redis.UniversalClient, err
 		return nil, fmt.Errorf("building the upstash rest client: %w", err)
 	}
 	opt.Addrs = []string{rc.Host()}
+	// restconn's connections are views of one HTTP client: there is no
+	// socket to keep warm (its HTTPS connections are dialled on demand).
+	opt.MinIdleConns = 0
 	opt.Dialer = restconn.Dialer(rc)
 	opt.Protocol = 2
 	return redis.NewClient(opt.Simple()), nil
