@@ -148,3 +148,30 @@ rate_limits:
 		}
 	}
 }
+
+// Fresh attack pass 8 Q01: the portal's verified JWT under a query key
+// that is no access_token spelling ("?token=", "?jwt=", "?auth=Bearer
+// <t>", "?access_token=Bearer <t>") reached a route that forwards no
+// session, with no other credential in the request. Through the real
+// binary: every pair whose value holds a JWS that verifies is removed,
+// whatever its key.
+func TestHostilePortalTokenUnderAnyQueryKeyReachesAThirdPartyRoute(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
+    path_prefix: /third
+    upstream: "`+up.URL+`"
+    cookies: {forward: []}
+`), "AUTH_JWT_SECRET="+identitySecret)
+	tok := identityToken(t, "u-third-anykey", 0)
+	for _, q := range []string{"token=" + tok + "&x=1", "x=1&jwt=" + tok, "x=1&auth=Bearer%20" + tok, "access_token=Bearer%20" + tok + "&x=1"} {
+		req := "GET /third/q?" + q + " HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+		resp, _, err := rawExchange(t, p.public, req, 10*time.Second)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%q: %v %v", q, resp, err)
+		}
+		seen := up.requests()
+		if got := seen[len(seen)-1].RequestURI; strings.Contains(got, tok) || !strings.HasSuffix(got, "?x=1") {
+			t.Errorf("%q: the third party got %q, want /third/q?x=1", q, got)
+		}
+	}
+}

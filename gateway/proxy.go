@@ -176,7 +176,7 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	cookies.ApplyRequest(h, rt.forward, ex.credential)
 	if !rt.session {
-		dropPortalCredential(out, ex)
+		p.s.dropPortalCredential(out, ex)
 	}
 }
 

@@ -169,31 +169,3 @@ func queryTokenPair(pair string) (string, bool) {
 	return v, true
 }
 
-// withoutQueryToken returns raw without the candidate pairs whose value is
-// token (the portal's verified credential), the other pairs and their
-// separators byte for byte.
-func withoutQueryToken(raw, token string) string {
-	if !mayHoldQueryToken(raw) {
-		return raw
-	}
-	var b strings.Builder
-	changed := false
-	for rest := raw; rest != ""; {
-		pair, next := nextQueryPair(rest)
-		sep := ""
-		if len(pair) < len(rest) {
-			sep = rest[len(pair) : len(pair)+1]
-		}
-		rest = next
-		if v, ok := queryTokenPair(pair); ok && v == token {
-			changed = true
-			continue
-		}
-		b.WriteString(pair)
-		b.WriteString(sep)
-	}
-	if !changed {
-		return raw
-	}
-	return strings.TrimRight(b.String(), "&;")
-}

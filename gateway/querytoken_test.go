@@ -198,9 +198,16 @@ func TestQueryTokenPairsSplitAsRack2AndPHPSplitThem(t *testing.T) {
 		"a=1&access_token%00x=T": "a=1",
 		"a=1;access_token=other": "a=1;access_token=other",
 		"[access_token]=T":       "",
+		// Any key (fresh attack pass 8 Q01), the token inside a value too.
+		"token=T&z=1":            "z=1",
+		"jwt=T":                  "",
+		"auth=Bearer%20T&z=1":    "z=1",
+		"access_token=Bearer+T":  "",
+		"a=1&id_token=%54":       "a=1",
+		"a=other&b=TT-not-exact": "a=other",
 	} {
-		if got := withoutQueryToken(raw, "T"); got != want {
-			t.Errorf("withoutQueryToken(%q) = %q, want %q", raw, got, want)
+		if got := withoutTokenValue(raw, "T"); got != want {
+			t.Errorf("withoutTokenValue(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -32,7 +33,8 @@ import (
 // key) passes untouched; so does every credential when no verifier is
 // configured (the gateway then cannot tell the portal's tokens from
 // others: docs/edge.md).
-func dropPortalCredential(out *http.Request, ex *exchange) {
+func (s *Server) dropPortalCredential(out *http.Request, ex *exchange) {
+	s.dropVerifiedValues(out, ex)
 	if ex.identity.Anonymous() {
 		return
 	}
@@ -49,18 +51,119 @@ func dropPortalCredential(out *http.Request, ex *exchange) {
 	if ex.credential.Bearer == token || ex.credential.Scheme == token {
 		delete(out.Header, "Authorization")
 	}
-	if q := withoutQueryToken(out.URL.RawQuery, token); q != out.URL.RawQuery {
+	if q := withoutTokenValue(out.URL.RawQuery, token); q != out.URL.RawQuery {
 		out.URL.RawQuery = q
 		out.URL.ForceQuery = false
 	}
 	if ex.formBody != nil {
-		if b := withoutQueryToken(string(ex.formBody), token); len(b) != len(ex.formBody) {
+		if b := withoutTokenValue(string(ex.formBody), token); len(b) != len(ex.formBody) {
 			out.Body = &replayedBody{Reader: bytes.NewReader([]byte(b)), body: &ex.body}
 			out.ContentLength = int64(len(b))
 			out.TransferEncoding = nil
 			out.GetBody = nil
 		}
 	}
+}
+
+// maxVerifiedValues bounds the JWS-shaped query and form values a request
+// to a route that forwards no session has verified (dropVerifiedValues):
+// each costs one signature check.
+const maxVerifiedValues = 4
+
+// dropVerifiedValues removes from the outbound query and form body every
+// pair whose value holds a JWS that verifies as the portal's token,
+// whatever its key ("?token=", "?jwt=", "?auth=Bearer <t>": fresh attack
+// pass 8 Q01), even when the request carries no other credential. At most
+// maxVerifiedValues words are verified; a request with more JWS-shaped
+// values keeps the others (they were sent by the client itself).
+func (s *Server) dropVerifiedValues(out *http.Request, ex *exchange) {
+	if s.verifier == nil {
+		return
+	}
+	checked := 0
+	drop := func(raw string) string {
+		for _, w := range jwsWords(raw) {
+			if checked >= maxVerifiedValues {
+				break
+			}
+			checked++
+			if _, ok := s.verifier.Verify(w); ok {
+				raw = withoutTokenValue(raw, w)
+			}
+		}
+		return raw
+	}
+	if q := drop(out.URL.RawQuery); q != out.URL.RawQuery {
+		out.URL.RawQuery = q
+		out.URL.ForceQuery = false
+	}
+	if ex.formBody != nil {
+		if b := drop(string(ex.formBody)); len(b) != len(ex.formBody) {
+			ex.formBody = []byte(b)
+			out.Body = &replayedBody{Reader: bytes.NewReader(ex.formBody), body: &ex.body}
+			out.ContentLength = int64(len(b))
+			out.TransferEncoding = nil
+			out.GetBody = nil
+		}
+	}
+}
+
+// jwsWords returns the distinct JWS-shaped words (three dot-separated
+// base64url parts) of the decoded values of raw, a query or a form.
+func jwsWords(raw string) []string {
+	if strings.Count(raw, ".") < 2 {
+		return nil
+	}
+	var out []string
+	for rest := raw; rest != ""; {
+		var pair string
+		pair, rest = nextQueryPair(rest)
+		_, v, _ := strings.Cut(pair, "=")
+		if dv, err := url.QueryUnescape(v); err == nil {
+			v = dv
+		}
+		for _, w := range strings.FieldsFunc(v, func(r rune) bool {
+			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.')
+		}) {
+			if strings.Count(w, ".") == 2 && !strings.HasPrefix(w, ".") && !strings.HasSuffix(w, ".") && !strings.Contains(w, "..") && !slices.Contains(out, w) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
+}
+
+// withoutTokenValue returns raw (a query or an urlencoded form) without
+// every pair whose value, decoded, holds token, whatever its key (fresh
+// attack pass 8 Q01: "?token=", "?jwt=", "?auth=Bearer%20<t>" and
+// "?access_token=Bearer%20<t>" reached the third party; only the
+// access_token spellings were removed). The other pairs and their
+// separators stay byte for byte.
+func withoutTokenValue(raw, token string) string {
+	if raw == "" || token == "" {
+		return raw
+	}
+	var b strings.Builder
+	changed := false
+	for rest := raw; rest != ""; {
+		pair, next := nextQueryPair(rest)
+		sep := ""
+		if len(pair) < len(rest) {
+			sep = rest[len(pair) : len(pair)+1]
+		}
+		rest = next
+		_, v, _ := strings.Cut(pair, "=")
+		if dv, err := url.QueryUnescape(v); (err == nil && strings.Contains(dv, token)) || strings.Contains(v, token) {
+			changed = true
+			continue
+		}
+		b.WriteString(pair)
+		b.WriteString(sep)
+	}
+	if !changed {
+		return raw
+	}
+	return strings.TrimRight(b.String(), "&;")
 }
 
 // sandboxOff, sandboxOn and sandboxAuto are the values of Route.Sandbox

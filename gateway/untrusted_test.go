@@ -150,6 +150,10 @@ func TestUntrustedRouteNeverReceivesThePortalsVerifiedCredential(t *testing.T) {
 		{"/mapas/t?a=%2F&access.token=" + tok, "", "/mapas/t?a=%2F", ""},
 		{"/mapas/t?ACCESS_TOKEN=" + tok + "&access_token[]=" + tok, "", "/mapas/t", ""},
 		{"/mapas/t?access_token=" + tok, "Authorization: Bearer " + tok, "/mapas/t", ""},
+		// Any key, no other credential (fresh attack pass 8 Q01).
+		{"/mapas/t?token=" + tok + "&z=1", "", "/mapas/t?z=1", ""},
+		{"/mapas/t?z=1&auth=Bearer%20" + tok, "", "/mapas/t?z=1", ""},
+		{"/mapas/t?jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.bm90LXZlcmlmaWVk", "", "/mapas/t?jwt=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.bm90LXZlcmlmaWVk", ""},
 		{"/mapas/t", "Authorization: Bearer third-party-key", "/mapas/t", "Bearer third-party-key"},
 		{"/mapas/t?access_token=third-party-key", "", "/mapas/t?access_token=third-party-key", ""},
 		{"/mapas/t", "Authorization: Basic dTpw", "/mapas/t", "Basic dTpw"},

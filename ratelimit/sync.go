@@ -338,6 +338,26 @@ func (s *syncer) round(ctx context.Context) (time.Time, int, error) {
 	return at, calls, err
 }
 
+// setReplicas records how many replicas the store counts (at least 1).
+// When more have joined, every key's lease is cut to what this replica
+// already spent of it: a lease taken while fewer replicas shared the key
+// (the whole limit, alone) is not a share of the new count, and the next
+// hit of each key asks the store for one (fresh attack pass 8 R02: a
+// replica that had been alone kept its whole lease when a second joined,
+// and the window passed 18 of a limit of 10). Fewer replicas keep their
+// leases: they are smaller than the new share. The caller holds no s.mu.
+func (s *syncer) setReplicas(n int64) {
+	n = max(n, 1)
+	if old := s.replicas.Swap(n); n <= old {
+		return
+	}
+	s.mu.Lock()
+	for _, k := range s.keys {
+		k.lease = min(k.lease, k.spent)
+	}
+	s.mu.Unlock()
+}
+
 // exchange sends the view of every dirty key (only: nil, or the keys
 // listed, dirty or not) and merges the answer, as round says; ask leases
 // anew (an ask's keys only). It returns the merged states by key (an
@@ -362,7 +382,7 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 			return nil, time.Time{}, 1, err
 		}
 		s.lastReg.Store(time.Now().UnixNano())
-		s.replicas.Store(max(replicas, 1))
+		s.setReplicas(replicas)
 		return nil, at, 1, nil
 	}
 	merged, at, calls, err := s.stream(ctx, ops, ask)
@@ -464,7 +484,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	if registered > 0 {
 		replicas = registered
 		s.lastReg.Store(time.Now().UnixNano())
-		s.replicas.Store(replicas)
+		s.setReplicas(replicas)
 	} else {
 		replicas = s.replicas.Load()
 	}
