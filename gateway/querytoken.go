@@ -168,4 +168,3 @@ func queryTokenPair(pair string) (string, bool) {
 	}
 	return v, true
 }
-
