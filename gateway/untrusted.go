@@ -97,6 +97,15 @@ func (s *Server) dropVerifiedValues(out *http.Request, ex *exchange) {
 		out.URL.RawQuery = q
 		out.URL.ForceQuery = false
 	}
+	// A Referer naming a portal page opened with ?access_token= carries
+	// the token too (fresh attack pass 8 Q02): cut it to its origin, as
+	// Referrer-Policy: strict-origin would have.
+	for _, ref := range out.Header.Values("Referer") {
+		if u, err := url.Parse(ref); err == nil && u.RawQuery != "" && drop(u.RawQuery) != u.RawQuery {
+			out.Header.Set("Referer", u.Scheme+"://"+u.Host+"/")
+			break
+		}
+	}
 	if ex.formBody != nil {
 		if b := drop(string(ex.formBody)); len(b) != len(ex.formBody) {
 			ex.formBody = []byte(b)

@@ -207,3 +207,28 @@ func TestUntrustedSetCookieIsConfinedToTheRoute(t *testing.T) {
 		}
 	}
 }
+
+// Fresh attack pass 8 Q02: a portal page opened with ?access_token=
+// sends its full URL as the Referer of a same-origin subrequest; a route
+// that forwards no session got the token there. Such a Referer is cut to
+// its origin; another Referer passes as sent.
+func TestUntrustedRouteNeverReceivesThePortalsTokenInTheReferer(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	mapas := under(testRoute(t, "mapas", up.URL), "/mapas")
+	mapas.Cookies.Forward = []cookies.Forward{}
+	h := newHarness(t, routes(mapas), withVerifier(t))
+	tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-q02", "exp": time.Now().Add(time.Hour).Unix()})
+	for ref, want := range map[string]string{
+		"https://portal.example.org/api/relatorio?access_token=" + tok: "https://portal.example.org/",
+		"https://portal.example.org/r?x=1&token=Bearer%20" + tok:      "https://portal.example.org/",
+		"https://portal.example.org/r?x=1":                             "https://portal.example.org/r?x=1",
+	} {
+		if res, body := rawGet(t, h, "/mapas/t", "Referer: "+ref); res.StatusCode != 200 {
+			t.Fatalf("%q: %d %s", ref, res.StatusCode, body)
+		}
+		if got := up.last(t).Header.Get("Referer"); got != want {
+			t.Errorf("Referer %q reached the third party as %q, want %q", ref, got, want)
+		}
+	}
+}
