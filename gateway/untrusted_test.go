@@ -221,7 +221,7 @@ func TestUntrustedRouteNeverReceivesThePortalsTokenInTheReferer(t *testing.T) {
 	tok := signHS256(t, testSecret, jwt.MapClaims{"sub": "u-q02", "exp": time.Now().Add(time.Hour).Unix()})
 	for ref, want := range map[string]string{
 		"https://portal.example.org/api/relatorio?access_token=" + tok: "https://portal.example.org/",
-		"https://portal.example.org/r?x=1&token=Bearer%20" + tok:      "https://portal.example.org/",
+		"https://portal.example.org/r?x=1&token=Bearer%20" + tok:       "https://portal.example.org/",
 		"https://portal.example.org/r?x=1":                             "https://portal.example.org/r?x=1",
 	} {
 		if res, body := rawGet(t, h, "/mapas/t", "Referer: "+ref); res.StatusCode != 200 {
