@@ -210,8 +210,7 @@ func checkStates(t *testing.T, what string, got, want []KeyState) {
 // interval for one IP: together they pass at most limit + (N − 1) × k in
 // the window (the overshoot bound of docs/rate-limiting.md,
 // "Synchronization"), and at least the limit less what leasing cannot
-// split among them (N − 1: the replicas register one after another here,
-// and each arrival cuts the leases taken before it).
+// split among them (N − 1).
 func TestSync_ThreeReplicasOvershootAtMostTheBound(t *testing.T) {
 	t.Parallel()
 	prefix := servicetest.KeyPrefix(t)
@@ -230,6 +229,24 @@ func TestSync_ThreeReplicasOvershootAtMostTheBound(t *testing.T) {
 		ls[i], _ = newTestLimiterWith(t, opts, ks, NewRedisStore(rdb))
 	}
 	ctx := context.Background()
+	// Every replica counts the others before the flood: an arrival during
+	// it cuts the leases taken before (TestSync_AReplicaJoiningCutsTheLeasesTakenAlone),
+	// which this test of the steady bound does not measure.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		all := true
+		for _, l := range ls {
+			if _, _, err := l.sync.round(ctx); err != nil {
+				t.Fatal(err)
+			}
+			all = all && l.sync.replicas.Load() == replicas
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replicas did not count each other")
+		}
+	}
 	s := Subject{Route: "portal", IP: "203.0.113.77"}
 	passed := 0
 	for interval := 0; interval < 3*limit/(replicas*k); interval++ {
