@@ -13,9 +13,10 @@ import (
 // costs 60 ms (a remote rediss:// store's handshakes), sync: 0, a rule of 1
 // per 30 s per IP: after one warm request, 20 concurrent requests each
 // needed a connection of their own, each outlived the 30 ms deadline, and
-// all 20 passed (fail-open), before the breaker's count of 5. Through the
-// real binary: at most breaker.failures (5) pass unchecked, plus the
-// limit decided in process.
+// all 20 passed (fail-open), before the breaker's count of 5 (and 11 with
+// a budget that every successful call between them refilled). Through
+// the real binary: at most breaker.failures (5) pass unchecked per
+// breaker.open_for, plus the limit in the store and in process.
 func TestHostileColdPoolBurstPassesTheLimitFailingOpen(t *testing.T) {
 	redisURL := servicetest.RedisURL(t)
 	target := strings.TrimPrefix(redisURL, "redis://")
@@ -50,7 +51,9 @@ rate_limits:
 		t.Fatal("warm request failed")
 	}
 	passed, _ := concurrentBurst(t, []*process{p}, "one", "203.0.113.201", 20)
-	if passed > 5+1 {
-		t.Errorf("%d of 20 concurrent requests passed a limit of 1 on a cold pool, want ≤ 6 (breaker.failures unchecked, then the limit in process)", passed)
+	// breaker.failures (5) unchecked, the limit once in the store (a call
+	// that made it) and once in process (the calls past the budget).
+	if passed > 5+1+1 {
+		t.Errorf("%d of 20 concurrent requests passed a limit of 1 on a cold pool, want ≤ 7 (breaker.failures unchecked, then the limit in the store and in process)", passed)
 	}
 }

@@ -54,11 +54,10 @@ type Limiter struct {
 	skew atomic.Int64
 
 	probing atomic.Bool // Start runs the breaker probe off the request path
-	// unchecked counts the requests let through on a failed call since
-	// the store last answered (fallback's fail-open budget).
-	unchecked atomic.Int64
-	failOpen  int64        // the budget: breaker.failures
-	lastLog   atomic.Int64 // unix ns of the last store-error log line
+	// failOpen is fallback's budget of requests let through unchecked on
+	// a failed call (failOpenBudget).
+	failOpen failOpenBudget
+	lastLog  atomic.Int64 // unix ns of the last store-error log line
 
 	bg startstop.Runner // the relax poller, the breaker probe and the sync rounds (background.go)
 
@@ -122,7 +121,7 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		memory:    memory,
 		local:     NewMemoryStore(0),
 		onError:   opts.OnStoreError,
-		failOpen:  int64(max(opts.BreakerFailures, 1)),
+		failOpen:  failOpenBudget{size: float64(max(opts.BreakerFailures, 1)), per: max(opts.BreakerOpenFor, time.Second)},
 		timeout:   opts.Timeout,
 		relaxPoll: opts.RelaxPoll,
 		deny:      newDenyCache(opts.DenyCacheSize),
@@ -263,7 +262,6 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 			at, err = l.hitStore(ctx, hits, counts)
 			if err == nil {
 				observeHits(hits, counts) // the sync rounds count theirs (observeSync)
-				l.unchecked.Store(0)      // the store answers: the fail-open budget is whole again
 			}
 		}
 		if err != nil {
@@ -348,14 +346,14 @@ func (r *rule) evaluate(d *Decision, c Count, observeLimit int64) {
 // cannot switch limiting off; otherwise every rule fails open.
 //
 // Under local_while_open, "one failed call passes" is a budget, not a
-// rate: at most breaker.failures requests pass unchecked until the store
-// answers again; the rest, however many are in flight at once, are
-// decided in process (fresh attack pass 8 R01: 20 concurrent requests
+// rate: at most breaker.failures requests pass unchecked per
+// breaker.open_for (failOpenBudget); the rest, however many are in flight
+// at once, are decided in process (fresh attack pass 8 R01: 20 concurrent requests
 // whose calls all timed out at once passed a limit of 1 before the
 // breaker could count 5).
 func (l *Limiter) fallback(rules []*rule, ds []Decision, hits []Hit, pending []int, breakerOpen bool) {
 	local := l.onError.decidesLocally(breakerOpen)
-	if !local && l.onError == LocalWhileOpen && l.unchecked.Add(1) > l.failOpen {
+	if !local && l.onError == LocalWhileOpen && !l.failOpen.take(l.now()) {
 		local = true
 	}
 	for j, i := range pending {

@@ -49,7 +49,6 @@ func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hi
 		l.fallback(rules, ds, dh, dp, breakerRefused(err))
 	} else {
 		observeHits(dh, dc)
-		l.unchecked.Store(0)
 		for n, j := range direct {
 			counts[j] = dc[n]
 		}
