@@ -118,16 +118,10 @@ func (s *Server) identifyFormToken(w http.ResponseWriter, r *http.Request, ex *e
 		s.findPortalFormToken(raw, ex)
 		return true
 	}
-	var token string
-	for _, v := range queryTokenValues(raw) {
-		switch {
-		case v == "" || v == token:
-		case token != "":
-			s.refuseCredential(w, r, ex, problemConflictingCredentials)
-			return false
-		default:
-			token = v
-		}
+	token, ok := oneTokenValue(raw)
+	if !ok {
+		s.refuseCredential(w, r, ex, problemConflictingCredentials)
+		return false
 	}
 	switch {
 	case token == "":

@@ -26,16 +26,10 @@ func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *
 	if !mayHoldQueryToken(raw) {
 		return true
 	}
-	var token string
-	for _, v := range queryTokenValues(raw) {
-		switch {
-		case v == "" || v == token:
-		case token != "":
-			s.refuseCredential(w, r, ex, problemConflictingCredentials)
-			return false
-		default:
-			token = v
-		}
+	token, ok := oneTokenValue(raw)
+	if !ok {
+		s.refuseCredential(w, r, ex, problemConflictingCredentials)
+		return false
 	}
 	ex.queryCandidate = token
 	switch {
@@ -51,6 +45,22 @@ func (s *Server) identifyQueryToken(w http.ResponseWriter, r *http.Request, ex *
 		}
 	}
 	return true
+}
+
+// oneTokenValue returns the one non-empty value of raw's candidate pairs
+// (queryTokenValues: a query or an urlencoded form), "" when there is
+// none; ok is false when two differ (two credentials for one slot).
+func oneTokenValue(raw string) (token string, ok bool) {
+	for _, v := range queryTokenValues(raw) {
+		switch {
+		case v == "" || v == token:
+		case token != "":
+			return "", false
+		default:
+			token = v
+		}
+	}
+	return token, true
 }
 
 // mayHoldQueryToken is the allocation-free precheck: a query can hold a
