@@ -29,8 +29,10 @@ type Forward struct {
 	// last rung a failure goes to the DLQ. Each delay keeps its text as
 	// written, which names its retry queue ("<queue>-retry-60m").
 	RetryDelays []Delay `yaml:"retry_delays"`
-	// Breaker opens after Failures consecutive failures for OpenFor
-	// (default 10, 30s); while open nothing is consumed.
+	// Breaker opens after Failures consecutive counted failures for
+	// OpenFor (default 10, 30s); while open nothing is consumed. A 500-like
+	// answer counts only once two sources' events failed in a row
+	// (docs/forwarder.md, "What the breaker counts").
 	Breaker Breaker `yaml:"breaker"`
 	// LeaseTTL is the TTL of the "processing" idempotency key (default 3 ×
 	// timeout); it must exceed Timeout.

@@ -100,6 +100,46 @@ func TestHostileAttackWebhookTokenInTheWrongPlaceIsNotLogged(t *testing.T) {
 	}
 }
 
+// TestHostileWebhookTokenGluedToOtherCharactersIsNotLogged (fresh attack
+// pass 8, L02): a provider or a careless operator that glues the token to
+// other characters in a path segment ("/webhooks/whatsapp/xTOKEN",
+// "token=TOKEN", "TOKEN.json") gets 401 or 404, and the access log printed
+// the segment whole: it is no configured token, and the gateway holds
+// only the tokens' digests. Under a source's path every segment that is
+// neither a token marker nor an event name is now "[redacted]".
+func TestHostileWebhookTokenGluedToOtherCharactersIsNotLogged(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "", "webhook:\n  path: /webhooks/whatsapp\n"),
+		"WEBHOOK_TOKENS="+attackWebhookToken)
+	const body = `{"instance":"i","event":"e","data":{"key":{"id":"A1"}}}`
+	targets := []string{
+		"/webhooks/whatsapp/x" + attackWebhookToken,
+		"/webhooks/whatsapp/token=" + attackWebhookToken,
+		"/webhooks/whatsapp/" + attackWebhookToken + ".json",
+		"/webhooks/whatsapp/messages-upsert/" + attackWebhookToken + ",1",
+		"/webhooks/whatsapp;v=1/t" + attackWebhookToken,
+	}
+	for _, target := range targets {
+		raw := "POST " + target + " HTTP/1.1\r\nHost: gw.example.org\r\nContent-Type: application/json\r\n" +
+			"Content-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+		resp, got, err := rawExchange(t, p.public, raw, 10*time.Second)
+		if err != nil {
+			t.Fatalf("POST %s: %v", target, err)
+		}
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("POST %s: 200 %q, want a refusal", target, got)
+		}
+	}
+	p.stop(t) // SIGTERM writes every pending log line
+	logs := p.logs.String()
+	if n := strings.Count(logs, `"route":"webhook"`); n < len(targets) {
+		t.Fatalf("%d webhook access log lines, want %d:\n%s", n, len(targets), logs)
+	}
+	if strings.Contains(logs, attackWebhookToken) {
+		t.Fatalf("the webhook token is in the logs:\n%s", logs)
+	}
+}
+
 // attackCookieSpellings are names a browser stores and sends back as they
 // are, and that PHP ($_COOKIE) or Rack read as olp_auth: escapes decoded,
 // '+' a space, ' ', '.' and '[' as '_'.

@@ -42,6 +42,12 @@ type Breaker struct {
 	// logged at warn, the open/half-open pairs in between at debug, and
 	// the forwarder's summary line (summary.go) reports it while it lasts.
 	outage *outagelog.Outage
+
+	// run is the current run of answered failures (failure.go); sources is
+	// how many sources are configured (more than one: one source's
+	// answered failures alone do not count).
+	run     answeredRun
+	sources int
 }
 
 // BreakerStatus is what the operator page shows of a Breaker
@@ -59,9 +65,12 @@ type BreakerStatus struct {
 	OpenedBy      string
 }
 
-func newBreaker(failures int, openFor time.Duration, clk clock.Clock, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
+// newBreaker builds the forwarder's breaker; sources is how many sources
+// are configured (Options.Sources), which decides whether one source's
+// answered failures count (failure.go).
+func newBreaker(failures int, openFor time.Duration, sources int, clk clock.Clock, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
 	clk = clock.Or(clk)
-	b := &Breaker{opened: make(chan struct{}, 1), clock: clk, since: clk.Now(),
+	b := &Breaker{opened: make(chan struct{}, 1), clock: clk, since: clk.Now(), sources: sources,
 		outage: outagelog.New(log, outagelog.Options{ForKey: "open_for", CountKey: "probes", Clock: clk})}
 	b.cb = breaker.New(breaker.Options{
 		Failures:   failures,
@@ -72,6 +81,7 @@ func newBreaker(failures int, openFor time.Duration, clk clock.Clock, gauge prom
 			gauge.Set(stateValue(to))
 			b.mu.Lock()
 			b.since = clk.Now()
+			b.run = answeredRun{}
 			if to == breaker.StateOpen {
 				b.openedBy = b.lastFailure
 			}

@@ -226,7 +226,7 @@ func New(opts Options) (*Forwarder, error) {
 		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL, opts.LegacySource),
 		poster:  newPoster(client, f),
 		policy:  Policy{Delays: delays},
-		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, opts.Clock, m.breaker, log),
+		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, len(f.Sources), opts.Clock, m.breaker, log),
 		pub:     pub,
 		m:       m,
 		log:     log,

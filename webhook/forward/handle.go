@@ -77,6 +77,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 	f.m.postTime.Observe(time.Since(start).Seconds())
 	switch res.Kind {
 	case Delivered:
+		f.breaker.answered()
 		done(nil)
 		var wasDead bool
 		ok, err := w.settle(ctx, "forwarded", env.ID, func(ctx context.Context) (bool, error) {
@@ -105,12 +106,13 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		f.m.attempts.Observe(float64(failures + 1))
 		log.Debug("event delivered", "status", res.Status, "attempt", failures+1)
 	case Permanent:
+		f.breaker.answered()
 		done(nil) // the endpoint is up; it refused this event
 		log.Warn("legacy endpoint rejected the event", "status", res.Status)
 		w.deadLetter(ctx, d, env, letter{reason: "rejected by the legacy endpoint", class: res.Class, status: res.Status, excerpt: res.Excerpt, failures: failures + 1}, lease)
 	default:
 		f.breaker.failed(breakerReason(res), f.now())
-		done(errFailed)
+		done(f.breaker.outcome(res, env.Source))
 		w.retry(ctx, d, env, failures+1, res, lease)
 	}
 }

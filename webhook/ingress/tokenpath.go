@@ -195,17 +195,14 @@ func redactTokenPath(p string, bases [][]string, paths []string) string {
 			continue
 		}
 		clean := strings.IndexByte(p, ';') < 0 && !strings.Contains(p, "//") && p[:len(p)-len(rest)] == paths[n]
-		if clean && !hasTokenMarker(rest) {
+		if clean && !hasTokenMarker(rest) && onlyEventNames(rest) {
 			return p // the common case, without allocating
 		}
 		segs := strings.Split(rest, "/")
 		marked := tokenSegments(segs)
-		if marked == nil && clean {
-			return p
-		}
 		for k, s := range segs {
 			switch {
-			case marked != nil && marked[k]:
+			case marked != nil && marked[k], opaque(s):
 				segs[k] = redactedSegment
 			case strings.IndexByte(s, ';') >= 0:
 				segs[k] = paramless(s) + ";" + redactedSegment
@@ -214,6 +211,29 @@ func redactTokenPath(p string, bases [][]string, paths []string) string {
 		return paths[n] + strings.Join(segs, "/")
 	}
 	return p
+}
+
+// opaque reports whether a segment under a source's path is neither a
+// token marker nor an event name: the ingress serves no such path, and
+// it may hold a token glued to other characters ("xTOKEN", "TOKEN,1",
+// "token=TOKEN": fresh attack pass 8 L02), which the digests of the
+// configured tokens cannot find. Such a segment is never logged.
+func opaque(seg string) bool {
+	seg = paramless(seg)
+	return seg != "" && !tokenMarker(seg) && !eventName(seg)
+}
+
+// onlyEventNames reports whether no segment of rest is opaque, without
+// allocating.
+func onlyEventNames(rest string) bool {
+	for rest != "" {
+		var seg string
+		seg, rest, _ = strings.Cut(rest, "/")
+		if opaque(seg) {
+			return false
+		}
+	}
+	return true
 }
 
 // hasTokenMarker reports whether a segment of rest is a tokenMarker,
@@ -238,7 +258,9 @@ func hasTokenMarker(rest string) bool {
 // "/webhooks/whatsapp;x/t/abc", "/webhooks/whatsapp/.t/abc",
 // "/webhooks/whatsapp/T;x/abc" and "/Webhooks/WhatsApp/t/abc". Other paths
 // are returned unchanged. (Query strings carry ?token= too: never log
-// them.)
+// them.) Under a source's path every segment that is neither a token
+// marker nor an event name is "[redacted]" as well (opaque): a token
+// glued to other characters cannot be found by its digest.
 //
 // Beyond those spellings, every segment of any path that is a configured
 // token (whole, without its ";params", or with dots and spaces around it

@@ -85,6 +85,49 @@ func TestRedactPathEverySpelling(t *testing.T) {
 	}
 }
 
+// TestRedactPathNeverLogsATokenGluedToOtherCharacters is fresh attack pass
+// 8's L02: a token glued to other characters in a segment under a source's
+// path ("/webhooks/whatsapp/xTOKEN", "token=TOKEN", "TOKEN,1") is not a
+// configured token, and the ingress holds only the tokens' digests, so it
+// reached the access log whole. Every segment under a source's path that
+// is neither a token marker nor an event name is now redacted, in every
+// position and base spelling; event names are kept.
+func TestRedactPathNeverLogsATokenGluedToOtherCharacters(t *testing.T) {
+	t.Parallel()
+	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+	u := NewUnconfigured([]string{"/webhooks/whatsapp"}, nil)
+	glued := []string{"x" + spelledToken, spelledToken + "x", "token=" + spelledToken, spelledToken + ",1",
+		"Bearer%20" + spelledToken, spelledToken + "%00", "t" + spelledToken, spelledToken + "~", "(" + spelledToken + ")",
+		"7" + spelledToken + "7", spelledToken + ".json", "a" + spelledToken + ";b"}
+	n := 0
+	for _, base := range []string{"/webhooks/whatsapp", "/webhooks/whatsapp;x", "/Webhooks/WhatsApp"} {
+		for _, g := range glued {
+			for _, shape := range []string{"/%s", "/%s/messages-upsert", "/messages-upsert/%s", "/t/abc/%s", "/%s/t/abc", "//%s"} {
+				p := base + strings.Replace(shape, "%s", g, 1)
+				for name, redact := range map[string]func(string) string{"ingress": i.RedactPath, "unconfigured": u.RedactPath} {
+					if got := redact(p); strings.Contains(got, spelledToken) {
+						t.Errorf("%s: RedactPath(%q) = %q keeps the glued token", name, p, got)
+						if n++; n > 20 {
+							t.FailNow()
+						}
+					}
+				}
+			}
+		}
+	}
+	for in, want := range map[string]string{
+		"/webhooks/whatsapp/messages-upsert":     "/webhooks/whatsapp/messages-upsert",
+		"/webhooks/whatsapp/CONNECTION_UPDATE":   "/webhooks/whatsapp/CONNECTION_UPDATE",
+		"/webhooks/whatsapp/x" + spelledToken:    "/webhooks/whatsapp/[redacted]",
+		"/webhooks/whatsapp/messages-upsert/42":  "/webhooks/whatsapp/messages-upsert/[redacted]",
+		"/api/alunos/x" + spelledToken + "/nota": "/api/alunos/x" + spelledToken + "/nota", // not under a source: documented residual
+	} {
+		if got := i.RedactPath(in); got != want {
+			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestIngressServesParamSpellingAsTheRouterMatchesIt: the gateway's router
 // sends "/webhooks/whatsapp;x/t/TOKEN" to the ingress; the ingress
 // matches it the same way (it answered 404), and an event segment that
@@ -117,6 +160,18 @@ func FuzzRedactPath(f *testing.F) {
 		src, rest := matchSource(i.sources, p)
 		if src == nil {
 			return
+		}
+		// Under a source's path nothing but the source's own segments,
+		// token markers, event names and "[redacted]" is logged (L02).
+		if out := i.RedactPath(p); !strings.HasPrefix(out, src.path) {
+			t.Fatalf("RedactPath(%q) = %q does not start with the source's path", p, out)
+		} else {
+			for _, seg := range strings.Split(strings.TrimPrefix(out, src.path), "/") {
+				seg, _, _ = strings.Cut(seg, ";")
+				if seg != "" && seg != redactedSegment && !tokenMarker(seg) && !eventName(seg) {
+					t.Fatalf("RedactPath(%q) = %q keeps the opaque segment %q", p, out, seg)
+				}
+			}
 		}
 		tg := parseTarget(rest, "")
 		if tg.pathToken == "" {

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+)
+
+// TestHostile_OneSourcesPoisonEventsDoNotPauseTheOtherSources (fresh
+// attack pass 8, F01) tries it on the real binaries: the holder of one
+// source's token sends events the legacy endpoint answers 500 to (it
+// crashes on their payload). They opened the forwarder's breaker (3
+// failures, open for an hour here) and every other source's deliveries
+// waited. Now the other source's events are delivered while the poison is
+// still being retried, and the breaker never opens.
+func TestHostile_OneSourcesPoisonEventsDoNotPauseTheOtherSources(t *testing.T) {
+	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
+	n := newNames(t)
+	t.Cleanup(func() { n.deleteTopology(t, amqpURL) })
+
+	var mu sync.Mutex
+	poisonPOSTs, good := 0, 0
+	legacy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if strings.Contains(string(b), "boom") {
+			poisonPOSTs++
+			w.WriteHeader(http.StatusInternalServerError)
+			io.WriteString(w, "Fatal error: Undefined index: text")
+			return
+		}
+		good++
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(legacy.Close)
+
+	config := fmt.Sprintf(`environment: development
+listen: "{LISTEN}"
+admin_listen: "{ADMIN}"
+redis:
+  url: %q
+  key_prefix: %q
+amqp:
+  url: %q
+routes:
+  - name: alpha
+    upstream: "http://127.0.0.1:9"
+telemetry:
+  enabled: false
+webhook:
+  path: /webhooks/whatsapp
+  exchange: %q
+  routing_key: %q
+  sources:
+    - name: zapster
+      path: /webhooks/zapster
+forward:
+  queue: %q
+  events_queue: ""
+  dlq: %q
+  retry_delays: [1s, 2s]
+  url: %q
+  prefetch: 1
+  breaker:
+    failures: 3
+    open_for: 1h
+`, redisURL, n.prefix, amqpURL, n.exchange, n.routingKey, n.queue, n.dlq, legacy.URL+"/legacy")
+	env := []string{"WEBHOOK_TOKENS=e2e-token", "LEGACY_WEBHOOK_HMAC_SECRET=e2e-secret"}
+	srv := startServe(t, config, env...)
+	path := filepath.Join(t.TempDir(), "forward.yaml")
+	if err := os.WriteFile(path, []byte(strings.NewReplacer("{LISTEN}", freePort(t), "{ADMIN}", freePort(t)).Replace(config)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fwd := startForward(t, path, env...)
+	waitReady(t, srv.public+"/readyz/webhook")
+
+	post := func(src, body string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.public+"/webhooks/"+src, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer e2e-token")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("POST to %s = %d %s", src, resp.StatusCode, b)
+		}
+	}
+	const poison, goodEvents = 6, 3
+	for i := range poison {
+		post("zapster", fmt.Sprintf(`{"boom":%d}`, i))
+	}
+	for i := range goodEvents {
+		post("whatsapp", fmt.Sprintf(`{"ok":%d}`, i))
+	}
+	eventually(t, 30*time.Second, "the other source's events delivered after the poison failed more often than breaker.failures", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return good == goodEvents && poisonPOSTs >= poison
+	})
+	if logs := fwd.logs.String(); strings.Contains(logs, "forward breaker opened") {
+		t.Errorf("one source's poison events opened the breaker:\n%s", logs)
+	}
+}
