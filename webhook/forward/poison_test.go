@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/olp-edu/borda/webhook/topology"
 	"github.com/olp-edu/borda/webhook/envelope"
+	"github.com/olp-edu/borda/webhook/topology"
 )
 
 // TestForward_OneSourcesPoisonEventsDoNotPauseTheOtherSources is fresh
