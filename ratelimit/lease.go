@@ -61,9 +61,9 @@ func allowed(h Hit, c Count) bool {
 }
 
 // spentCount is the refusal of a hit whose replica's share of s (the
-// store's state as just read) is 0: the wait is until the store could
-// lease one more request to every replica, at least the time one request
-// takes to come back (period / limit); for a fixed window, the window's
+// store's state as just read) is 0: for a sliding window or GCRA the wait
+// is the time one request takes to come back (period / limit), after
+// which the next ask may be leased it; for a fixed window, the window's
 // end.
 func spentCount(h Hit, s KeyState, now time.Time) Count {
 	step := max(h.Period/time.Duration(max(h.Limit, 1)), time.Millisecond)
