@@ -262,12 +262,11 @@ func TestCloseGivesUpOnAStalledOutput(t *testing.T) {
 					t.Fatal("no background write reached the output within 10 s")
 				}
 			}
-			start := time.Now()
+			// ErrCloseTimeout comes only from Close's CloseTimeout timer:
+			// it proves Close gave up on the stalled output (a Close that
+			// waited for it would block here until the test's timeout).
 			if err := w.Close(); !errors.Is(err, ErrCloseTimeout) {
 				t.Errorf("Close = %v, want ErrCloseTimeout", err)
-			}
-			if took := time.Since(start); took > 5*time.Second {
-				t.Errorf("Close took %v on a stalled output", took)
 			}
 			// Writes after a Close that gave up still never block.
 			done := make(chan struct{})
