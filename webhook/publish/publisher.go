@@ -257,7 +257,18 @@ func (p *Publisher) Ready() error {
 	if since := stalledFor(p.chans); since > p.confirmTimeout {
 		return fmt.Errorf("%w: a confirm has been outstanding for %s", ErrBrokerUnavailable, since.Round(time.Millisecond))
 	}
+	if g, ok := p.guard.(unreadGuard); ok {
+		if qs := g.Unread(); len(qs) > 0 {
+			return fmt.Errorf("%w: the queue guard never read the effective settings of %s", ErrQueueMayDrop, strings.Join(qs, ", "))
+		}
+	}
 	return nil
+}
+
+// unreadGuard is a Guard that can name the queues whose settings it never
+// read (webhook/queueguard): while one is, the publisher is not ready.
+type unreadGuard interface {
+	Unread() []string
 }
 
 // Degraded returns nil when the last topology declare succeeded with the

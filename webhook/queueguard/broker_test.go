@@ -84,12 +84,12 @@ func TestHostileDropHeadPolicyIsRefusedBeforeTheQueueDrops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	g.Start(ctx) // the publisher is not ready before the guard read every queue
 	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
 	defer wcancel()
 	if err := p.WaitReady(wctx); err != nil {
 		t.Fatal(err)
 	}
-	g.Start(ctx)
 	if err := n.SetPolicy("atk-maxlen", "^(fwd|dlq)$", `{"max-length":20,"overflow":"drop-head"}`); err != nil {
 		t.Fatal(err)
 	}

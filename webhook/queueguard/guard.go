@@ -73,6 +73,9 @@ type Guard struct {
 	// anyUnguarded is true while some queue is unguarded: the fast path of
 	// Admit when none is.
 	anyUnguarded atomic.Bool
+	// allRead is true once every queue's settings were read at least once:
+	// until then a publish reaching an unread queue is refused (refusal).
+	allRead atomic.Bool
 	readOnce     chan struct{} // closed after the first round
 	once         sync.Once
 }
@@ -172,13 +175,15 @@ func (g *Guard) Check(ctx context.Context) time.Duration {
 		}
 		q.mu.Unlock()
 	}
-	any := false
+	any, all := false, true
 	for _, q := range g.queues {
 		q.mu.Lock()
 		any = any || q.unguarded
+		all = all && q.read
 		q.mu.Unlock()
 	}
 	g.anyUnguarded.Store(any)
+	g.allRead.Store(all)
 	g.once.Do(func() { close(g.readOnce) })
 	return next
 }
@@ -242,7 +247,11 @@ func (g *Guard) record(q *queueState, info QueueInfo, err error) {
 		}
 		if msg := err.Error(); msg != q.readErr {
 			q.readErr = msg
-			g.logger.Warn("cannot read a queue's effective settings from the RabbitMQ management API; keeping the last ones", "queue", q.Name, "error", msg)
+			if q.read {
+				g.logger.Warn("cannot read a queue's effective settings from the RabbitMQ management API; keeping the last ones", "queue", q.Name, "error", msg)
+			} else {
+				g.logger.Error("cannot read a queue's effective settings from the RabbitMQ management API, and they were never read: publishes routed to it answer 503 QUEUE_MAY_DROP and /readyz/webhook is not ready until they are (check amqp.management_url and its credentials; docs/reliability.md, \"Length limits refuse, never drop\")", "queue", q.Name, "error", msg)
+			}
 		}
 		return
 	}
@@ -302,7 +311,7 @@ func (g *Guard) Admit(exchange, key string, size int) error {
 			q.mu.Unlock()
 		}
 	}()
-	if g.anyUnguarded.Load() {
+	if g.anyUnguarded.Load() || !g.allRead.Load() {
 		for _, q := range reach {
 			if err := q.refusal(int64(size)); err != nil {
 				return err
@@ -329,6 +338,18 @@ func (q *queueState) reached(exchange, key string) bool {
 // refusal returns the publish.ErrQueueMayDrop refusal of one more message
 // of size bytes to q, or nil. q.mu is held.
 func (q *queueState) refusal(size int64) error {
+	if !q.read {
+		// Never read (a wrong management URL or credentials, the API
+		// down since the start, a queue without statistics yet): whether
+		// a policy lets it drop is not known, so no 200 rests on it
+		// (fresh attack pass 9, W01: a drop-head policy and an API
+		// answering 401 lost 5 of 8 acknowledged events).
+		why := "not answered yet"
+		if q.readErr != "" {
+			why = q.readErr
+		}
+		return fmt.Errorf("%w: %s (its effective settings were never read from the RabbitMQ management API: %s)", publish.ErrQueueMayDrop, q.Name, why)
+	}
 	if !q.unguarded {
 		return nil
 	}
@@ -363,6 +384,26 @@ func (g *Guard) Unguarded() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Unread names the queues whose effective settings were never read, each
+// with the last read's failure, sorted: while one is, publishes reaching
+// it are refused and the publisher is not ready (publish.Ready).
+func (g *Guard) Unread() []string {
+	var out []string
+	for _, q := range g.queues {
+		q.mu.Lock()
+		if !q.read {
+			why := "not answered yet"
+			if q.readErr != "" {
+				why = q.readErr
+			}
+			out = append(out, q.Name+" ("+why+")")
+		}
+		q.mu.Unlock()
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Settings returns queue's last read settings and whether it was read.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/olp-edu/borda/webhook/publish"
@@ -128,7 +129,9 @@ func TestGuardRefusesBeforeTheLimitOfAnUnguardedQueue(t *testing.T) {
 // last settings and the counts grow; errors never carry the password.
 func TestGuardKeepsTheLastSettingsWhenTheAPIFails(t *testing.T) {
 	api := &fakeAPI{answers: map[string]string{
-		"fwd": answer("fwd", "quorum", `{"x-overflow":"reject-publish"}`, `{"max-length":20,"overflow":"drop-head"}`, 0),
+		"fwd":    answer("fwd", "quorum", `{"x-overflow":"reject-publish"}`, `{"max-length":20,"overflow":"drop-head"}`, 0),
+		"events": answer("events", "quorum", `{"x-overflow":"reject-publish"}`, `{}`, 0),
+		"dlq":    answer("dlq", "quorum", `{"x-overflow":"reject-publish"}`, `{}`, 0),
 	}}
 	g := newTestGuard(t, api)
 	g.Check(context.Background())
@@ -176,4 +179,86 @@ func admitAll(g *Guard) int {
 		n++
 	}
 	return n
+}
+
+// TestGuardRefusesEveryPublishToAQueueItNeverRead is fresh attack pass 9's
+// W01: with a management API the guard could never read (wrong
+// credentials: 401; a wrong vhost or a deleted queue: 404; the API down;
+// an answer that is not the API's), it admitted every publish, and a
+// drop-head policy dropped 5 of 8 acknowledged events while /readyz said
+// ready. Now a queue whose settings were never read refuses every publish
+// that reaches it (ErrQueueMayDrop, naming the failure), the publisher is
+// not ready (Unread), and the first good read admits again.
+func TestGuardRefusesEveryPublishToAQueueItNeverRead(t *testing.T) {
+	guarded := `{"x-queue-type":"quorum","x-overflow":"reject-publish"}`
+	good := map[string]string{
+		"fwd":    answer("fwd", "quorum", guarded, `{}`, 0),
+		"events": answer("events", "quorum", guarded, `{}`, 0),
+		"dlq":    answer("dlq", "quorum", guarded, `{}`, 0),
+	}
+	for _, tc := range []struct {
+		name string
+		api  http.HandlerFunc
+		want string
+	}{
+		{"401", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "Not_Authorized", http.StatusUnauthorized) }, "HTTP 401"},
+		{"404", http.NotFound, "does not know the queue"},
+		{"500", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "boom", http.StatusInternalServerError) }, "HTTP 500"},
+		{"not the API", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("<html>login</html>")) }, "invalid character"},
+		{"down", nil, "connect"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var healthy atomic.Bool
+			api := &fakeAPI{answers: good}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if healthy.Load() || tc.api == nil {
+					api.ServeHTTP(w, r)
+					return
+				}
+				tc.api(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			u := srv.URL
+			if tc.api == nil { // a port nothing listens on
+				down := httptest.NewServer(http.NotFoundHandler())
+				u = down.URL
+				down.Close()
+			}
+			g, err := New(Options{ManagementURL: u + "/prefix/", Vhost: "v/1", Queues: []Queue{
+				{Name: "fwd", Routes: []Route{{Exchange: "ex", Binding: "a.b.legacy"}}},
+				{Name: "events", Routes: []Route{{Exchange: "ex", Binding: "a.b.#"}}},
+				{Name: "dlq", Routes: []Route{{Exchange: "dlx", Binding: "dlq"}}},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Before any read, and after each failed one.
+			for round := range 3 {
+				if round > 0 {
+					g.Check(context.Background())
+				}
+				err := g.Admit("ex", "a.b.legacy", 10)
+				if !errors.Is(err, publish.ErrQueueMayDrop) {
+					t.Fatalf("round %d: Admit = %v, want ErrQueueMayDrop", round, err)
+				}
+				if round > 0 && !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("round %d: Admit = %v, want it to name %q", round, err, tc.want)
+				}
+				if got := g.Unread(); len(got) != 3 {
+					t.Errorf("round %d: Unread = %v, want the three queues", round, got)
+				}
+			}
+			if tc.api == nil {
+				return
+			}
+			healthy.Store(true)
+			g.Check(context.Background())
+			if err := g.Admit("ex", "a.b.legacy", 10); err != nil {
+				t.Errorf("after a good read: Admit = %v", err)
+			}
+			if got := g.Unread(); len(got) != 0 {
+				t.Errorf("after a good read: Unread = %v", got)
+			}
+		})
+	}
 }
