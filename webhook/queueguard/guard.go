@@ -75,9 +75,9 @@ type Guard struct {
 	anyUnguarded atomic.Bool
 	// allRead is true once every queue's settings were read at least once:
 	// until then a publish reaching an unread queue is refused (refusal).
-	allRead atomic.Bool
-	readOnce     chan struct{} // closed after the first round
-	once         sync.Once
+	allRead  atomic.Bool
+	readOnce chan struct{} // closed after the first round
+	once     sync.Once
 }
 
 // queueState is one queue's last read and what was published since.
