@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,53 @@ func TestHostilePortalTokenUnderAnyQueryKeyReachesAThirdPartyRoute(t *testing.T)
 		seen := up.requests()
 		if got := seen[len(seen)-1].RequestURI; strings.Contains(got, tok) || !strings.HasSuffix(got, "?x=1") {
 			t.Errorf("%q: the third party got %q, want /third/q?x=1", q, got)
+		}
+	}
+}
+
+// TestHostilePortalTokenEncodedOrAsAKeyReachesAThirdPartyRoute (fresh
+// attack pass 9, U01-U04, U07) on the real binary: the portal's token
+// with its dots written %2E (every parser decodes it back), as a bare
+// query key ("?<token>", PHP's QUERY_STRING), after five JWS-shaped decoys
+// that spent the verification budget, and in a Referer behind such
+// decoys: none reaches the third party.
+func TestHostilePortalTokenEncodedOrAsAKeyReachesAThirdPartyRoute(t *testing.T) {
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
+    path_prefix: /third
+    upstream: "`+up.URL+`"
+    cookies: {forward: []}
+`), "AUTH_JWT_SECRET="+identitySecret)
+	tok := identityToken(t, "u-third-encoded", 0)
+	enc := strings.ReplaceAll(tok, ".", "%2E")
+	decoys := "a=aa.bb.cc&b=aa.bb.cd&c=aa.bb.ce&d=aa.bb.cf&e=aa.bb.cg"
+	leaks := func(s string) bool {
+		d, err := url.QueryUnescape(s)
+		return strings.Contains(s, tok) || (err == nil && strings.Contains(d, tok))
+	}
+	for _, c := range []struct{ query, referer string }{
+		{"jwt=" + enc + "&x=1", ""},
+		{tok + "&x=1", ""},
+		{enc + "&x=1", ""},
+		{decoys + "&jwt=" + tok + "&x=1", ""},
+		{"x=1", "http://portal.example.org/app?access_token=" + enc},
+		{decoys + "&x=1", "http://portal.example.org/app?access_token=" + tok},
+	} {
+		req := "GET /third/q?" + c.query + " HTTP/1.1\r\nHost: a\r\nConnection: close\r\n"
+		if c.referer != "" {
+			req += "Referer: " + c.referer + "\r\n"
+		}
+		resp, _, err := rawExchange(t, p.public, req+"\r\n", 10*time.Second)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%q: %v %v", c.query, resp, err)
+		}
+		seen := up.requests()
+		last := seen[len(seen)-1]
+		if got := last.RequestURI; leaks(got) || !strings.HasSuffix(got, "x=1") {
+			t.Errorf("%q: the third party got %q", c.query, got)
+		}
+		if got := last.Header.Get("Referer"); leaks(got) {
+			t.Errorf("Referer %q reached the third party as %q", c.referer, got)
 		}
 	}
 }

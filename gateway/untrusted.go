@@ -74,8 +74,11 @@ const maxVerifiedValues = 4
 // pair whose value holds a JWS that verifies as the portal's token,
 // whatever its key ("?token=", "?jwt=", "?auth=Bearer <t>": fresh attack
 // pass 8 Q01), even when the request carries no other credential. At most
-// maxVerifiedValues words are verified; a request with more JWS-shaped
-// values keeps the others (they were sent by the client itself).
+// maxVerifiedValues words are verified; past that budget every other
+// JWS-shaped pair is removed unverified (fresh attack pass 9 U04: decoys
+// in a link a third party wrote spent the budget before the token a
+// portal page appended to it), so the budget bounds the work, never what
+// is kept.
 func (s *Server) dropVerifiedValues(out *http.Request, ex *exchange) {
 	if s.verifier == nil {
 		return
@@ -84,7 +87,8 @@ func (s *Server) dropVerifiedValues(out *http.Request, ex *exchange) {
 	drop := func(raw string) string {
 		for _, w := range jwsWords(raw) {
 			if checked >= maxVerifiedValues {
-				break
+				raw = withoutTokenValue(raw, w)
+				continue
 			}
 			checked++
 			if _, ok := s.verifier.Verify(w); ok {
@@ -99,10 +103,23 @@ func (s *Server) dropVerifiedValues(out *http.Request, ex *exchange) {
 	}
 	// A Referer naming a portal page opened with ?access_token= carries
 	// the token too (fresh attack pass 8 Q02): cut it to its origin, as
-	// Referrer-Policy: strict-origin would have.
+	// Referrer-Policy: strict-origin would have, whenever its path or
+	// query holds anything JWS-shaped, verified or not. Its URL is the
+	// page's, not the request's, so the request's own values cannot
+	// spend a verification budget it depends on (fresh attack pass 9
+	// U04: four decoys in the query let the Referer through whole), and
+	// cutting a Referer costs the third party nothing it may have.
 	for _, ref := range out.Header.Values("Referer") {
-		if u, err := url.Parse(ref); err == nil && u.RawQuery != "" && drop(u.RawQuery) != u.RawQuery {
-			out.Header.Set("Referer", u.Scheme+"://"+u.Host+"/")
+		if u, err := url.Parse(ref); err != nil || len(jwsWords(u.EscapedPath())) > 0 || len(jwsWords(u.RawQuery)) > 0 {
+			origin := ""
+			if err == nil && u.Scheme != "" && u.Host != "" {
+				origin = u.Scheme + "://" + u.Host + "/"
+			}
+			if origin == "" {
+				out.Header.Del("Referer")
+			} else {
+				out.Header.Set("Referer", origin)
+			}
 			break
 		}
 	}
@@ -118,32 +135,49 @@ func (s *Server) dropVerifiedValues(out *http.Request, ex *exchange) {
 }
 
 // jwsWords returns the distinct JWS-shaped words (three dot-separated
-// base64url parts) of the decoded values of raw, a query or a form.
+// base64url parts) of the decoded keys and values of raw, a query or a
+// form (or a path: its "/" separate words). Decoded as every query parser
+// decodes them: a "." written "%2E" is a dot (fresh attack pass 9
+// U01-U03), and a pair without "=" is a key a raw-query reader takes
+// whole (U07: "?<token>").
 func jwsWords(raw string) []string {
-	if strings.Count(raw, ".") < 2 {
+	if strings.Count(raw, ".")+countFold(raw, "%2e") < 2 {
 		return nil
 	}
 	var out []string
 	for rest := raw; rest != ""; {
 		var pair string
 		pair, rest = nextQueryPair(rest)
-		_, v, _ := strings.Cut(pair, "=")
-		if dv, err := url.QueryUnescape(v); err == nil {
-			v = dv
-		}
-		for _, w := range strings.FieldsFunc(v, func(r rune) bool {
-			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.')
-		}) {
-			if strings.Count(w, ".") == 2 && !strings.HasPrefix(w, ".") && !strings.HasSuffix(w, ".") && !strings.Contains(w, "..") && !slices.Contains(out, w) {
-				out = append(out, w)
+		for _, part := range strings.SplitN(pair, "=", 2) {
+			if dv, err := url.QueryUnescape(part); err == nil {
+				part = dv
+			}
+			for _, w := range strings.FieldsFunc(part, func(r rune) bool {
+				return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_' || r == '.')
+			}) {
+				if strings.Count(w, ".") == 2 && !strings.HasPrefix(w, ".") && !strings.HasSuffix(w, ".") && !strings.Contains(w, "..") && !slices.Contains(out, w) {
+					out = append(out, w)
+				}
 			}
 		}
 	}
 	return out
 }
 
+// countFold counts the occurrences of sub (ASCII lower case) in s, in any
+// case.
+func countFold(s, sub string) int {
+	n := 0
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			n++
+		}
+	}
+	return n
+}
+
 // withoutTokenValue returns raw (a query or an urlencoded form) without
-// every pair whose value, decoded, holds token, whatever its key (fresh
+// every pair whose key or value, decoded, holds token, whatever its key (fresh
 // attack pass 8 Q01: "?token=", "?jwt=", "?auth=Bearer%20<t>" and
 // "?access_token=Bearer%20<t>" reached the third party; only the
 // access_token spellings were removed). The other pairs and their
@@ -161,8 +195,9 @@ func withoutTokenValue(raw, token string) string {
 			sep = rest[len(pair) : len(pair)+1]
 		}
 		rest = next
-		_, v, _ := strings.Cut(pair, "=")
-		if dv, err := url.QueryUnescape(v); (err == nil && strings.Contains(dv, token)) || strings.Contains(v, token) {
+		// The key too: "?<token>" (no "=") is the whole raw query to a
+		// reader of QUERY_STRING (fresh attack pass 9 U07).
+		if dv, err := url.QueryUnescape(pair); (err == nil && strings.Contains(dv, token)) || strings.Contains(pair, token) {
 			changed = true
 			continue
 		}
