@@ -12,7 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
-
+	"github.com/olp-edu/borda/internal/backoff"
 	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/webhook/envelope"
@@ -31,9 +31,13 @@ type Options struct {
 	// Logger (nil: discard) and Registerer (nil: a private registry).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-	// Reconnect is the wait after a lost connection, and the first wait
-	// before a delivery the database refused is tried again (doubling up
-	// to MaxHold; 0: 2s).
+	// Reconnect is the first wait after a lost connection (0: 2s):
+	// internal/backoff's policy doubles it after each attempt that does
+	// not connect, up to backoff.DefaultMax (5 s; Reconnect itself when
+	// larger), each wait drawn from [half, all] of that, and starts from
+	// it again once a session consumed. It is also the first wait before
+	// a delivery the database refused is tried again (doubling up to
+	// MaxHold).
 	Reconnect time.Duration
 	// MaxHold caps the wait between tries of a held delivery (0: 30s).
 	MaxHold time.Duration
@@ -177,39 +181,33 @@ func (c *Consumer) Err() error { return c.task.Err() }
 // Run consumes until ctx ends, reconnecting after a lost connection. On
 // ctx's end it finishes the delivery in hand and returns nil.
 func (c *Consumer) Run(ctx context.Context) error {
-	for {
-		err := c.session(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
+	backoff.Supervise(ctx, backoff.Policy{First: c.opts.Reconnect}, c.session, func(err error, _ time.Duration) {
 		c.log.Error("consume-events session ended; reconnecting", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(c.opts.Reconnect):
-		}
-	}
+	})
+	return nil
 }
 
-func (c *Consumer) session(ctx context.Context) error {
+// session runs one consuming connection until ctx ends or the broker
+// closes it. connected reports whether it got as far as consuming.
+func (c *Consumer) session(ctx context.Context) (connected bool, err error) {
 	conn, err := amqpaddr.DialConfig(c.opts.AMQPURL, amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Properties: amqp.Table{"connection_name": "borda-consume-events"},
 	})
 	if err != nil {
-		return fmt.Errorf("dialing amqp: %w", err)
+		return false, fmt.Errorf("dialing amqp: %w", err)
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("opening channel: %w", err)
+		return false, fmt.Errorf("opening channel: %w", err)
 	}
 	if err := ch.Qos(c.opts.Prefetch, 0, false); err != nil {
-		return fmt.Errorf("setting prefetch: %w", err)
+		return false, fmt.Errorf("setting prefetch: %w", err)
 	}
 	deliveries, err := ch.Consume(c.opts.Queue, "", false, false, false, false, nil)
 	if err != nil {
-		return fmt.Errorf("consuming %s: %w", c.opts.Queue, err)
+		return false, fmt.Errorf("consuming %s: %w", c.opts.Queue, err)
 	}
 	c.consuming.Store(true)
 	defer c.consuming.Store(false)
@@ -217,17 +215,17 @@ func (c *Consumer) session(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return true, nil
 		case d, ok := <-deliveries:
 			if !ok {
-				return errors.New("deliveries closed by the broker")
+				return true, errors.New("deliveries closed by the broker")
 			}
 			res, err := c.hold(ctx, hctx, d)
 			if err != nil {
 				// Shutting down with the database still refusing: the
 				// one requeue this costs is the only delivery spent.
 				_ = d.Nack(false, true)
-				return nil
+				return true, nil
 			}
 			c.events.WithLabelValues(string(res)).Inc()
 			_ = d.Ack(false)

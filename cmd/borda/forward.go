@@ -59,16 +59,14 @@ func runForward(ctx context.Context, args []string, _, stderr io.Writer) int {
 	reg := newCommandRegistry()
 	opts := forwardOptions(cfg)
 	opts.Redis, opts.Keys, opts.Logger, opts.Registerer = rdb, keys, log, reg
-	top := opts.Topology
 	f, err := forward.New(opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2
 	}
-	if err := declareTopology(ctx, cfg.AMQP.URL.Reveal(), top, log); err != nil {
-		log.Error("declaring topology", "err", err)
-		return 1
-	}
+	// No declare of its own: the forwarder's republishing connection
+	// declares the topology before the forwarder consumes
+	// (webhook/forward, TestForward_DeclaresItsTopologyBeforeConsuming).
 	status, err := forwardStatus(rdb, keys, f, log)
 	if err != nil {
 		log.Error("starting the status snapshot", "err", err)

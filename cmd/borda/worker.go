@@ -24,7 +24,8 @@ import (
 )
 
 // What every long-running command (serve, forward, consume-events) shares:
-// its metrics registry, its admin listener and the topology at start.
+// its metrics registry, its admin listener and (consume-events) the
+// topology at start.
 
 // newCommandRegistry is a private Prometheus registry with the Go and
 // process collectors and, in the real process, borda_log_lines_dropped_total.
@@ -42,7 +43,8 @@ func newCommandRegistry() *prometheus.Registry {
 }
 
 // declareTopology declares the exchanges and queues on a short-lived
-// connection, so a worker starts on a fresh broker. A queue an earlier
+// connection, so `borda consume-events` starts on a fresh broker (`borda
+// forward`'s republishing connection declares them itself). A queue an earlier
 // release declared without `x-overflow: reject-publish` is kept and
 // logged at error level (topology.DeclareCompatible; docs/upgrading.md).
 func declareTopology(ctx context.Context, url string, top topology.Topology, log *slog.Logger) error {

@@ -23,6 +23,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/backoff"
 	"github.com/olp-edu/borda/internal/breaker"
 	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/egress"
@@ -102,8 +103,11 @@ type Options struct {
 	// SampleEvery is how often queue depths and the head's age are sampled
 	// (0: 15s).
 	SampleEvery time.Duration
-	// Reconnect is the wait before reconnecting after the broker connection
-	// is lost (0: 2s).
+	// Reconnect is the first wait before reconnecting after the broker
+	// connection is lost (0: 2s): internal/backoff's policy doubles it
+	// after each attempt that does not connect, up to backoff.DefaultMax
+	// (5 s; Reconnect itself when larger), each wait drawn from [half,
+	// all] of that, and starts from it again once a session connected.
 	Reconnect time.Duration
 }
 
@@ -278,30 +282,25 @@ func (f *Forwarder) Run(ctx context.Context) error {
 			f.log.Warn("stopping the republishing connection", "err", err)
 		}
 	}()
-	for {
-		err := f.session(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		f.log.Error("forward session ended; reconnecting", "err", err, "in", f.opts.Reconnect)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(f.opts.Reconnect):
-		}
-	}
+	backoff.Supervise(ctx, backoff.Policy{First: f.opts.Reconnect}, f.session, func(err error, wait time.Duration) {
+		f.log.Error("forward session ended; reconnecting", "err", err, "in", wait)
+	})
+	return nil
 }
 
 // session runs one consuming connection: a channel with the prefetch and
-// the sampler. It consumes once the republishing connection is ready, so
-// a delivery is never taken that could not be given back.
-func (f *Forwarder) session(ctx context.Context) error {
+// the sampler. It consumes once the republishing connection is ready: a
+// delivery is never taken that could not be given back, and the topology
+// exists (the publisher declares it, the forward queue and its retry
+// ladder included, before it is ready; `borda forward` declares nothing
+// else). connected reports whether the consuming channel was set up.
+func (f *Forwarder) session(ctx context.Context) (connected bool, err error) {
 	conn, err := amqpaddr.DialConfig(f.opts.AMQPURL, amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Properties: amqp.Table{"connection_name": "borda-forward"},
 	})
 	if err != nil {
-		return fmt.Errorf("dialing amqp: %w", err)
+		return false, fmt.Errorf("dialing amqp: %w", err)
 	}
 	defer conn.Close()
 	f.connected.Store(true)
@@ -309,28 +308,28 @@ func (f *Forwarder) session(ctx context.Context) error {
 	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("opening consume channel: %w", err)
+		return false, fmt.Errorf("opening consume channel: %w", err)
 	}
 	if err := ch.Qos(f.opts.Prefetch, 0, false); err != nil {
-		return fmt.Errorf("setting prefetch: %w", err)
+		return false, fmt.Errorf("setting prefetch: %w", err)
 	}
 	sctx, stopSampler := context.WithCancel(ctx)
 	var sampler sync.WaitGroup
 	sampler.Go(func() { f.sample(sctx, conn) })
 	defer func() { stopSampler(); sampler.Wait() }()
 	if err := f.pub.WaitReady(ctx); err != nil {
-		return nil // ctx ended
+		return true, nil // ctx ended
 	}
 
 	w := &worker{f: f, ch: ch, pub: f.pub, run: ctx}
 	poll := min(f.opts.Breaker.OpenFor/10, 250*time.Millisecond)
 	for {
 		if ctx.Err() != nil {
-			return nil
+			return true, nil
 		}
 		if f.storeDown.Load() {
 			if err := w.awaitStore(ctx, closed); err != nil {
-				return err
+				return true, err
 			}
 			continue
 		}
@@ -339,16 +338,16 @@ func (f *Forwarder) session(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 			case e := <-closed:
-				return fmt.Errorf("amqp connection closed: %v", e)
+				return true, fmt.Errorf("amqp connection closed: %v", e)
 			case <-time.After(poll):
 			}
 		case breaker.StateHalfOpen:
 			if err := w.probe(ctx, closed, poll); err != nil {
-				return err
+				return true, err
 			}
 		default:
 			if err := w.consume(ctx, closed); err != nil {
-				return err
+				return true, err
 			}
 		}
 	}

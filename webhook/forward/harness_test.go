@@ -179,6 +179,9 @@ type harnessConfig struct {
 	// Transport is how the forwarder reaches RedisURL: servicetest.RESP
 	// ("" too) or servicetest.REST (through internal/upstashtest).
 	Transport string
+	// Undeclared leaves the topology to the forwarder (its publisher
+	// declares it), as `borda forward` does on a fresh broker.
+	Undeclared bool
 }
 
 // over returns a mutate that sets the harness's Redis transport.
@@ -231,8 +234,10 @@ func newHarness(t *testing.T, end *legacy, mutate func(*harnessConfig)) *harness
 	if err != nil {
 		t.Fatalf("opening channel: %v", err)
 	}
-	if err := top.Declare(ch); err != nil {
-		t.Fatalf("declaring topology: %v", err)
+	if !cfg.Undeclared {
+		if err := top.Declare(ch); err != nil {
+			t.Fatalf("declaring topology: %v", err)
+		}
 	}
 	t.Cleanup(func() {
 		c, err := conn.Channel()

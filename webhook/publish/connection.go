@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/internal/amqpaddr"
+	"github.com/olp-edu/borda/internal/backoff"
 	"github.com/olp-edu/borda/webhook/topology"
 )
 
@@ -31,27 +31,14 @@ const (
 )
 
 // supervise is the reconnect loop: it keeps one connection up until ctx
-// ends.
+// ends, waiting between sessions by internal/backoff's policy (100 ms
+// doubling up to 5 s, jittered; from 100 ms again after a session that
+// got connected).
 func (p *Publisher) supervise(ctx context.Context) {
-	backoff := minBackoff
-	for ctx.Err() == nil {
-		connected, err := p.session(ctx)
-		if ctx.Err() != nil {
-			return
-		}
+	backoff.Supervise(ctx, backoff.Policy{First: minBackoff, Max: maxBackoff}, p.session, func(err error, wait time.Duration) {
 		p.setDown(err)
-		if connected {
-			backoff = minBackoff
-		}
-		p.logger.Warn("webhook broker connection down; reconnecting", "error", err, "backoff", backoff)
-		sleep := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(sleep):
-		}
-		backoff = min(backoff*2, maxBackoff)
-	}
+		p.logger.Warn("webhook broker connection down; reconnecting", "error", err, "backoff", wait)
+	})
 }
 
 // session dials, declares the topology, opens the confirm channels and
