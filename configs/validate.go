@@ -84,6 +84,7 @@ func (c *Config) validate(lookup func(string) (string, bool)) error {
 	c.validateAdmin(&p)
 	c.validateProduction(&p, lookup)
 	c.Warnings = append(c.Warnings, c.sessionByDefault()...)
+	c.Warnings = append(c.Warnings, c.Webhook.sharedCredentials()...)
 	if len(p) > 0 {
 		return &ValidationError{Problems: p}
 	}

@@ -107,10 +107,15 @@ func TestHostileAttackWebhookTokenInTheWrongPlaceIsNotLogged(t *testing.T) {
 // the segment whole: it is no configured token, and the gateway holds
 // only the tokens' digests. Under a source's path every segment that is
 // neither a token marker nor an event name is now "[redacted]".
+//
+// Fresh attack pass 10, A09: a token of letters and '-' only, glued to
+// letters, read as an event name and was printed; an event-name segment
+// is now printed only when shorter than every token.
 func TestHostileWebhookTokenGluedToOtherCharactersIsNotLogged(t *testing.T) {
+	const lettersToken = "attacktoken-letters-only-abcdefg"
 	up := recordingUpstream(t)
 	p := startServe(t, minimalServe(up.URL, "", "webhook:\n  path: /webhooks/whatsapp\n"),
-		"WEBHOOK_TOKENS="+attackWebhookToken)
+		"WEBHOOK_TOKENS="+attackWebhookToken+","+lettersToken)
 	const body = `{"instance":"i","event":"e","data":{"key":{"id":"A1"}}}`
 	targets := []string{
 		"/webhooks/whatsapp/x" + attackWebhookToken,
@@ -118,6 +123,10 @@ func TestHostileWebhookTokenGluedToOtherCharactersIsNotLogged(t *testing.T) {
 		"/webhooks/whatsapp/" + attackWebhookToken + ".json",
 		"/webhooks/whatsapp/messages-upsert/" + attackWebhookToken + ",1",
 		"/webhooks/whatsapp;v=1/t" + attackWebhookToken,
+		"/webhooks/whatsapp/x" + lettersToken,
+		"/webhooks/whatsapp/" + lettersToken + ".json",
+		"/webhooks/whatsapp/messages-upsert-" + lettersToken,
+		"/webhooks/whatsapp/Attacktoken-letters-only-abcdefg",
 	}
 	for _, target := range targets {
 		raw := "POST " + target + " HTTP/1.1\r\nHost: gw.example.org\r\nContent-Type: application/json\r\n" +
@@ -135,7 +144,7 @@ func TestHostileWebhookTokenGluedToOtherCharactersIsNotLogged(t *testing.T) {
 	if n := strings.Count(logs, `"route":"webhook"`); n < len(targets) {
 		t.Fatalf("%d webhook access log lines, want %d:\n%s", n, len(targets), logs)
 	}
-	if strings.Contains(logs, attackWebhookToken) {
+	if strings.Contains(logs, attackWebhookToken) || strings.Contains(strings.ToLower(logs), lettersToken) {
 		t.Fatalf("the webhook token is in the logs:\n%s", logs)
 	}
 }

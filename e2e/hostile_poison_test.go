@@ -16,12 +16,15 @@ import (
 )
 
 // TestHostile_OneSourcesPoisonEventsDoNotPauseTheOtherSources (fresh
-// attack pass 8, F01) tries it on the real binaries: the holder of one
-// source's token sends events the legacy endpoint answers 500 to (it
-// crashes on their payload). They opened the forwarder's breaker (3
-// failures, open for an hour here) and every other source's deliveries
-// waited. Now the other source's events are delivered while the poison is
-// still being retried, and the breaker never opens.
+// attack pass 8, F01, and pass 10, A05) tries it on the real binaries: the
+// holder of WEBHOOK_TOKENS, which two sources accept (whatsapp and zapster),
+// sends events the legacy endpoint answers 500 to (it crashes on their
+// payload), alternating between the two. They opened the forwarder's
+// breaker (3 failures, open for an hour here) and a third source's
+// deliveries (its own token) waited: first because any failures counted,
+// then because two source names counted as two senders. Now the third
+// source's events are delivered while the poison is still being retried,
+// and the breaker never opens.
 func TestHostile_OneSourcesPoisonEventsDoNotPauseTheOtherSources(t *testing.T) {
 	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
 	n := newNames(t)
@@ -64,6 +67,9 @@ webhook:
   sources:
     - name: zapster
       path: /webhooks/zapster
+    - name: own
+      path: /webhooks/own
+      tokens_env: OWN_TOKENS
 forward:
   queue: %q
   events_queue: ""
@@ -75,7 +81,7 @@ forward:
     failures: 3
     open_for: 1h
 `, redisURL, n.prefix, amqpURL, n.exchange, n.routingKey, n.queue, n.dlq, legacy.URL+"/legacy")
-	env := []string{"WEBHOOK_TOKENS=e2e-token", "LEGACY_WEBHOOK_HMAC_SECRET=e2e-secret"}
+	env := []string{"WEBHOOK_TOKENS=e2e-token", "OWN_TOKENS=own-token", "LEGACY_WEBHOOK_HMAC_SECRET=e2e-secret"}
 	srv := startServe(t, config, env...)
 	path := filepath.Join(t.TempDir(), "forward.yaml")
 	if err := os.WriteFile(path, []byte(strings.NewReplacer("{LISTEN}", freePort(t), "{ADMIN}", freePort(t)).Replace(config)), 0o600); err != nil {
@@ -87,7 +93,11 @@ forward:
 	post := func(src, body string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.public+"/webhooks/"+src, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer e2e-token")
+		token := "e2e-token"
+		if src == "own" {
+			token = "own-token"
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -101,10 +111,10 @@ forward:
 	}
 	const poison, goodEvents = 6, 3
 	for i := range poison {
-		post("zapster", fmt.Sprintf(`{"boom":%d}`, i))
+		post([]string{"zapster", "whatsapp"}[i%2], fmt.Sprintf(`{"boom":%d}`, i))
 	}
 	for i := range goodEvents {
-		post("whatsapp", fmt.Sprintf(`{"ok":%d}`, i))
+		post("own", fmt.Sprintf(`{"ok":%d}`, i))
 	}
 	eventually(t, 30*time.Second, "the other source's events delivered after the poison failed more often than breaker.failures", func() bool {
 		mu.Lock()

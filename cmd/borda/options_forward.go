@@ -36,6 +36,7 @@ func forwardOptions(cfg configs.Config) forward.Options {
 		LegacySource:      soleSource(cfg.Webhook),
 		BareKeySource:     bareKeySource(cfg.Webhook),
 		Sources:           sourceNames(cfg.Webhook),
+		Senders:           cfg.Webhook.CredentialGroups(),
 	}
 }
 

@@ -27,7 +27,7 @@ var (
 
 // flatSourceName names the source of the flat webhook section
 // (webhook.path, WEBHOOK_TOKENS) in envelopes, logs and metrics.
-const flatSourceName = "whatsapp"
+const flatSourceName = configs.FlatSourceName
 
 // webhookEnabled reports whether cfg configures any webhook source
 // (webhook.path or webhook.sources); when it does not, the ingress is off.

@@ -43,11 +43,11 @@ type Breaker struct {
 	// the forwarder's summary line (summary.go) reports it while it lasts.
 	outage *outagelog.Outage
 
-	// run is the current run of answered failures (failure.go); sources is
-	// how many sources are configured (more than one: one source's
+	// run is the current run of answered failures (failure.go); senders
+	// are the configured sources' senders (more than one: one sender's
 	// answered failures alone do not count).
 	run     answeredRun
-	sources int
+	senders senderSet
 }
 
 // BreakerStatus is what the operator page shows of a Breaker
@@ -65,12 +65,12 @@ type BreakerStatus struct {
 	OpenedBy      string
 }
 
-// newBreaker builds the forwarder's breaker; sources is how many sources
-// are configured (Options.Sources), which decides whether one source's
-// answered failures count (failure.go).
-func newBreaker(failures int, openFor time.Duration, sources int, clk clock.Clock, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
+// newBreaker builds the forwarder's breaker; senders are the configured
+// sources' senders (Options.Sources, Options.Senders), which decide
+// whether one source's answered failures count (failure.go).
+func newBreaker(failures int, openFor time.Duration, senders senderSet, clk clock.Clock, gauge prometheus.Gauge, log *slog.Logger) *Breaker {
 	clk = clock.Or(clk)
-	b := &Breaker{opened: make(chan struct{}, 1), clock: clk, since: clk.Now(), sources: sources,
+	b := &Breaker{opened: make(chan struct{}, 1), clock: clk, since: clk.Now(), senders: senders,
 		outage: outagelog.New(log, outagelog.Options{ForKey: "open_for", CountKey: "probes", Clock: clk})}
 	b.cb = breaker.New(breaker.Options{
 		Failures:   failures,

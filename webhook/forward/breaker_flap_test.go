@@ -24,7 +24,7 @@ func TestBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	b := newBreaker(1, time.Second, 0, clk, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), log)
+	b := newBreaker(1, time.Second, senderSet{}, clk, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"}), log)
 	waitHalfOpen := func() {
 		t.Helper()
 		if s := b.State(); s != breaker.StateOpen {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestBreakerStatusSaysWhichFailureOpenedIt(t *testing.T) {
-	b := newBreaker(2, time.Hour, 0, nil, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "h"}), slog.New(slog.DiscardHandler))
+	b := newBreaker(2, time.Hour, senderSet{}, nil, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "h"}), slog.New(slog.DiscardHandler))
 	if st := b.Status(); st.State != "closed" || st.OpenedBy != "" || st.Since.IsZero() {
 		t.Fatalf("new breaker: %+v", st)
 	}

@@ -10,14 +10,49 @@ import "net/http"
 // other 5xx is the endpoint answering: the application failed on this
 // event, which is as likely the event's fault (a payload it crashes on)
 // as the endpoint's. Such answered failures count only once the run of
-// them since the last success holds events of two sources, so one
-// source's poison events cannot pause every source's deliveries (fresh
-// attack pass 8, F01); with one source configured there is nobody else to
+// them since the last success holds events of two senders, so one
+// sender's poison events cannot pause every source's deliveries (fresh
+// attack pass 8, F01); with one sender configured there is nobody else to
 // pause, and they count at once. A success (2xx, or a 4xx refusal) ends
-// the run.
+// the run. A sender is a group of sources that accept the same credential
+// (Options.Senders): two sources on one WEBHOOK_TOKENS are one holder's
+// (fresh attack pass 10, A05).
+
+// senderSet maps a source to its sender; count is how many senders the
+// configured sources have.
+type senderSet struct {
+	of    map[string]string
+	count int
+}
+
+// senders builds the senderSet of sources (Options.Sources) grouped by
+// groups (Options.Senders; nil or a missing name: the source alone).
+func senders(sources []string, groups map[string]string) senderSet {
+	set := senderSet{of: make(map[string]string, len(sources))}
+	distinct := map[string]bool{}
+	for _, s := range sources {
+		g := s
+		if v, ok := groups[s]; ok && v != "" {
+			g = v
+		}
+		set.of[s] = g
+		distinct[g] = true
+	}
+	set.count = len(distinct)
+	return set
+}
+
+// sender is source's sender: its group, or the source itself when it is
+// not configured (an event from before a configuration change).
+func (s senderSet) sender(source string) string {
+	if g, ok := s.of[source]; ok {
+		return g
+	}
+	return source
+}
 
 // answeredRun is the run of answered failures since the last success:
-// the source of its first failure and whether a second source failed in it.
+// the sender of its first failure and whether a second sender failed in it.
 type answeredRun struct {
 	first   string
 	started bool
@@ -41,15 +76,16 @@ func endpointDown(r Result) bool {
 // errFailed (the breaker counts it) or errSkipped (it does not). Call it
 // after failed, before done.
 func (b *Breaker) outcome(r Result, source string) error {
-	if endpointDown(r) || b.sources <= 1 {
+	if endpointDown(r) || b.senders.count <= 1 {
 		return errFailed
 	}
+	sender := b.senders.sender(source)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case !b.run.started:
-		b.run = answeredRun{first: source, started: true}
-	case source != b.run.first:
+		b.run = answeredRun{first: sender, started: true}
+	case sender != b.run.first:
 		b.run.mixed = true
 	}
 	if b.run.mixed {

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -11,8 +12,21 @@ import (
 	"github.com/olp-edu/borda/internal/clock"
 )
 
+// someSenders is a senderSet of n sources, each its own sender.
+func someSenders(n int) senderSet {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("configured-%d", i)
+	}
+	return senders(names, nil)
+}
+
 func newCountingBreaker(failures, sources int) *Breaker {
-	return newBreaker(failures, time.Minute, sources, clock.NewManual(time.Unix(1_800_000_000, 0)),
+	return newSendersBreaker(failures, someSenders(sources))
+}
+
+func newSendersBreaker(failures int, set senderSet) *Breaker {
+	return newBreaker(failures, time.Minute, set, clock.NewManual(time.Unix(1_800_000_000, 0)),
 		prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "h"}), slog.New(slog.DiscardHandler))
 }
 
@@ -146,7 +160,7 @@ func TestBreaker_ASuccessEndsTheRunOfAnsweredFailures(t *testing.T) {
 // breaker: the next event is probed.
 func TestBreaker_HalfOpenProbeOfOneSourcesPoisonTakesAnotherProbe(t *testing.T) {
 	clk := clock.NewManual(time.Unix(1_800_000_000, 0))
-	b := newBreaker(1, time.Second, 3, clk, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "h"}), slog.New(slog.DiscardHandler))
+	b := newBreaker(1, time.Second, someSenders(3), clk, prometheus.NewGauge(prometheus.GaugeOpts{Name: "g", Help: "h"}), slog.New(slog.DiscardHandler))
 	fail(t, b, Result{Kind: Retryable, Class: "network"}, "a")
 	clk.Advance(2 * time.Second)
 	for i := range 3 {
@@ -158,5 +172,41 @@ func TestBreaker_HalfOpenProbeOfOneSourcesPoisonTakesAnotherProbe(t *testing.T) 
 	succeed(t, b)
 	if s := b.State(); s != breaker.StateClosed {
 		t.Errorf("breaker %s after a good probe, want closed", s)
+	}
+}
+
+// TestBreaker_SourcesSharingACredentialAreOneSender is fresh attack pass
+// 10's A05: two sources that take the same WEBHOOK_TOKENS are one holder's;
+// alternating poison between them counted as two senders and opened the
+// breaker for every source (a signed source's events waited 40 s). Sources
+// of one credential group are one sender; another group's failure mixes
+// the run.
+func TestBreaker_SourcesSharingACredentialAreOneSender(t *testing.T) {
+	set := senders([]string{"whatsapp", "zap", "gh"}, map[string]string{"whatsapp": "whatsapp", "zap": "whatsapp", "gh": "gh"})
+	if set.count != 2 {
+		t.Fatalf("senders = %d, want 2", set.count)
+	}
+	b := newSendersBreaker(3, set)
+	r := Result{Kind: Retryable, Class: "5xx", Status: 500}
+	for i := range 50 {
+		fail(t, b, r, []string{"whatsapp", "zap"}[i%2])
+	}
+	if s := b.State(); s != breaker.StateClosed {
+		t.Fatalf("poison alternating over two sources of one credential: breaker %s, want closed", s)
+	}
+	for range 3 {
+		fail(t, b, r, "gh")
+	}
+	if s := b.State(); s != breaker.StateOpen {
+		t.Errorf("a second sender's failures: breaker %s, want open", s)
+	}
+	// Two sources of one credential only: one sender, nobody else to
+	// pause: answered failures count at once.
+	one := newSendersBreaker(3, senders([]string{"whatsapp", "zap"}, map[string]string{"zap": "whatsapp"}))
+	for i := range 3 {
+		fail(t, one, r, []string{"whatsapp", "zap"}[i%2])
+	}
+	if s := one.State(); s != breaker.StateOpen {
+		t.Errorf("one sender configured: breaker %s, want open", s)
 	}
 }

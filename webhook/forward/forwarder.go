@@ -86,6 +86,12 @@ type Options struct {
 	// source's id that starts with one of them and ':' is sent as
 	// "{source}:{id}" too, so no sender can mint another source's key.
 	Sources []string
+	// Senders maps a source's name to its sender: the group of sources
+	// that accept the same credential (configs.Webhook.CredentialGroups),
+	// which one holder can post as. The breaker counts an answered
+	// failure only once two senders failed (failure.go). nil: each source
+	// is its own sender.
+	Senders map[string]string
 	// Logger (nil: discard) and Registerer (nil: a private registry).
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -230,7 +236,7 @@ func New(opts Options) (*Forwarder, error) {
 		store:   NewStore(opts.Redis, opts.Keys, f.LeaseTTL, f.RetentionTTL, opts.LegacySource),
 		poster:  newPoster(client, f),
 		policy:  Policy{Delays: delays},
-		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, len(f.Sources), opts.Clock, m.breaker, log),
+		breaker: newBreaker(f.Breaker.Failures, f.Breaker.OpenFor, senders(f.Sources, f.Senders), opts.Clock, m.breaker, log),
 		pub:     pub,
 		m:       m,
 		log:     log,

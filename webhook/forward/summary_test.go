@@ -22,7 +22,7 @@ func TestRunSummaryLogsWhatTheIntervalDid(t *testing.T) {
 	}
 	var buf servicetest.LogBuffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	f := &Forwarder{m: m, log: log, now: time.Now, breaker: newBreaker(3, time.Minute, 0, nil, m.breaker, log)}
+	f := &Forwarder{m: m, log: log, now: time.Now, breaker: newBreaker(3, time.Minute, senderSet{}, nil, m.breaker, log)}
 	m.outcomes.WithLabelValues("delivered", "2xx").Add(2)
 	m.outcomes.WithLabelValues("duplicate", "none").Inc()
 	m.outcomes.WithLabelValues("dead_lettered", "4xx").Inc()

@@ -188,21 +188,27 @@ func paramless(seg string) string {
 // replaced by "[redacted]" and every path parameter by ";[redacted]" (a
 // parameter may carry a credential too). Any other path is returned as
 // it is. It allocates only for a path it changes.
-func redactTokenPath(p string, bases [][]string, paths []string) string {
+//
+// eventMax is the longest segment kept as an event name (at most 64): the
+// Ingress passes one less than its shortest token, so a segment that
+// could hold a token glued to letters is never printed (fresh attack
+// pass 10, A09: a token of letters and '-' glued to letters read as an
+// event name).
+func redactTokenPath(p string, bases [][]string, paths []string, eventMax int) string {
 	for n, base := range bases {
 		rest, ok := cutBase(p, base, true)
 		if !ok {
 			continue
 		}
 		clean := strings.IndexByte(p, ';') < 0 && !strings.Contains(p, "//") && p[:len(p)-len(rest)] == paths[n]
-		if clean && !hasTokenMarker(rest) && onlyEventNames(rest) {
+		if clean && !hasTokenMarker(rest) && onlyEventNames(rest, eventMax) {
 			return p // the common case, without allocating
 		}
 		segs := strings.Split(rest, "/")
 		marked := tokenSegments(segs)
 		for k, s := range segs {
 			switch {
-			case marked != nil && marked[k], opaque(s):
+			case marked != nil && marked[k], opaque(s, eventMax):
 				segs[k] = redactedSegment
 			case strings.IndexByte(s, ';') >= 0:
 				segs[k] = paramless(s) + ";" + redactedSegment
@@ -218,18 +224,18 @@ func redactTokenPath(p string, bases [][]string, paths []string) string {
 // it may hold a token glued to other characters ("xTOKEN", "TOKEN,1",
 // "token=TOKEN": fresh attack pass 8 L02), which the digests of the
 // configured tokens cannot find. Such a segment is never logged.
-func opaque(seg string) bool {
+func opaque(seg string, eventMax int) bool {
 	seg = paramless(seg)
-	return seg != "" && !tokenMarker(seg) && !eventName(seg)
+	return seg != "" && !tokenMarker(seg) && (!eventName(seg) || len(seg) > eventMax)
 }
 
 // onlyEventNames reports whether no segment of rest is opaque, without
 // allocating.
-func onlyEventNames(rest string) bool {
+func onlyEventNames(rest string, eventMax int) bool {
 	for rest != "" {
 		var seg string
 		seg, rest, _ = strings.Cut(rest, "/")
-		if opaque(seg) {
+		if opaque(seg, eventMax) {
 			return false
 		}
 	}
@@ -272,7 +278,7 @@ func hasTokenMarker(rest string) bool {
 // against every configured digest; only segments as long as some token
 // are hashed.
 func (i *Ingress) RedactPath(p string) string {
-	return i.known.redact(redactTokenPath(p, i.bases, i.paths))
+	return i.known.redact(redactTokenPath(p, i.bases, i.paths, i.known.eventMax()))
 }
 
 // knownTokens are every source's tokens, for RedactPath.
@@ -296,6 +302,27 @@ func newKnownTokens(srcs []Source) knownTokens {
 		}
 	}
 	return k
+}
+
+// maxEventName is the longest segment under a source's path that may be
+// printed as an event name.
+const maxEventName = 64
+
+// minEventMax is the shortest eventMax: event names of Evolution and
+// its peers ("messages-upsert", "CONNECTION_UPDATE") are 24 characters or
+// fewer; production refuses tokens shorter than 32 bytes.
+const minEventMax = 24
+
+// eventMax is the longest segment under a source's path printed as an
+// event name: shorter than every token (so no printed segment can hold
+// one, glued to letters or in another case), but never below minEventMax
+// (with a development token shorter than that, refused in production, a
+// short glued token may still print), and at most maxEventName.
+func (k knownTokens) eventMax() int {
+	if k.minLen == 0 {
+		return maxEventName
+	}
+	return min(maxEventName, max(minEventMax, k.minLen-1))
 }
 
 // maxRedactSegments bounds the segments of one path compared with the

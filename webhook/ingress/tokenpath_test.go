@@ -168,7 +168,7 @@ func FuzzRedactPath(f *testing.F) {
 		} else {
 			for _, seg := range strings.Split(strings.TrimPrefix(out, src.path), "/") {
 				seg, _, _ = strings.Cut(seg, ";")
-				if seg != "" && seg != redactedSegment && !tokenMarker(seg) && !eventName(seg) {
+				if seg != "" && seg != redactedSegment && !tokenMarker(seg) && (!eventName(seg) || len(seg) > i.known.eventMax()) {
 					t.Fatalf("RedactPath(%q) = %q keeps the opaque segment %q", p, out, seg)
 				}
 			}
@@ -210,5 +210,33 @@ func BenchmarkRedactPath(b *testing.B) {
 				_ = i.RedactPath(p)
 			}
 		})
+	}
+}
+
+// TestRedactPathNeverLogsALettersOnlyTokenGluedToLetters is fresh attack
+// pass 10's A09: a token of letters and '-' only ("tok-second-BBBB…",
+// shaped like the README's example) glued to letters read as an event
+// name and reached the access log and the telemetry keys. An event-name
+// segment is printed only when it is shorter than every token (or 24
+// characters or fewer, whatever the tokens), so none can hold one.
+func TestRedactPathNeverLogsALettersOnlyTokenGluedToLetters(t *testing.T) {
+	t.Parallel()
+	for _, tok := range []string{"tok-second-BBBBBBBBBBBBB", "abcdefghijklmnopqrstuvwxyzABCDEF", "only_letters.and-dashes-xyzwvuts"} {
+		i, _ := newUnitIngress(t, flatOptions(tok, "tok-AAAAAAAAAAAAAAAAAAAA1234"), &fakePublisher{})
+		paths := []string{"/webhooks/whatsapp/x" + tok, "/webhooks/whatsapp/" + tok + ".json", "/webhooks/whatsapp/messages-upsert-" + tok,
+			"/webhooks/whatsapp/messages-upsert/" + tok + "x", "/Webhooks/WhatsApp/x" + tok}
+		if len(tok) > minEventMax { // a case variant as long as a token of 24 or fewer prints (documented)
+			paths = append(paths, "/webhooks/whatsapp/"+strings.ToUpper(tok[:1])+tok[1:])
+		}
+		for _, p := range paths {
+			if got := i.RedactPath(p); strings.Contains(strings.ToLower(got), strings.ToLower(tok)) {
+				t.Errorf("RedactPath(%q) = %q keeps the token", p, got)
+			}
+		}
+		for _, keep := range []string{"/webhooks/whatsapp/messages-upsert", "/webhooks/whatsapp/CONNECTION_UPDATE", "/webhooks/whatsapp/qrcode.updated"} {
+			if got := i.RedactPath(keep); got != keep {
+				t.Errorf("RedactPath(%q) = %q, want it kept", keep, got)
+			}
+		}
 	}
 }

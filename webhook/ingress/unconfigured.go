@@ -55,7 +55,7 @@ func (u *Unconfigured) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // RedactPath redacts the path form's token as Ingress.RedactPath does.
 func (u *Unconfigured) RedactPath(p string) string {
-	return redactTokenPath(p, u.bases, u.sorted)
+	return redactTokenPath(p, u.bases, u.sorted, maxEventName)
 }
 
 // Ready returns Err: the component is never ready.

@@ -25,7 +25,7 @@ type publisherMetrics struct {
 // are read at each scrape (unguarded: queues kept with the previous
 // release's arguments, without x-overflow: reject-publish, and those
 // Options.Guard names).
-func newPublisherMetrics(reg prometheus.Registerer, unconfirmed, unguarded func() float64) (*publisherMetrics, error) {
+func newPublisherMetrics(reg prometheus.Registerer, unconfirmed, unguarded, stale func() float64) (*publisherMetrics, error) {
 	m := &publisherMetrics{
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "borda_webhook_broker_connected",
@@ -64,7 +64,11 @@ func newPublisherMetrics(reg prometheus.Registerer, unconfirmed, unguarded func(
 		Name: "borda_webhook_queues_unguarded",
 		Help: "Queues that can drop confirmed events at a length limit: kept with an earlier release's arguments, without x-overflow: reject-publish (docs/upgrading.md), or whose effective overflow a broker policy sets to drop-head (read from the management API, amqp.management_url; docs/reliability.md).",
 	}, unguarded)
-	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, m.unbound, m.declareFailed, m.retired, pending, unguardedQueues} {
+	staleQueues := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "borda_webhook_queue_guard_stale",
+		Help: "Queues whose effective settings the queue guard (amqp.management_url) has not read again for three read intervals: it decides on old ones, and a drop-head policy set since is not seen (docs/reliability.md).",
+	}, stale)
+	for _, c := range []prometheus.Collector{m.connected, m.blocked, m.reconnects, m.queueMissing, m.unbound, m.declareFailed, m.retired, pending, unguardedQueues, staleQueues} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering webhook publisher metrics: %w", err)
 		}

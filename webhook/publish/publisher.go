@@ -188,7 +188,7 @@ func New(opts Options) (*Publisher, error) {
 	if opts.CheckQueue != "" {
 		p.qcheck = &queueCheck{queue: opts.CheckQueue, binding: opts.CheckBinding, every: queueCheckEvery}
 	}
-	m, err := newPublisherMetrics(opts.Registerer, func() float64 { return float64(len(p.slots)) }, p.unguardedCount)
+	m, err := newPublisherMetrics(opts.Registerer, func() float64 { return float64(len(p.slots)) }, p.unguardedCount, p.staleCount)
 	if err != nil {
 		return nil, err
 	}
@@ -271,6 +271,21 @@ type unreadGuard interface {
 	Unread() []string
 }
 
+// staleGuard is a Guard that can name the queues whose settings it has
+// not read again for a while (webhook/queueguard): the publisher is
+// degraded and counts them in borda_webhook_queue_guard_stale.
+type staleGuard interface {
+	Stale() []string
+}
+
+// staleCount is borda_webhook_queue_guard_stale.
+func (p *Publisher) staleCount() float64 {
+	if g, ok := p.guard.(staleGuard); ok {
+		return float64(len(g.Stale()))
+	}
+	return 0
+}
+
 // Degraded returns nil when the last topology declare succeeded with the
 // current arguments; else a *DegradedError naming what is wrong while
 // publishing goes on: queues kept with an earlier release's arguments
@@ -289,6 +304,11 @@ func (p *Publisher) Degraded() error {
 	if p.guard != nil {
 		if qs := p.guard.Unguarded(); len(qs) > 0 {
 			notes = append(notes, fmt.Sprintf("queues a broker policy lets drop confirmed events at a length limit (its overflow overrides x-overflow: reject-publish; publishes near the limit answer 503 QUEUE_MAY_DROP; docs/reliability.md): %s", strings.Join(qs, ", ")))
+		}
+	}
+	if g, ok := p.guard.(staleGuard); ok {
+		if qs := g.Stale(); len(qs) > 0 {
+			notes = append(notes, fmt.Sprintf("the queue guard decides on old settings (the management API has not answered since; a drop-head policy set since would not be seen; docs/reliability.md): %s", strings.Join(qs, ", ")))
 		}
 	}
 	if p.declareErr != nil {

@@ -86,6 +86,7 @@ type queueState struct {
 	mu        sync.Mutex
 	settings  Settings
 	read      bool // settings were read at least once
+	readAt    time.Time // the last successful read
 	unguarded bool
 	readErr   string // the last read's failure ("" none), for logging a change
 	// depth and depthBytes are the queue's messages and message_bytes at
@@ -261,6 +262,7 @@ func (g *Guard) record(q *queueState, info QueueInfo, err error) {
 	}
 	was, wasSettings, wasRead := q.unguarded, q.settings, q.read
 	q.settings, q.read, q.unguarded = s, true, s.Unguarded()
+	q.readAt = time.Now()
 	q.known = info.Messages != nil
 	q.depth, q.depthBytes = deref(info.Messages), deref(info.MessageBytes)
 	q.prev, q.cur = q.cur, 0
@@ -399,6 +401,34 @@ func (g *Guard) Unread() []string {
 				why = q.readErr
 			}
 			out = append(out, q.Name+" ("+why+")")
+		}
+		q.mu.Unlock()
+	}
+	slices.Sort(out)
+	return out
+}
+
+// staleAfter is how many read intervals a queue's last good read may age
+// before Stale names it.
+const staleAfter = 3
+
+// Stale names the queues read once whose settings have not been read again
+// for staleAfter intervals (the management API failing since: a rotated
+// password, the API down), each with its age and the failure, sorted. The
+// guard keeps deciding on those settings; a drop-head policy set since is
+// not seen, so the publisher reports them as degraded and counts them in
+// borda_webhook_queue_guard_stale (fresh attack pass 10, A39).
+func (g *Guard) Stale() []string {
+	var out []string
+	now := time.Now()
+	for _, q := range g.queues {
+		q.mu.Lock()
+		if q.read && now.Sub(q.readAt) > staleAfter*g.every {
+			why := "no answer"
+			if q.readErr != "" {
+				why = q.readErr
+			}
+			out = append(out, fmt.Sprintf("%s (read %s ago; %s)", q.Name, now.Sub(q.readAt).Round(time.Second), why))
 		}
 		q.mu.Unlock()
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/olp-edu/borda/webhook/publish"
 )
@@ -260,5 +261,63 @@ func TestGuardRefusesEveryPublishToAQueueItNeverRead(t *testing.T) {
 				t.Errorf("after a good read: Unread = %v", got)
 			}
 		})
+	}
+}
+
+// TestGuardNamesSettingsItCannotReadAgain is fresh attack pass 10's A39: a
+// management API that fails after one good read (a rotated password) left
+// the guard deciding on the old settings with /readyz ready and no metric.
+// The settings stay (an API restart must not refuse every webhook), and
+// once they are three intervals old Stale names the queue with its age
+// and the failure; the first good read clears it.
+func TestGuardNamesSettingsItCannotReadAgain(t *testing.T) {
+	guarded := `{"x-queue-type":"quorum","x-overflow":"reject-publish"}`
+	var failing atomic.Bool
+	api := &fakeAPI{answers: map[string]string{
+		"fwd":    answer("fwd", "quorum", guarded, `{}`, 0),
+		"events": answer("events", "quorum", guarded, `{}`, 0),
+		"dlq":    answer("dlq", "quorum", guarded, `{}`, 0),
+	}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			http.Error(w, "Not_Authorized", http.StatusUnauthorized)
+			return
+		}
+		api.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	g, err := New(Options{ManagementURL: srv.URL + "/prefix/", Vhost: "v/1", Every: time.Millisecond, Queues: []Queue{
+		{Name: "fwd", Routes: []Route{{Exchange: "ex", Binding: "a.b.legacy"}}},
+		{Name: "events", Routes: []Route{{Exchange: "ex", Binding: "a.b.#"}}},
+		{Name: "dlq", Routes: []Route{{Exchange: "dlx", Binding: "dlq"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Check(context.Background())
+	if got := g.Stale(); len(got) != 0 {
+		t.Fatalf("Stale = %v right after a good read", got)
+	}
+	failing.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g.Check(context.Background())
+		if got := g.Stale(); len(got) == 3 {
+			if !strings.Contains(got[0], "HTTP 401") {
+				t.Errorf("Stale = %v, want the failure named", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Stale = %v after 5 s of failed reads, want the three queues", g.Stale())
+		}
+	}
+	if err := g.Admit("ex", "a.b.legacy", 10); err != nil {
+		t.Errorf("Admit on old guarded settings = %v, want admitted", err)
+	}
+	failing.Store(false)
+	g.Check(context.Background())
+	if got := g.Stale(); len(got) != 0 {
+		t.Errorf("Stale = %v after a good read", got)
 	}
 }
