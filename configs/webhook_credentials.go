@@ -71,8 +71,7 @@ func (w Webhook) CredentialGroups() map[string]string {
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			i = parent[i]
 		}

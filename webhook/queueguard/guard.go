@@ -85,7 +85,7 @@ type queueState struct {
 	Queue
 	mu        sync.Mutex
 	settings  Settings
-	read      bool // settings were read at least once
+	read      bool      // settings were read at least once
 	readAt    time.Time // the last successful read
 	unguarded bool
 	readErr   string // the last read's failure ("" none), for logging a change
