@@ -24,7 +24,10 @@ import (
 // deliveries (its own token) waited: first because any failures counted,
 // then because two source names counted as two senders. Now the third
 // source's events are delivered while the poison is still being retried,
-// and the breaker never opens.
+// and the breaker never opens. zapster reads the same token from a variable
+// of its own, and `borda forward` runs without any token variable, as the
+// shipped manifest runs it (fresh attack pass 11, A06): only the ingress
+// knows the two share a credential, and it says so in the envelope.
 func TestHostile_OneSourcesPoisonEventsDoNotPauseTheOtherSources(t *testing.T) {
 	amqpURL, redisURL := servicetest.AMQPURL(t), servicetest.RedisURL(t)
 	n := newNames(t)
@@ -67,6 +70,7 @@ webhook:
   sources:
     - name: zapster
       path: /webhooks/zapster
+      tokens_env: ZAPSTER_TOKENS
     - name: own
       path: /webhooks/own
       tokens_env: OWN_TOKENS
@@ -81,13 +85,13 @@ forward:
     failures: 3
     open_for: 1h
 `, redisURL, n.prefix, amqpURL, n.exchange, n.routingKey, n.queue, n.dlq, legacy.URL+"/legacy")
-	env := []string{"WEBHOOK_TOKENS=e2e-token", "OWN_TOKENS=own-token", "LEGACY_WEBHOOK_HMAC_SECRET=e2e-secret"}
+	env := []string{"WEBHOOK_TOKENS=e2e-token", "ZAPSTER_TOKENS=e2e-token", "OWN_TOKENS=own-token", "LEGACY_WEBHOOK_HMAC_SECRET=e2e-secret"}
 	srv := startServe(t, config, env...)
 	path := filepath.Join(t.TempDir(), "forward.yaml")
 	if err := os.WriteFile(path, []byte(strings.NewReplacer("{LISTEN}", freePort(t), "{ADMIN}", freePort(t)).Replace(config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fwd := startForward(t, path, env...)
+	fwd := startForward(t, path, "LEGACY_WEBHOOK_HMAC_SECRET=e2e-secret") // no token variable
 	waitReady(t, srv.public+"/readyz/webhook")
 
 	post := func(src, body string) {

@@ -301,8 +301,15 @@ func cookiePathFor(prefix string) string {
 // WWW-Authenticate challenge (Basic, Digest, Negotiate) would make the
 // browser ask for a password in a dialog titled with the portal's origin
 // and then send it to every path of that origin (fresh attack pass A85;
-// the 401 itself passes).
-var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allowed", "Www-Authenticate"}
+// the 401 itself passes). So are the headers whose policy a browser keeps
+// for the whole origin, not the one response (fresh attack pass 11, A24):
+// NEL and Report-To (the browser would report every portal request's URL,
+// query tokens included, to the route's collector), Alt-Svc (where the
+// browser connects for the whole origin), Strict-Transport-Security, the
+// FedCM login status (Set-Login), Origin-Agent-Cluster and the client
+// hints the browser then sends to every path (Accept-CH, Critical-CH).
+var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allowed", "Www-Authenticate",
+	"Nel", "Report-To", "Alt-Svc", "Strict-Transport-Security", "Set-Login", "Origin-Agent-Cluster", "Accept-Ch", "Critical-Ch"}
 
 // applyUntrustedPolicy applies the route's response policy for the
 // portal's origin to the upstream's response headers h.

@@ -92,12 +92,16 @@ func ingressOptions(w configs.Webhook) (ingress.Options, error) {
 			MaxClients: w.AuthFailures.MaxClients, Window: w.AuthFailures.Window.D(),
 		},
 	}
+	// Each envelope names its sender, the credential group computed here,
+	// where the credentials' values are known (the forwarder may not
+	// have them: fresh attack pass 11, A06).
+	senders := w.CredentialGroups()
 	// A source's configuration mistake is that source's: it goes in its
 	// NotConfigured (it answers 503 NOT_CONFIGURED, the others are
 	// served; attack B32). Messages name fields and variables, never a
 	// value.
 	if w.Path != "" {
-		s := ingress.Source{Name: flatSourceName, Path: w.Path, RoutingKey: w.RoutingKey, Tokens: revealAll(w.Tokens), IDFields: w.IDFields}
+		s := ingress.Source{Name: flatSourceName, Path: w.Path, RoutingKey: w.RoutingKey, Tokens: revealAll(w.Tokens), IDFields: w.IDFields, Sender: senders[flatSourceName]}
 		if len(nonEmpty(s.Tokens)) == 0 {
 			s.NotConfigured = errors.New("webhook.path: no token configured (set WEBHOOK_TOKENS); refusing to accept unauthenticated webhooks")
 		}
@@ -105,7 +109,7 @@ func ingressOptions(w configs.Webhook) (ingress.Options, error) {
 	}
 	for i, c := range w.Sources {
 		field := fmt.Sprintf("webhook.sources[%d]", i)
-		s := ingress.Source{Name: c.Name, Path: c.Path, RoutingKey: c.RoutingKey, IDFields: w.IDFields, RedactFields: c.RedactFields}
+		s := ingress.Source{Name: c.Name, Path: c.Path, RoutingKey: c.RoutingKey, IDFields: w.IDFields, RedactFields: c.RedactFields, Sender: senders[c.Name]}
 		if s.RoutingKey == "" {
 			s.RoutingKey = w.RoutingKey
 		}

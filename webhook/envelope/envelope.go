@@ -53,6 +53,12 @@ type Envelope struct {
 	// OriginalSHA256 is the digest of the body as received, when Redacted
 	// is set.
 	OriginalSHA256 string `json:"original_sha256,omitempty"`
+	// Sender names the credential that admitted the event: its credential
+	// group (the first source, in configuration order, of the sources
+	// that accept the same token or secret), never the credential itself.
+	// The forwarder's breaker counts senders (docs/forwarder.md, "What
+	// the breaker counts"). Empty in envelopes of earlier releases.
+	Sender string `json:"sender,omitempty"`
 }
 
 // Errors returned by Decode.
@@ -98,7 +104,7 @@ func (e Envelope) Encode() ([]byte, error) {
 // the whole wire form unless its strings need JSON escapes.
 func (e Envelope) EncodedSizeHint() int {
 	size := 160 + len(e.ID) + len(e.Source) + len(e.ContentType) + base64.StdEncoding.EncodedLen(len(e.Body)) +
-		len(e.SHA256) + len(e.Event) + len(e.OriginalSHA256)
+		len(e.SHA256) + len(e.Event) + len(e.OriginalSHA256) + len(e.Sender)
 	for k, v := range e.Headers {
 		size += len(k) + len(v) + 6
 	}
@@ -171,6 +177,10 @@ func (e Envelope) AppendEncode(buf []byte) ([]byte, error) {
 	if e.OriginalSHA256 != "" {
 		buf = append(buf, `,"original_sha256":`...)
 		buf = appendJSONString(buf, e.OriginalSHA256)
+	}
+	if e.Sender != "" {
+		buf = append(buf, `,"sender":`...)
+		buf = appendJSONString(buf, e.Sender)
 	}
 	return append(buf, '}'), nil
 }

@@ -1,6 +1,10 @@
 package forward
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/olp-edu/borda/webhook/envelope"
+)
 
 // What the breaker counts (docs/forwarder.md, "What the breaker counts").
 //
@@ -51,6 +55,17 @@ func (s senderSet) sender(source string) string {
 	return source
 }
 
+// ofEnvelope is env's sender: the one the ingress wrote into it, which it
+// computed with the credentials' values (the forwarder may run without
+// them: a shared value under two variable names is one sender only to
+// the ingress; fresh attack pass 11, A06), else its source's here.
+func (s senderSet) ofEnvelope(env envelope.Envelope) string {
+	if env.Sender != "" {
+		return env.Sender
+	}
+	return s.sender(env.Source)
+}
+
 // answeredRun is the run of answered failures since the last success:
 // the sender of its first failure and whether a second sender failed in it.
 type answeredRun struct {
@@ -72,14 +87,13 @@ func endpointDown(r Result) bool {
 	return false
 }
 
-// outcome is what a retryable failure of an event of source counts as:
+// outcome is what a retryable failure of an event of sender counts as:
 // errFailed (the breaker counts it) or errSkipped (it does not). Call it
 // after failed, before done.
-func (b *Breaker) outcome(r Result, source string) error {
+func (b *Breaker) outcome(r Result, sender string) error {
 	if endpointDown(r) || b.senders.count <= 1 {
 		return errFailed
 	}
-	sender := b.senders.sender(source)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {

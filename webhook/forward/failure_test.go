@@ -10,6 +10,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/breaker"
 	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/webhook/envelope"
 )
 
 // someSenders is a senderSet of n sources, each its own sender.
@@ -38,7 +39,7 @@ func fail(t *testing.T, b *Breaker, r Result, source string) {
 		t.Fatalf("slot refused: %v", err)
 	}
 	b.failed(breakerReason(r), time.Now())
-	done(b.outcome(r, source))
+	done(b.outcome(r, b.senders.sender(source)))
 }
 
 func succeed(t *testing.T, b *Breaker) {
@@ -208,5 +209,39 @@ func TestBreaker_SourcesSharingACredentialAreOneSender(t *testing.T) {
 	}
 	if s := one.State(); s != breaker.StateOpen {
 		t.Errorf("one sender configured: breaker %s, want open", s)
+	}
+}
+
+// TestBreaker_TheEnvelopesSenderDecides (fresh attack pass 11, A06): a
+// forwarder run without the token variables groups sources by variable
+// names only, so two sources sharing a value under two names looked like
+// two senders; the sender the ingress wrote into the envelope decides,
+// and an envelope of an earlier release (no sender) falls back to the
+// forwarder's own grouping.
+func TestBreaker_TheEnvelopesSenderDecides(t *testing.T) {
+	set := senders([]string{"whatsapp", "zap", "gh"}, nil) // no values: three senders here
+	env := func(source, sender string) envelope.Envelope {
+		e := envelope.New("id", source, "application/json", nil, []byte("{}"), time.Now())
+		e.Sender = sender
+		return e
+	}
+	if got := set.ofEnvelope(env("zap", "whatsapp")); got != "whatsapp" {
+		t.Errorf("sender %q, want the envelope's", got)
+	}
+	if got := set.ofEnvelope(env("zap", "")); got != "zap" {
+		t.Errorf("sender %q without one in the envelope, want the source's group", got)
+	}
+	b := newSendersBreaker(3, set)
+	r := Result{Kind: Retryable, Class: "5xx", Status: 500}
+	for i := range 30 {
+		e := env([]string{"whatsapp", "zap"}[i%2], "whatsapp")
+		done, err := b.allow()
+		if err != nil {
+			t.Fatalf("slot %d refused: %v", i, err)
+		}
+		done(b.outcome(r, b.senders.ofEnvelope(e)))
+	}
+	if s := b.State(); s != breaker.StateClosed {
+		t.Errorf("one sender's poison over two sources: breaker %s, want closed", s)
 	}
 }

@@ -112,7 +112,7 @@ func (w *worker) handle(ctx context.Context, d amqp.Delivery) {
 		w.deadLetter(ctx, d, env, letter{reason: "rejected by the legacy endpoint", class: res.Class, status: res.Status, excerpt: res.Excerpt, failures: failures + 1}, lease)
 	default:
 		f.breaker.failed(breakerReason(res), f.now())
-		done(f.breaker.outcome(res, env.Source))
+		done(f.breaker.outcome(res, f.breaker.senders.ofEnvelope(env)))
 		w.retry(ctx, d, env, failures+1, res, lease)
 	}
 }

@@ -60,6 +60,7 @@ func (i *Ingress) message(src *source, r *http.Request, target requestTarget, id
 	}
 	env := envelope.New(id, src.name, headers["content-type"], headers, body, at)
 	env.Event = target.event
+	env.Sender = src.sender
 	if len(removed) > 0 {
 		env.Redacted = removed
 		env.OriginalSHA256 = envelope.Digest(original)

@@ -30,6 +30,10 @@ type Source struct {
 	IDFields []string
 	// RedactFields are top-level JSON members removed before publishing.
 	RedactFields []string
+	// Sender is written into every envelope of the source
+	// (envelope.Envelope.Sender): the credential group that admits it
+	// (configs.Webhook.CredentialGroups). Empty: the source's Name.
+	Sender string
 	// NotConfigured, when set, is why the configuration cannot serve this
 	// source (an unset tokens_env, a signing secret missing or
 	// undecodable): the source answers 503 NOT_CONFIGURED and every other
@@ -51,6 +55,7 @@ type Signature struct {
 // source is one compiled webhook source.
 type source struct {
 	name       string
+	sender     string // envelope.Envelope.Sender
 	path       string
 	segs       []string // baseSegments(path)
 	routingKey string
@@ -82,8 +87,13 @@ func compileSources(srcs []Source) ([]*source, error) {
 		if c.NotConfigured != nil {
 			mine = append(mine, c.NotConfigured)
 		}
+		sender := c.Sender
+		if sender == "" {
+			sender = c.Name
+		}
 		s := &source{
 			name:       c.Name,
+			sender:     sender,
 			path:       c.Path,
 			segs:       baseSegments(c.Path),
 			routingKey: c.RoutingKey,

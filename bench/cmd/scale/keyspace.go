@@ -151,6 +151,7 @@ type keyspacePoint struct {
 	stored    int64   // rate-limit keys in the store two sync intervals after the last answer
 	worstLag  float64 // worst share, during the run, of the keys answered two intervals before a sample that the store did not hold yet
 	rssMB     int64
+	cpuPerReq float64 // borda's CPU (user + system) per request, µs
 	dropped   float64 // borda_ratelimit_sync_dropped_total
 	roundsErr float64
 }
@@ -208,12 +209,29 @@ func keyspaceRun(ctx context.Context, bin, dir, upstream string, keys, total int
 			}
 		}
 	})
+	cpu0 := cpuTime(srv.Process.Pid)
+	if dir := os.Getenv("BORDA_SCALE_PROFILE_DIR"); dir != "" {
+		// A 20 s CPU profile of borda from the run's fifth second
+		// (admin_pprof: loopback), for reading where a point's time goes.
+		go func() {
+			time.Sleep(5 * time.Second)
+			resp, err := http.Get("http://" + adminAddr + "/debug/pprof/profile?seconds=20")
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			_ = os.WriteFile(fmt.Sprintf("%s/keyspace-%d.pprof", dir, keys), b, 0o644)
+		}()
+	}
 	load, err := drive(ctx, total, keys, &done)
+	cpu1 := cpuTime(srv.Process.Pid)
 	cancel()
 	sw.Wait()
 	if err != nil {
 		return pt, err
 	}
+	pt.cpuPerReq = float64((cpu1 - cpu0).Microseconds()) / float64(total)
 	time.Sleep(2 * keyspaceSync)
 	n, err := rdb.DBSize(ctx).Result()
 	if err != nil {
@@ -297,13 +315,13 @@ func denyRun(ctx context.Context, bin, dir, upstream string, n, denyCache int) (
 // and p99 also as ratios to the first point's.
 func keyspaceTable(pts []keyspacePoint) string {
 	var b strings.Builder
-	b.WriteString("| distinct keys (requests) | keys in the store 2 intervals after the last answer | worst lag during the run | req/s (× first) | p99 (× first) | RSS | counts not sent | failed rounds |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| distinct keys (requests) | keys in the store 2 intervals after the last answer | worst lag during the run | req/s (× first) | p99 (× first) | borda CPU per request (× first) | RSS | counts not sent | failed rounds |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range pts {
 		hit := min(p.keys, p.load.requests)
-		fmt.Fprintf(&b, "| %d (%d) | %d of %d (%.1f %%) | %.1f %% | %.0f (%.2f ×) | %.1f ms (%.2f ×) | %d MB | %.0f | %.0f |\n",
+		fmt.Fprintf(&b, "| %d (%d) | %d of %d (%.1f %%) | %.1f %% | %.0f (%.2f ×) | %.1f ms (%.2f ×) | %.1f µs (%.2f ×) | %d MB | %.0f | %.0f |\n",
 			p.keys, p.load.requests, p.stored, hit, 100*float64(p.stored)/float64(hit), 100*p.worstLag,
 			p.load.rps(), p.load.rps()/pts[0].load.rps(), ms(p.load.p99()), ms(p.load.p99())/ms(pts[0].load.p99()),
-			p.rssMB, p.dropped, p.roundsErr)
+			p.cpuPerReq, p.cpuPerReq/pts[0].cpuPerReq, p.rssMB, p.dropped, p.roundsErr)
 	}
 	return b.String()
 }

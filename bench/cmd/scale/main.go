@@ -271,6 +271,28 @@ func idle(n int) ([]net.Conn, error) {
 }
 
 // rss is the process's resident set in KB (/proc/PID/status VmRSS).
+// cpuTime is the user and system CPU time pid has used
+// (/proc/<pid>/stat fields 14 and 15, in clock ticks of 10 ms: Linux's
+// USER_HZ of 100 on every architecture Go supports there).
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest) // f[0] is field 3
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
 func rss(pid int) int64 {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
