@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
