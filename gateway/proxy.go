@@ -543,9 +543,7 @@ func (p *routeProxy) dropEdgeOwned(h http.Header) {
 		}
 	}
 	if !p.rt.session {
-		for _, k := range untrustedResponseHeaders {
-			delete(h, k)
-		}
+		dropUntrustedResponseHeaders(h)
 	}
 }
 

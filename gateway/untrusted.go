@@ -311,13 +311,28 @@ func cookiePathFor(prefix string) string {
 var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allowed", "Www-Authenticate",
 	"Nel", "Report-To", "Alt-Svc", "Strict-Transport-Security", "Set-Login", "Origin-Agent-Cluster", "Accept-Ch", "Critical-Ch"}
 
+// dropUntrustedResponseHeaders removes untrustedResponseHeaders from h,
+// and every "Sec-" response header: the prefix browsers reserve for their
+// own features, several of which a response sets for the whole origin
+// (Device Bound Session Credentials' Sec-Session-Registration registers a
+// session covering the portal; fresh attack pass 12, A06). A name list
+// alone misses the next such feature; the prefix does not.
+func dropUntrustedResponseHeaders(h http.Header) {
+	for _, k := range untrustedResponseHeaders {
+		delete(h, k)
+	}
+	for k := range h {
+		if len(k) > 4 && strings.EqualFold(k[:4], "Sec-") {
+			delete(h, k)
+		}
+	}
+}
+
 // applyUntrustedPolicy applies the route's response policy for the
 // portal's origin to the upstream's response headers h.
 func (rt *route) applyUntrustedPolicy(h http.Header) {
 	if !rt.session {
-		for _, k := range untrustedResponseHeaders {
-			delete(h, k)
-		}
+		dropUntrustedResponseHeaders(h)
 	}
 	if rt.csp != "" {
 		// Added as a policy of its own: the upstream's policies still

@@ -57,6 +57,11 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 		w.Header().Set("Origin-Agent-Cluster", "?0")
 		w.Header().Set("Accept-CH", "Sec-CH-UA-Full-Version-List, Sec-CH-UA-Model")
 		w.Header().Set("Critical-CH", "Sec-CH-UA-Model")
+		// Browser features under the reserved Sec- prefix (fresh attack
+		// pass 12, A06: Device Bound Session Credentials).
+		w.Header().Set("Sec-Session-Registration", `(ES256);path="/dbsc/start";challenge="c"`)
+		w.Header().Set("Sec-Session-Challenge", `"c"`)
+		w.Header()["sec-future-feature"] = []string{"1"}
 		_, _ = w.Write([]byte("<script>fetch('/api')</script>"))
 	})
 	h := newHarness(t, untrustedOptions(t, up.URL))
@@ -75,7 +80,8 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 		// Named here, not read from the code's list, so a name dropped
 		// from it fails.
 		for _, k := range []string{"Clear-Site-Data", "Service-Worker-Allowed", "WWW-Authenticate", "NEL", "Report-To",
-			"Alt-Svc", "Strict-Transport-Security", "Set-Login", "Origin-Agent-Cluster", "Accept-CH", "Critical-CH"} {
+			"Alt-Svc", "Strict-Transport-Security", "Set-Login", "Origin-Agent-Cluster", "Accept-CH", "Critical-CH",
+			"Sec-Session-Registration", "Sec-Session-Challenge", "sec-future-feature"} {
 			if v := res.Header.Get(k); v != "" {
 				t.Errorf("%s: %s %q reached the browser", tc.path, k, v)
 			}
