@@ -316,16 +316,24 @@ var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allow
 // own features, several of which a response sets for the whole origin
 // (Device Bound Session Credentials' Sec-Session-Registration registers a
 // session covering the portal; fresh attack pass 12, A06). A name list
-// alone misses the next such feature; the prefix does not.
+// alone misses the next such feature; the prefix does not. The WebSocket
+// handshake's own (RFC 6455 §11.3: Sec-WebSocket-Accept, -Protocol,
+// -Extensions, -Version) stay: without them the browser refuses every
+// WebSocket of the route.
 func dropUntrustedResponseHeaders(h http.Header) {
 	for _, k := range untrustedResponseHeaders {
 		delete(h, k)
 	}
 	for k := range h {
-		if len(k) > 4 && strings.EqualFold(k[:4], "Sec-") {
+		if hasPrefixFold(k, "Sec-") && !hasPrefixFold(k, "Sec-Websocket-") {
 			delete(h, k)
 		}
 	}
+}
+
+// hasPrefixFold reports whether s begins with prefix in any ASCII case.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // applyUntrustedPolicy applies the route's response policy for the
