@@ -281,13 +281,20 @@ func TestWebSocketUpgradeThroughFullChain(t *testing.T) {
 	}
 }
 
-// wsEcho is a minimal RFC 6455 server: it answers the handshake and echoes
+// wsEcho is a minimal RFC 6455 server: it answers the handshake (with the
+// headers a wrapping handler set on w beside its own) and echoes
 // unfragmented frames until the connection closes.
 func wsEcho(t testing.TB) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 			http.Error(w, "want websocket", http.StatusBadRequest)
 			return
+		}
+		var extra strings.Builder
+		for k, vs := range w.Header() {
+			for _, v := range vs {
+				extra.WriteString(k + ": " + v + "\r\n")
+			}
 		}
 		sum := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 		conn, brw, err := http.NewResponseController(w).Hijack()
@@ -296,8 +303,8 @@ func wsEcho(t testing.TB) http.HandlerFunc {
 			return
 		}
 		defer conn.Close()
-		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n",
-			base64.StdEncoding.EncodeToString(sum[:]))
+		fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n",
+			base64.StdEncoding.EncodeToString(sum[:]), extra.String())
 		_ = brw.Flush()
 		for {
 			msg, err := readFrame(brw.Reader)
