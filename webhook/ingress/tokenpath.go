@@ -146,7 +146,7 @@ func tokenSegments(segs []string) []bool {
 // ("messages-upsert", "CONNECTION_UPDATE"): only ASCII letters, '-', '_'
 // and '.', at most 64 of them.
 func eventName(seg string) bool {
-	if len(seg) > 64 {
+	if len(seg) > maxEventName {
 		return false
 	}
 	for i := 0; i < len(seg); i++ {
@@ -189,11 +189,11 @@ func paramless(seg string) string {
 // parameter may carry a credential too). Any other path is returned as
 // it is. It allocates only for a path it changes.
 //
-// eventMax is the longest segment kept as an event name (at most 64): the
-// Ingress passes one less than its shortest token, so a segment that
-// could hold a token glued to letters is never printed (fresh attack
-// pass 10, A09: a token of letters and '-' glued to letters read as an
-// event name).
+// eventMax is the longest segment kept as an event name: the Ingress
+// passes knownTokens.eventMax (shorter than its shortest token, unless
+// that is under minEventMax), so a segment that could hold a token glued
+// to letters is not printed (fresh attack pass 10, A09: a token of letters
+// and '-' glued to letters read as an event name).
 func redactTokenPath(p string, bases [][]string, paths []string, eventMax int) string {
 	for n, base := range bases {
 		rest, ok := cutBase(p, base, true)
@@ -308,9 +308,11 @@ func newKnownTokens(srcs []Source) knownTokens {
 // printed as an event name.
 const maxEventName = 64
 
-// minEventMax is the shortest eventMax: event names of Evolution and
-// its peers ("messages-upsert", "CONNECTION_UPDATE") are 24 characters or
-// fewer; production refuses tokens shorter than 32 bytes.
+// minEventMax is the shortest eventMax: most event names of Evolution
+// and its peers ("messages-upsert", "CONNECTION_UPDATE") are 24 characters
+// or fewer, and production refuses tokens shorter than 32 bytes, so there
+// eventMax is 31 and every Evolution event name ("group-participants-
+// update", 25) prints.
 const minEventMax = 24
 
 // eventMax is the longest segment under a source's path printed as an
