@@ -22,6 +22,9 @@ func TestEncodeMatchesJSONMarshal(t *testing.T) {
 	red := New("r", "evolution", "application/json", nil, []byte(`{"x":1}`), at)
 	red.Event, red.Redacted, red.OriginalSHA256 = "messages-upsert", []string{"apikey"}, Digest([]byte(`{"x":1,"apikey":"k"}`))
 	cases = append(cases, red)
+	sent := New("s", "zapster", "application/json", nil, []byte(`{}`), at)
+	sent.Sender = "whatsapp"
+	cases = append(cases, sent)
 	for _, e := range cases {
 		want, err := json.Marshal(e)
 		if err != nil {
@@ -73,6 +76,7 @@ func FuzzEncodeMatchesJSONMarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, source, contentType, hk, hv string, body []byte, event, redacted string, at int64) {
 		e := New(id, source, contentType, map[string]string{hk: hv, "content-type": contentType}, body, time.Unix(0, at))
 		e.Event = event
+		e.Sender = hk // any string, empty included
 		if redacted != "" {
 			e.Redacted, e.OriginalSHA256 = []string{redacted, "apikey"}, Digest([]byte(redacted))
 		}

@@ -346,11 +346,7 @@ func (q *queueState) refusal(size int64) error {
 		// a policy lets it drop is not known, so no 200 rests on it
 		// (fresh attack pass 9, W01: a drop-head policy and an API
 		// answering 401 lost 5 of 8 acknowledged events).
-		why := "not answered yet"
-		if q.readErr != "" {
-			why = q.readErr
-		}
-		return fmt.Errorf("%w: %s (its effective settings were never read from the RabbitMQ management API: %s)", publish.ErrQueueMayDrop, q.Name, why)
+		return fmt.Errorf("%w: %s (its effective settings were never read from the RabbitMQ management API: %s)", publish.ErrQueueMayDrop, q.Name, q.failure())
 	}
 	if !q.unguarded {
 		return nil
@@ -396,11 +392,7 @@ func (g *Guard) Unread() []string {
 	for _, q := range g.queues {
 		q.mu.Lock()
 		if !q.read {
-			why := "not answered yet"
-			if q.readErr != "" {
-				why = q.readErr
-			}
-			out = append(out, q.Name+" ("+why+")")
+			out = append(out, q.Name+" ("+q.failure()+")")
 		}
 		q.mu.Unlock()
 	}
@@ -424,16 +416,21 @@ func (g *Guard) Stale() []string {
 	for _, q := range g.queues {
 		q.mu.Lock()
 		if q.read && now.Sub(q.readAt) > staleAfter*g.every {
-			why := "no answer"
-			if q.readErr != "" {
-				why = q.readErr
-			}
-			out = append(out, fmt.Sprintf("%s (read %s ago; %s)", q.Name, now.Sub(q.readAt).Round(time.Second), why))
+			out = append(out, fmt.Sprintf("%s (read %s ago; %s)", q.Name, now.Sub(q.readAt).Round(time.Second), q.failure()))
 		}
 		q.mu.Unlock()
 	}
 	slices.Sort(out)
 	return out
+}
+
+// failure is why q's settings are not being read: the last read's error,
+// or that none has answered yet. q.mu is held.
+func (q *queueState) failure() string {
+	if q.readErr != "" {
+		return q.readErr
+	}
+	return "not answered yet"
 }
 
 // Settings returns queue's last read settings and whether it was read.
