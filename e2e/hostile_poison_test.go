@@ -96,21 +96,12 @@ forward:
 
 	post := func(src, body string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.public+"/webhooks/"+src, strings.NewReader(body))
 		token := "e2e-token"
 		if src == "own" {
 			token = "own-token"
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("POST to %s = %d %s", src, resp.StatusCode, b)
+		if status, reply := postWebhookTo(t, srv.public, src, token, []byte(body)); status != 200 {
+			t.Fatalf("POST to %s = %d %s", src, status, reply)
 		}
 	}
 	const poison, goodEvents = 6, 3

@@ -43,12 +43,7 @@ func TestHostileQueryTokenSpellingsPHPReadsSkipTheUserLimit(t *testing.T) {
 // as the portal's never reaches that upstream in any form; the third
 // party's own credential (one that does not verify) still passes.
 func TestHostilePortalTokenReachesAThirdPartyRoute(t *testing.T) {
-	up := recordingUpstream(t)
-	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
-    path_prefix: /third
-    upstream: "`+up.URL+`"
-    cookies: {forward: []}
-`), "AUTH_JWT_SECRET="+identitySecret)
+	up, p := startThirdPartyRoute(t)
 	tok := identityToken(t, "u-third", 0)
 	for _, req := range []string{
 		"GET /third/dump HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " + tok + "\r\n",
@@ -157,12 +152,7 @@ rate_limits:
 // binary: every pair whose value holds a JWS that verifies is removed,
 // whatever its key.
 func TestHostilePortalTokenUnderAnyQueryKeyReachesAThirdPartyRoute(t *testing.T) {
-	up := recordingUpstream(t)
-	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
-    path_prefix: /third
-    upstream: "`+up.URL+`"
-    cookies: {forward: []}
-`), "AUTH_JWT_SECRET="+identitySecret)
+	up, p := startThirdPartyRoute(t)
 	tok := identityToken(t, "u-third-anykey", 0)
 	for _, q := range []string{"token=" + tok + "&x=1", "x=1&jwt=" + tok, "x=1&auth=Bearer%20" + tok, "access_token=Bearer%20" + tok + "&x=1"} {
 		req := "GET /third/q?" + q + " HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
@@ -184,12 +174,7 @@ func TestHostilePortalTokenUnderAnyQueryKeyReachesAThirdPartyRoute(t *testing.T)
 // that spent the verification budget, and in a Referer behind such
 // decoys: none reaches the third party.
 func TestHostilePortalTokenEncodedOrAsAKeyReachesAThirdPartyRoute(t *testing.T) {
-	up := recordingUpstream(t)
-	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
-    path_prefix: /third
-    upstream: "`+up.URL+`"
-    cookies: {forward: []}
-`), "AUTH_JWT_SECRET="+identitySecret)
+	up, p := startThirdPartyRoute(t)
 	tok := identityToken(t, "u-third-encoded", 0)
 	enc := strings.ReplaceAll(tok, ".", "%2E")
 	decoys := "a=aa.bb.cc&b=aa.bb.cd&c=aa.bb.ce&d=aa.bb.cf&e=aa.bb.cg"
@@ -222,4 +207,18 @@ func TestHostilePortalTokenEncodedOrAsAKeyReachesAThirdPartyRoute(t *testing.T) 
 			t.Errorf("Referer %q reached the third party as %q", c.referer, got)
 		}
 	}
+}
+
+// startThirdPartyRoute starts `borda serve` with the portal's JWT secret
+// and a route /third that forwards no session (cookies.forward: []) to a
+// recording upstream.
+func startThirdPartyRoute(t *testing.T) (*recorder, *process) {
+	t.Helper()
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe("http://127.0.0.1:1", "", `  - name: third
+    path_prefix: /third
+    upstream: "`+up.URL+`"
+    cookies: {forward: []}
+`), "AUTH_JWT_SECRET="+identitySecret)
+	return up, p
 }

@@ -66,16 +66,7 @@ forward:
 
 	post := func(id string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.public+"/webhooks/whatsapp", strings.NewReader(`{"data":{"key":{"id":"`+id+`"}}}`))
-		req.Header.Set("Authorization", "Bearer e2e-token")
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postWebhook(t, srv.public, []byte(`{"data":{"key":{"id":"`+id+`"}}}`))
 	}
 	// The guard read (and failed) at least once before the checks.
 	eventually(t, 10*time.Second, "the guard to ask the management API", func() bool { return reads.Load() >= 3 })

@@ -312,10 +312,19 @@ func waitReady(t *testing.T, url string) {
 	t.Fatalf("%s not 200 within 10 s", url)
 }
 
+// postWebhook POSTs body as JSON to the flat source with the e2e token and
+// returns the status and the reply.
 func postWebhook(t *testing.T, base string, body []byte) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/whatsapp", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer e2e-token")
+	return postWebhookTo(t, base, "whatsapp", "e2e-token", body)
+}
+
+// postWebhookTo POSTs body as JSON to /webhooks/{source} with token as
+// Bearer and returns the status and the reply.
+func postWebhookTo(t *testing.T, base, source, token string, body []byte) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/"+source, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
