@@ -287,3 +287,15 @@ func withClock(opts Options, now func() time.Time) Options {
 
 // clockFunc is now as a clock (MemoryStore.SetClock).
 func clockFunc(now func() time.Time) clock.Clock { return clock.Func(now) }
+
+// syncedHit returns the last Hit l's syncer took for key (zero when it
+// holds no state for key).
+func syncedHit(l *Limiter, key string) Hit {
+	l.sync.mu.Lock()
+	defer l.sync.mu.Unlock()
+	k, ok := l.sync.keys.get(key)
+	if !ok {
+		return Hit{}
+	}
+	return l.sync.keys.hit(key, k.hit)
+}

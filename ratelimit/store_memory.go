@@ -45,7 +45,7 @@ type memoryEntry struct {
 	tat     float64 // GCRA theoretical arrival time, unix ms
 	relax   float64 // relax factor
 	sliding slidingState
-	expires time.Time
+	expires moment // when the entry is over (moment.go: pointer-free)
 }
 
 // slidingState is the script's "s{window}:{index}:{current}:{previous}".
@@ -104,10 +104,10 @@ func (s *MemoryStore) shard(key string) *memoryShard {
 // entry returns key's live entry, creating a fresh one (expiring at now+ttl)
 // when it is missing or expired. The caller holds sh.mu.
 func (sh *memoryShard) entry(key string, now time.Time, ttl time.Duration) (*memoryEntry, bool) {
-	if e, ok := sh.keys.Get(key); ok && now.Before(e.expires) {
+	if e, ok := sh.keys.Get(key); ok && momentOf(now).before(e.expires) {
 		return e, true
 	}
-	e := &memoryEntry{expires: now.Add(ttl)}
+	e := &memoryEntry{expires: momentOf(now).add(ttl)}
 	sh.keys.Add(key, e)
 	return e, false
 }
@@ -129,11 +129,11 @@ func (s *MemoryStore) Hit(_ context.Context, hits []Hit, out []Count) (time.Time
 		default:
 			ttl := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
 			e, _ := sh.entry(h.Key, now, ttl)
-			if limit := now.Add(ttl); e.expires.After(limit) {
+			if limit := momentOf(now).add(ttl); limit.before(e.expires) {
 				e.expires = limit // as the script: never longer than the window
 			}
 			e.n++
-			out[i] = Count{N: e.n, TTL: e.expires.Sub(now).Truncate(time.Millisecond)}
+			out[i] = Count{N: e.n, TTL: e.expires.sub(momentOf(now)).Truncate(time.Millisecond)}
 		}
 		sh.mu.Unlock()
 	}
@@ -148,7 +148,7 @@ func (sh *memoryShard) slidingWindow(h Hit, now time.Time) Count {
 	limit := float64(h.Limit)
 	idx := math.Floor(nowMS / w)
 	var cur, prev float64
-	if e, ok := sh.keys.Get(h.Key); ok && now.Before(e.expires) && e.sliding.window == w {
+	if e, ok := sh.keys.Get(h.Key); ok && momentOf(now).before(e.expires) && e.sliding.window == w {
 		switch st := e.sliding; {
 		case st.index >= idx:
 			idx, cur, prev = st.index, st.cur, st.prev
@@ -163,7 +163,7 @@ func (sh *memoryShard) slidingWindow(h Hit, now time.Time) Count {
 		ttl := max(1, (idx+2)*w-nowMS)
 		e, _ := sh.entry(h.Key, now, 0)
 		e.sliding = slidingState{window: w, index: idx, cur: cur, prev: prev}
-		e.expires = now.Add(time.Duration(ttl) * time.Millisecond)
+		e.expires = momentOf(now).add(time.Duration(ttl) * time.Millisecond)
 		return Count{Allowed: true, Remaining: int64(math.Floor(limit - rate - 1)), ResetAfter: time.Duration(ttl) * time.Millisecond}
 	}
 	var retry float64
@@ -194,11 +194,11 @@ func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
 	period := float64(h.Period.Milliseconds())
 	interval := period / float64(h.Limit)
 	tat := nowMS
-	if e, ok := sh.keys.Get(h.Key); ok && now.Before(e.expires) && e.tat > tat {
+	if e, ok := sh.keys.Get(h.Key); ok && momentOf(now).before(e.expires) && e.tat > tat {
 		tat = e.tat
 		if tat > nowMS+period { // as the script: capped at now + period
 			tat = nowMS + period
-			e.tat, e.expires = tat, now.Add(h.Period)
+			e.tat, e.expires = tat, momentOf(now).add(h.Period)
 		}
 	}
 	newTAT := tat + interval
@@ -211,7 +211,7 @@ func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
 	}
 	reset := time.Duration(math.Ceil(newTAT-nowMS)) * time.Millisecond
 	e, _ := sh.entry(h.Key, now, reset)
-	e.tat, e.expires = newTAT, now.Add(reset)
+	e.tat, e.expires = newTAT, momentOf(now).add(reset)
 	return Count{Allowed: true, Remaining: int64(math.Floor(diff / interval)), ResetAfter: reset}
 }
 
@@ -222,8 +222,8 @@ func (s *MemoryStore) ReadRelax(_ context.Context, keys []string) ([]RelaxValue,
 	for i, k := range keys {
 		sh := s.shard(k)
 		sh.mu.Lock()
-		if e, ok := sh.keys.Get(k); ok && now.Before(e.expires) && e.relax > 0 {
-			out[i] = RelaxValue{Factor: e.relax, TTL: e.expires.Sub(now).Truncate(time.Millisecond)}
+		if e, ok := sh.keys.Get(k); ok && momentOf(now).before(e.expires) && e.relax > 0 {
+			out[i] = RelaxValue{Factor: e.relax, TTL: e.expires.sub(momentOf(now)).Truncate(time.Millisecond)}
 		}
 		sh.mu.Unlock()
 	}
@@ -234,7 +234,7 @@ func (s *MemoryStore) ReadRelax(_ context.Context, keys []string) ([]RelaxValue,
 func (s *MemoryStore) WriteRelax(_ context.Context, key string, factor float64, ttl time.Duration) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	sh.keys.Add(key, &memoryEntry{relax: factor, expires: s.now().Add(ttl)})
+	sh.keys.Add(key, &memoryEntry{relax: factor, expires: momentOf(s.now()).add(ttl)})
 	sh.mu.Unlock()
 	return nil
 }

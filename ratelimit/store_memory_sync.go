@@ -9,10 +9,10 @@ import (
 // sh.mu.
 func (sh *memoryShard) state(h Hit, now time.Time) KeyState {
 	e, ok := sh.keys.Get(h.Key)
-	if !ok || !now.Before(e.expires) {
+	if !ok || !momentOf(now).before(e.expires) {
 		return KeyState{}
 	}
-	ttl := e.expires.Sub(now).Truncate(time.Millisecond)
+	ttl := e.expires.sub(momentOf(now)).Truncate(time.Millisecond)
 	if ttl <= 0 {
 		return KeyState{}
 	}
@@ -42,7 +42,7 @@ func (sh *memoryShard) set(h Hit, s KeyState, now time.Time) {
 		sh.keys.Remove(h.Key)
 		return
 	}
-	e := &memoryEntry{expires: now.Add(s.TTL)}
+	e := &memoryEntry{expires: momentOf(now).add(s.TTL)}
 	switch h.Algorithm {
 	case GCRA:
 		e.tat = s.TAT
@@ -97,7 +97,7 @@ func (s *MemoryStore) adoptFixed(h Hit, snap, got KeyState, reserved int64) {
 	// count is since the snapshot.
 	var cur *memoryEntry
 	e, ok := sh.keys.Get(h.Key)
-	if ok && e.expires.Sub(now).Truncate(time.Millisecond) > 0 && e.n > 0 && (snap.present() || e.end == 0) {
+	if ok && e.expires.sub(momentOf(now)).Truncate(time.Millisecond) > 0 && e.n > 0 && (snap.present() || e.end == 0) {
 		cur = e
 	}
 	since := int64(0)
@@ -109,14 +109,14 @@ func (s *MemoryStore) adoptFixed(h Hit, snap, got KeyState, reserved int64) {
 	}
 	switch {
 	case got.present():
-		sh.keys.Add(h.Key, &memoryEntry{n: max(0, got.N-reserved) + since, end: got.End, expires: now.Add(got.TTL)})
+		sh.keys.Add(h.Key, &memoryEntry{n: max(0, got.N-reserved) + since, end: got.End, expires: momentOf(now).add(got.TTL)})
 	case since == 0:
 		if ok {
-			e.n, e.end, e.expires = 0, 0, now // the next hit starts a window
+			e.n, e.end, e.expires = 0, 0, momentOf(now) // the next hit starts a window
 		}
 	case cur.end != 0:
 		window := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
-		sh.keys.Add(h.Key, &memoryEntry{n: since, expires: now.Add(window)})
+		sh.keys.Add(h.Key, &memoryEntry{n: since, expires: momentOf(now).add(window)})
 	default:
 		cur.n = since
 	}

@@ -35,7 +35,7 @@ type syncer struct {
 	perKey   bool          // a Redis Cluster: one script call per key
 
 	mu   sync.Mutex
-	keys map[string]*syncKey
+	keys *syncTable
 	// dirty lists the keys counted since the last round, in the order
 	// they became dirty (a key at most once per round: count appends it
 	// when its dirty flag rises).
@@ -70,11 +70,11 @@ type syncer struct {
 
 // syncKey is one key's synchronization: the last hit's parameters, the
 // store's state as last read (base, valid until baseUntil), and whether
-// the view counted since the last round.
+// the view counted since the last round. It holds no pointer (syncTable).
 type syncKey struct {
-	hit       Hit
+	hit       hitShape
 	base      KeyState
-	baseUntil time.Time
+	baseUntil moment
 	dirty     bool
 	// spent is what the view passed since the store's state was last
 	// read, lease what it may pass before asking again (quota leasing,
@@ -89,7 +89,7 @@ type syncKey struct {
 	// resUntil is when, on this replica's clock, that window ends: the
 	// lease left then is not reserved in the next window, so the key
 	// starts afresh there, as a key not seen (fresh).
-	resUntil time.Time
+	resUntil moment
 	// fresh: the lease was given without the store (a key not seen, or
 	// whose reserved window ended with some of its lease left); the next
 	// exchange reserves what is left of it in the window it counts into,
@@ -109,7 +109,7 @@ type syncKey struct {
 	// refuseUntil: an ask left this replica no lease; its hits are
 	// refused without asking again until then (a fixed window: the
 	// window's end; otherwise the time one request takes to come back).
-	refuseUntil time.Time
+	refuseUntil moment
 }
 
 func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m *metrics, reg Registration) *syncer {
@@ -118,7 +118,7 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 		interval: interval,
 		timeout:  timeout,
 		wake:     make(chan struct{}, 1),
-		keys:     map[string]*syncKey{},
+		keys:     newSyncTable(),
 		rounds:   [2]prometheus.Counter{m.syncRounds.WithLabelValues("ok"), m.syncRounds.WithLabelValues("error")},
 		dropped:  m.syncDropped,
 		asks:     m.syncAsks,
@@ -148,14 +148,15 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 	if replicas > 1 {
 		var ask []int
 		now := s.view.now()
+		nowM := momentOf(now)
 		refused := false
 		s.mu.Lock()
 		for j, h := range hits {
-			k, ok := s.keys[h.Key]
+			k, ok := s.keys.get(h.Key)
 			switch {
-			case ok && now.Before(k.refuseUntil):
+			case ok && nowM.before(k.refuseUntil):
 				refused = true
-			case ok && k.resEnd != 0 && !now.Before(k.resUntil) && k.spent < k.lease:
+			case ok && k.resEnd != 0 && !nowM.before(k.resUntil) && k.spent < k.lease:
 				// The window the lease was reserved in is over, with some
 				// of it left (a key not flooding: a flood spends its lease
 				// and asks): the key starts afresh, as one not seen, its
@@ -175,7 +176,7 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 			// concurrent requests cannot all pass on the same one (count
 			// gives back the share of a hit the view refuses).
 			for j, h := range hits {
-				if k, ok := s.keys[h.Key]; ok && j < 64 {
+				if k, ok := s.keys.get(h.Key); ok && j < 64 {
 					k.spent++
 					taken |= 1 << j
 				}
@@ -184,8 +185,8 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 		if refused {
 			for j, h := range hits {
 				st := KeyState{}
-				if k, ok := s.keys[h.Key]; ok && now.Before(k.refuseUntil) {
-					st.TTL = k.refuseUntil.Sub(now)
+				if k, ok := s.keys.get(h.Key); ok && nowM.before(k.refuseUntil) {
+					st.TTL = k.refuseUntil.sub(nowM)
 				}
 				out[j] = spentCount(h, st, now)
 			}
@@ -235,16 +236,16 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 	var early []string
 	s.mu.Lock()
 	for j, h := range hits {
-		k, ok := s.keys[h.Key]
+		k, ok := s.keys.get(h.Key)
 		if !ok {
-			if len(s.keys) >= 2*SyncKeys { // the view forgets first: a guard
+			if s.keys.len() >= 2*SyncKeys { // the view forgets first: a guard
 				full = true
 				continue
 			}
-			k = &syncKey{lease: leaseOf(h, KeyState{}, 0, replicas), fresh: replicas > 1}
-			s.keys[h.Key] = k
+			k = s.keys.add(h.Key)
+			k.lease, k.fresh = leaseOf(h, KeyState{}, 0, replicas), replicas > 1
 		}
-		k.hit = h
+		k.hit = s.keys.shape(h)
 		s.markDirty(h.Key, k)
 		switch took := taken&(1<<j) != 0; {
 		case allowed(h, out[j]) && !took:
@@ -307,7 +308,7 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range sel {
-		if k, ok := s.keys[h.Key]; ok && keys[h.Key] && k.lease <= k.spent {
+		if k, ok := s.keys.get(h.Key); ok && keys[h.Key] && k.lease <= k.spent {
 			refused = true
 			// Refused locally until one more request could be leased
 			// (spentCount's wait): no ask per request meanwhile. From
@@ -315,7 +316,7 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 			// the replica refuse (and, a fixed window, count) requests
 			// past the store's window's end: those ask again.
 			c := spentCount(h, got[h.Key], at)
-			k.refuseUntil = start.Add(max(c.RetryAfter, c.TTL))
+			k.refuseUntil = momentOf(start).add(max(c.RetryAfter, c.TTL))
 		}
 	}
 	if !refused {
@@ -352,7 +353,7 @@ func (s *syncer) setReplicas(n int64) {
 		return
 	}
 	s.mu.Lock()
-	for _, k := range s.keys {
+	for _, k := range s.keys.all {
 		k.lease = min(k.lease, k.spent)
 	}
 	s.mu.Unlock()
@@ -416,7 +417,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	}
 	s.mu.Lock()
 	for _, h := range hits {
-		if k, ok := s.keys[h.Key]; ok {
+		if k, ok := s.keys.get(h.Key); ok {
 			k.inFlight = k.spent
 		}
 	}
@@ -440,7 +441,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			// A sliding window's or GCRA's lease: what is left of it goes
 			// with the view (reserve), the view counting its passes as
 			// they come (lease.go).
-			k, ok := s.keys[ops[i].Hit.Key]
+			k, ok := s.keys.get(ops[i].Hit.Key)
 			if ok && (k.held || k.fresh) && replicas > 1 {
 				reserved[i] = max(0, k.lease-k.inFlight)
 				ops[i].Local = reserve(ops[i].Hit, local[i], reserved[i], viewMS)
@@ -450,7 +451,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			}
 			continue
 		}
-		k, ok := s.keys[ops[i].Hit.Key]
+		k, ok := s.keys.get(ops[i].Hit.Key)
 		if ok && local[i].present() && ((k.resEnd != 0 && k.resEnd == local[i].End) || (k.fresh && replicas > 1)) {
 			reserved[i] = max(0, k.lease-k.inFlight)
 			ops[i].Local.N += reserved[i]
@@ -474,7 +475,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	if err != nil {
 		s.mu.Lock()
 		for _, op := range ops {
-			if k, ok := s.keys[op.Hit.Key]; ok {
+			if k, ok := s.keys.get(op.Hit.Key); ok {
 				s.markDirty(op.Hit.Key, k)
 			}
 		}
@@ -524,8 +525,8 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	}
 	s.mu.Lock()
 	for i, op := range ops {
-		if k, ok := s.keys[op.Hit.Key]; ok {
-			k.base, k.baseUntil = got[i], now.Add(got[i].TTL)
+		if k, ok := s.keys.get(op.Hit.Key); ok {
+			k.base, k.baseUntil = got[i], momentOf(now).add(got[i].TTL)
 			// An ask leases anew (what the view passed while it was on
 			// the wire is spent from the new lease); a round only sends
 			// counts, so a replica's spending between two asks stays

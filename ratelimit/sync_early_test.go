@@ -72,7 +72,7 @@ func TestSync_OnlyAHotNewKeyIsExchangedEarly(t *testing.T) {
 	}
 	// The store holds the replica's share: 8 passed, 8 reserved.
 	out := make([]KeyState, 1)
-	if _, err := store.Sync(ctx, []SyncOp{{Hit: l.sync.keys[ks.RateLimit("burst", hot.IP)].hit}}, out); err != nil {
+	if _, err := store.Sync(ctx, []SyncOp{{Hit: syncedHit(l, ks.RateLimit("burst", hot.IP))}}, out); err != nil {
 		t.Fatal(err)
 	}
 	if out[0].N != 16 {

@@ -77,7 +77,7 @@ func TestSync_KeysPastTheOldBoundsAllReachTheStore(t *testing.T) {
 		t.Errorf("the view holds %d keys, over the %d it may remember", n, remembered)
 	}
 	l.sync.mu.Lock()
-	tracked := len(l.sync.keys)
+	tracked := l.sync.keys.len()
 	l.sync.mu.Unlock()
 	if tracked > remembered {
 		t.Errorf("the syncer tracks %d keys, over the %d remembered", tracked, remembered)

@@ -38,14 +38,15 @@ const syncSweep = 1024
 // caller holds s.mu.
 func (s *syncer) sweep(now time.Time) {
 	n := 0
-	for key, k := range s.keys {
+	nowM := momentOf(now)
+	for key, k := range s.keys.all {
 		if n++; n > syncSweep {
 			return
 		}
 		// A window after its state expired: the key's lease state (a
 		// lease reserved, a refusal until the window's end) is over too.
-		if !k.dirty && !now.Before(k.baseUntil.Add(max(k.hit.TTL, k.hit.Period))) {
-			delete(s.keys, key)
+		if !k.dirty && !nowM.before(k.baseUntil.add(max(k.hit.ttl, k.hit.period))) {
+			s.keys.remove(key)
 		}
 	}
 }
@@ -57,12 +58,13 @@ func (s *syncer) sweep(now time.Time) {
 // holds s.mu while calling into the view.
 func (s *syncer) forget(key string) {
 	s.mu.Lock()
-	k, ok := s.keys[key]
+	k, ok := s.keys.get(key)
+	dirty := ok && k.dirty
 	if ok {
-		delete(s.keys, key)
+		s.keys.remove(key)
 	}
 	s.mu.Unlock()
-	if ok && k.dirty {
+	if dirty {
 		s.dropped.Inc()
 	}
 }
@@ -82,14 +84,15 @@ func (s *syncer) collect(only []string) []SyncOp {
 		keys, s.dirty = s.dirty, nil
 	}
 	ops := make([]SyncOp, 0, len(keys))
+	nowM := momentOf(now)
 	for _, key := range keys {
-		k, ok := s.keys[key]
+		k, ok := s.keys.get(key)
 		if !ok || (only == nil && !k.dirty) {
 			continue
 		}
 		k.dirty = false
-		op := SyncOp{Hit: k.hit}
-		if now.Before(k.baseUntil) {
+		op := SyncOp{Hit: s.keys.hit(key, k.hit)}
+		if nowM.before(k.baseUntil) {
 			op.Base = k.base
 		}
 		ops = append(ops, op)

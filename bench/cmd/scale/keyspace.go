@@ -211,17 +211,23 @@ func keyspaceRun(ctx context.Context, bin, dir, upstream string, keys, total int
 	})
 	cpu0 := cpuTime(srv.Process.Pid)
 	if dir := os.Getenv("BORDA_SCALE_PROFILE_DIR"); dir != "" {
-		// A 20 s CPU profile of borda from the run's fifth second
-		// (admin_pprof: loopback), for reading where a point's time goes.
+		// A CPU profile of borda from the run's second second, for 5 s
+		// (within the shortest point's run), then its heap (admin_pprof:
+		// loopback), for reading where a point's time and memory go.
 		go func() {
-			time.Sleep(5 * time.Second)
-			resp, err := http.Get("http://" + adminAddr + "/debug/pprof/profile?seconds=20")
-			if err != nil {
-				return
+			time.Sleep(2 * time.Second)
+			for _, p := range []struct{ path, name string }{
+				{"/debug/pprof/profile?seconds=5", "cpu"},
+				{"/debug/pprof/heap", "heap"},
+			} {
+				resp, err := http.Get("http://" + adminAddr + p.path)
+				if err != nil {
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				_ = os.WriteFile(fmt.Sprintf("%s/keyspace-%d.%s.pprof", dir, keys, p.name), b, 0o644)
 			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			_ = os.WriteFile(fmt.Sprintf("%s/keyspace-%d.pprof", dir, keys), b, 0o644)
 		}()
 	}
 	load, err := drive(ctx, total, keys, &done)

@@ -194,6 +194,10 @@ func configCheck(ctx context.Context, bin, path string) (float64, int64, error) 
 func startServe(ctx context.Context, bin, path string) (*exec.Cmd, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, bin, "serve", "--config", path)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	// GOGC passes through, for reading how much of a point is the GC.
+	if v := os.Getenv("GOGC"); v != "" {
+		cmd.Env = append(cmd.Env, "GOGC="+v)
+	}
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	t := time.Now()
 	if err := cmd.Start(); err != nil {
