@@ -106,6 +106,9 @@ type syncKey struct {
 	// early: an early exchange of the fresh share was started
 	// (sync_early.go); once per fresh share.
 	early bool
+	// epoch is the syncTable's epoch when the lease was last cut to the
+	// replicas counted (syncTable.cutLeases).
+	epoch uint32
 	// refuseUntil: an ask left this replica no lease; its hits are
 	// refused without asking again until then (a fixed window: the
 	// window's end; otherwise the time one request takes to come back).
@@ -353,9 +356,7 @@ func (s *syncer) setReplicas(n int64) {
 		return
 	}
 	s.mu.Lock()
-	for _, k := range s.keys.all {
-		k.lease = min(k.lease, k.spent)
-	}
+	s.keys.cutLeases()
 	s.mu.Unlock()
 }
 

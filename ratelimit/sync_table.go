@@ -24,6 +24,9 @@ type syncTable struct {
 	// so bounded by the rules a configuration ever named.
 	dists  []*distribution
 	distOf map[*distribution]uint32
+	// epoch counts the times more replicas joined (cutLeases); an entry
+	// whose epoch is older has its lease cut when it is next read.
+	epoch uint32
 }
 
 func newSyncTable() *syncTable {
@@ -42,14 +45,26 @@ type hitShape struct {
 // len returns the keys held.
 func (t *syncTable) len() int { return len(t.index) }
 
-// get returns key's entry.
+// get returns key's entry, its lease cut if more replicas joined since
+// the entry was last read (cutLeases).
 func (t *syncTable) get(key string) (*syncKey, bool) {
 	i, ok := t.index[key]
 	if !ok {
 		return nil, false
 	}
-	return t.slot(i), true
+	k := t.slot(i)
+	if k.epoch != t.epoch {
+		k.lease, k.epoch = min(k.lease, k.spent), t.epoch
+	}
+	return k, true
 }
+
+// cutLeases cuts every entry's lease to what was spent of it, in O(1):
+// each entry is cut when it is next read (get). A replica that joins makes
+// every lease taken while fewer replicas shared the keys too large; a walk
+// of up to 2 × SyncKeys entries under the syncer's lock stalled every
+// request of the replica while it ran.
+func (t *syncTable) cutLeases() { t.epoch++ }
 
 func (t *syncTable) slot(i uint32) *syncKey { return &t.pages[i/syncPage][i%syncPage] }
 
@@ -67,7 +82,7 @@ func (t *syncTable) add(key string) *syncKey {
 	}
 	t.index[key] = i
 	k := t.slot(i)
-	*k = syncKey{}
+	*k = syncKey{epoch: t.epoch}
 	return k
 }
 
