@@ -506,8 +506,8 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 	ex.served = true // the upstream answered this path (telemetry.Event.Served)
 	h := res.Header
 	p.s.addResponseVia(res)
-	p.dropEdgeOwned(h)
-	p.rt.applyUntrustedPolicy(h)
+	p.dropEdgeOwned(h, res.StatusCode)
+	p.rt.applyUntrustedPolicy(h, res.StatusCode)
 	if len(h["Set-Cookie"]) > 0 {
 		if removed := cookies.ApplySetCookie(h, p.rt.setCookie); len(removed) > 0 {
 			p.s.log.WarnContext(res.Request.Context(), "upstream Set-Cookie for a portal cookie the route does not forward was removed",
@@ -533,7 +533,7 @@ func (p *routeProxy) modifyResponse(res *http.Response) error {
 // (dropSetCookie2): no current browser reads it, and a client library that
 // still does would store an olp_* cookie the Set-Cookie policy never saw
 // (fresh attack pass A58).
-func (p *routeProxy) dropEdgeOwned(h http.Header) {
+func (p *routeProxy) dropEdgeOwned(h http.Header, status int) {
 	delete(h, "X-Request-Id")
 	delete(h, wouldBlockKey)
 	dropSetCookie2(h)
@@ -543,7 +543,7 @@ func (p *routeProxy) dropEdgeOwned(h http.Header) {
 		}
 	}
 	if !p.rt.session {
-		dropUntrustedResponseHeaders(h)
+		dropUntrustedResponseHeaders(h, status)
 	}
 }
 

@@ -318,17 +318,37 @@ var untrustedResponseHeaders = []string{"Clear-Site-Data", "Service-Worker-Allow
 // session covering the portal; fresh attack pass 12, A06). A name list
 // alone misses the next such feature; the prefix does not. The WebSocket
 // handshake's own (RFC 6455 §11.3: Sec-WebSocket-Accept, -Protocol,
-// -Extensions, -Version) stay: without them the browser refuses every
-// WebSocket of the route.
-func dropUntrustedResponseHeaders(h http.Header) {
+// -Extensions, -Version) stay on the handshake's answer: without them the
+// browser refuses every WebSocket of the route.
+//
+// They stay on a 101 Switching Protocols only, by name: on any other
+// response (a 200, a 1xx) a Sec-WebSocket-* header is no handshake, and a
+// prefix exemption would let the next browser feature named under it
+// through (fresh attack pass 13, A01).
+func dropUntrustedResponseHeaders(h http.Header, status int) {
 	for _, k := range untrustedResponseHeaders {
 		delete(h, k)
 	}
 	for k := range h {
-		if hasPrefixFold(k, "Sec-") && !hasPrefixFold(k, "Sec-Websocket-") {
+		if hasPrefixFold(k, "Sec-") && (status != http.StatusSwitchingProtocols || !webSocketHandshakeHeader(k)) {
 			delete(h, k)
 		}
 	}
+}
+
+// webSocketHandshakeHeaders are the response headers of the WebSocket
+// opening handshake (RFC 6455 §11.3.2-§11.3.5).
+var webSocketHandshakeHeaders = [...]string{"Sec-WebSocket-Accept", "Sec-WebSocket-Protocol", "Sec-WebSocket-Extensions", "Sec-WebSocket-Version"}
+
+// webSocketHandshakeHeader reports whether name is one of
+// webSocketHandshakeHeaders, in any ASCII case.
+func webSocketHandshakeHeader(name string) bool {
+	for _, n := range webSocketHandshakeHeaders {
+		if strings.EqualFold(name, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasPrefixFold reports whether s begins with prefix in any ASCII case.
@@ -338,9 +358,9 @@ func hasPrefixFold(s, prefix string) bool {
 
 // applyUntrustedPolicy applies the route's response policy for the
 // portal's origin to the upstream's response headers h.
-func (rt *route) applyUntrustedPolicy(h http.Header) {
+func (rt *route) applyUntrustedPolicy(h http.Header, status int) {
 	if !rt.session {
-		dropUntrustedResponseHeaders(h)
+		dropUntrustedResponseHeaders(h, status)
 	}
 	if rt.csp != "" {
 		// Added as a policy of its own: the upstream's policies still

@@ -62,6 +62,10 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 		w.Header().Set("Sec-Session-Registration", `(ES256);path="/dbsc/start";challenge="c"`)
 		w.Header().Set("Sec-Session-Challenge", `"c"`)
 		w.Header()["sec-future-feature"] = []string{"1"}
+		// The handshake's names on an answer that is no handshake (fresh
+		// attack pass 13, A01).
+		w.Header().Set("Sec-WebSocket-Accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+		w.Header().Set("Sec-WebSocket-Session-Registration", "(ES256)")
 		_, _ = w.Write([]byte("<script>fetch('/api')</script>"))
 	})
 	h := newHarness(t, untrustedOptions(t, up.URL))
@@ -81,7 +85,8 @@ func TestUntrustedRouteResponsesCannotActAsThePortal(t *testing.T) {
 		// from it fails.
 		for _, k := range []string{"Clear-Site-Data", "Service-Worker-Allowed", "WWW-Authenticate", "NEL", "Report-To",
 			"Alt-Svc", "Strict-Transport-Security", "Set-Login", "Origin-Agent-Cluster", "Accept-CH", "Critical-CH",
-			"Sec-Session-Registration", "Sec-Session-Challenge", "sec-future-feature"} {
+			"Sec-Session-Registration", "Sec-Session-Challenge", "sec-future-feature", "Sec-WebSocket-Accept",
+			"Sec-WebSocket-Session-Registration"} {
 			if v := res.Header.Get(k); v != "" {
 				t.Errorf("%s: %s %q reached the browser", tc.path, k, v)
 			}
@@ -247,6 +252,38 @@ func TestUntrustedRouteNeverReceivesThePortalsTokenInTheReferer(t *testing.T) {
 		}
 		if got := up.last(t).Header.Get("Referer"); got != want {
 			t.Errorf("Referer %q reached the third party as %q, want %q", ref, got, want)
+		}
+	}
+}
+
+// Every Sec- response header of a route that forwards no session is
+// removed, except the four WebSocket handshake headers (RFC 6455 §11.3) on
+// a 101: a table of names (the handshake's in several letter cases, names
+// under the Sec-WebSocket- prefix that are no handshake header, other Sec-
+// features) against the statuses an upstream answers with (fresh attack
+// pass 13, A01: the prefix Sec-WebSocket- passed on a 200).
+func TestUntrustedSecHeadersStayOnlyAsTheHandshakesOn101(t *testing.T) {
+	handshake := []string{"Sec-WebSocket-Accept", "Sec-Websocket-Protocol", "sec-websocket-extensions", "SEC-WEBSOCKET-VERSION"}
+	other := []string{"Sec-WebSocket-Session-Registration", "Sec-WebSocket-Key", "Sec-WebSocket-Accept-X", "Sec-WebSocketAccept",
+		"Sec-Session-Registration", "Sec-Fetch-Site", "sec-future-feature", "Sec-"}
+	for _, status := range []int{100, 101, 103, 200, 204, 400, 426, 500} {
+		h := http.Header{"Content-Type": {"text/html"}}
+		for _, k := range append(append([]string{}, handshake...), other...) {
+			h[k] = []string{"v"}
+		}
+		dropUntrustedResponseHeaders(h, status)
+		for _, k := range handshake {
+			if _, kept := h[k]; kept != (status == http.StatusSwitchingProtocols) {
+				t.Errorf("status %d: handshake header %s kept=%v, want kept only on 101", status, k, kept)
+			}
+		}
+		for _, k := range other {
+			if _, kept := h[k]; kept {
+				t.Errorf("status %d: %s reached the browser", status, k)
+			}
+		}
+		if h.Get("Content-Type") != "text/html" {
+			t.Errorf("status %d: Content-Type removed", status)
 		}
 	}
 }

@@ -38,7 +38,7 @@ type responseWriter struct {
 	// relayPolicy is the route's response-header policy, applied to each
 	// relayed 1xx before it is sent (routeProxy.dropEdgeOwned): the
 	// same removals as the final answer's.
-	relayPolicy func(http.Header)
+	relayPolicy func(h http.Header, status int)
 	// wd sets the connection's write deadline (net/http's and x/net/http2's
 	// writers have it; nil for others), sendTimeout is server.send_timeout:
 	// every write is armed with it (armSend).
@@ -92,7 +92,7 @@ func (w *responseWriter) writeRelayed(code int) {
 	}
 	var saved []prior
 	if w.relayPolicy != nil {
-		w.relayPolicy(w.relayed)
+		w.relayPolicy(w.relayed, code)
 	}
 	for k, v := range w.relayed {
 		if k == "Set-Cookie" || k == "X-Request-Id" {

@@ -51,7 +51,7 @@ type syncer struct {
 	reg      Registration
 	regStore RegisteringSyncer
 	replicas atomic.Int64
-	lastReg  atomic.Int64 // unix ns of the last registration
+	lastReg  atomic.Int64 // the last registration, a moment on the Limiter's clock
 	asks     prometheus.Counter
 
 	// spawn runs an early exchange (sync_early.go) off the request path:
@@ -372,7 +372,7 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 	defer s.flight.Unlock()
 	ops := s.collect(only)
 	if len(ops) == 0 {
-		if only != nil || s.regStore == nil || time.Since(time.Unix(0, s.lastReg.Load())) < s.reg.TTL/2 {
+		if only != nil || s.regStore == nil || momentOf(s.view.now()).sub(moment(s.lastReg.Load())) < s.reg.TTL/2 {
 			return nil, time.Time{}, 0, nil
 		}
 		// Idle: registration alone, every half lifetime, so the others
@@ -383,7 +383,7 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		if err != nil {
 			return nil, time.Time{}, 1, err
 		}
-		s.lastReg.Store(time.Now().UnixNano())
+		s.lastReg.Store(int64(momentOf(s.view.now())))
 		s.setReplicas(replicas)
 		return nil, at, 1, nil
 	}
@@ -485,7 +485,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	}
 	if registered > 0 {
 		replicas = registered
-		s.lastReg.Store(time.Now().UnixNano())
+		s.lastReg.Store(int64(momentOf(s.view.now())))
 		s.setReplicas(replicas)
 	} else {
 		replicas = s.replicas.Load()
