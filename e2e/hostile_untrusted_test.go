@@ -130,3 +130,33 @@ func TestHostileSetCookie2FromAnUpstreamNeverReachesTheClient(t *testing.T) {
 		}
 	}
 }
+
+// Fresh attack pass 13 A01: a third-party route's upstream answered a
+// plain request (no upgrade) with Sec-WebSocket-Accept and a header under
+// the Sec-WebSocket- prefix that is no handshake header; both reached the
+// browser (the prefix was exempt on every response). Only the handshake's
+// own headers pass, and only on the 101 that answers an upgrade.
+func TestHostileWebSocketHeadersOnAPlainAnswerOfAThirdPartyRoute(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Sec-WebSocket-Accept", "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=")
+		w.Header().Set("Sec-WebSocket-Session-Registration", "(ES256)")
+		w.Header().Set("Sec-WebSocket-Protocol", "chat")
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	p := startServe(t, minimalServe(srv.URL, "    cookies: {forward: []}\n", ""))
+	for _, path := range []string{"/x", "/x?h=1", "/ws"} {
+		resp, _, err := rawExchange(t, p.public, "GET "+path+" HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d, want the upstream's 200", path, resp.StatusCode)
+		}
+		for k := range resp.Header {
+			if strings.HasPrefix(strings.ToLower(k), "sec-") {
+				t.Errorf("GET %s: %s %q reached the browser on a 200", path, k, resp.Header.Get(k))
+			}
+		}
+	}
+}
