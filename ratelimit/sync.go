@@ -43,8 +43,18 @@ type syncer struct {
 
 	// flight serializes the exchanges with the store (rounds and asks):
 	// two concurrent merges of one key from one replica would count its
-	// view twice.
-	flight sync.Mutex
+	// view twice. A one-slot semaphore, so that an ask waits for it
+	// within its own deadline (fresh attack pass 14 R-SLOW-2: a mutex
+	// queued asks behind rounds and other asks, and requests waited
+	// 110-340 ms with a 30 ms timeout).
+	flight chan struct{}
+	// roundTimeout bounds each chunk of a round, an early exchange and
+	// the idle registration, which run off the request path:
+	// max(timeout, 4 × interval). An ask, on the request path, has
+	// timeout in all (fresh attack pass 14 R-SLOW-1: with rounds under
+	// the request timeout, a store answering in 25 ms of a 30 ms timeout
+	// failed most rounds, and each replica decided on its own counts).
+	roundTimeout time.Duration
 	// reg registers this replica with every exchange; replicas is how
 	// many the last exchange counted (1 until then, and on a store that
 	// does not register: the lease is then the whole remaining budget).
@@ -121,12 +131,15 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 		interval: interval,
 		timeout:  timeout,
 		wake:     make(chan struct{}, 1),
-		keys:     newSyncTable(),
-		rounds:   [2]prometheus.Counter{m.syncRounds.WithLabelValues("ok"), m.syncRounds.WithLabelValues("error")},
-		dropped:  m.syncDropped,
-		asks:     m.syncAsks,
-		earlies:  m.syncEarly,
-		commands: m.rlCommands,
+		flight:   make(chan struct{}, 1),
+
+		roundTimeout: max(timeout, 4*interval),
+		keys:         newSyncTable(),
+		rounds:       [2]prometheus.Counter{m.syncRounds.WithLabelValues("ok"), m.syncRounds.WithLabelValues("error")},
+		dropped:      m.syncDropped,
+		asks:         m.syncAsks,
+		earlies:      m.syncEarly,
+		commands:     m.rlCommands,
 	}
 	s.spawn = s.earlyRun.goRun
 	if rs, ok := store.(RegisteringSyncer); ok && reg.ID != "" {
@@ -364,12 +377,16 @@ func (s *syncer) setReplicas(n int64) {
 // listed, dirty or not) and merges the answer, as round says; ask leases
 // anew (an ask's keys only). It returns the merged states by key (an
 // ask's; nil otherwise). The keys go in chunks of syncChunk, up to
-// syncInFlight chunks on the wire at once, each under the sync timeout:
+// syncInFlight chunks on the wire at once, each under the round timeout (an ask: within its own deadline):
 // a round of any size streams, and a failed chunk keeps only its own keys
 // dirty (sync_round.go).
 func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[string]KeyState, time.Time, int, error) {
-	s.flight.Lock()
-	defer s.flight.Unlock()
+	select {
+	case s.flight <- struct{}{}:
+	case <-ctx.Done():
+		return nil, time.Time{}, 0, ctx.Err()
+	}
+	defer func() { <-s.flight }()
 	ops := s.collect(only)
 	if len(ops) == 0 {
 		if only != nil || s.regStore == nil || momentOf(s.view.now()).sub(moment(s.lastReg.Load())) < s.reg.TTL/2 {
@@ -377,7 +394,7 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		}
 		// Idle: registration alone, every half lifetime, so the others
 		// keep counting this replica (and it learns their number).
-		ctx, cancel := context.WithTimeout(ctx, s.timeout)
+		ctx, cancel := context.WithTimeout(ctx, s.roundTimeout)
 		at, replicas, err := s.regStore.SyncRegister(ctx, nil, nil, s.reg)
 		cancel()
 		if err != nil {
@@ -469,7 +486,9 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	}
 	s.mu.Unlock()
 	got := make([]KeyState, len(ops))
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	// An ask's ctx carries its own deadline (timeout, from before it
+	// waited for the exchange in flight), which this does not extend.
+	ctx, cancel := context.WithTimeout(ctx, s.roundTimeout)
 	var at time.Time
 	var err error
 	registered := int64(0)

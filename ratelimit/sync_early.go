@@ -37,11 +37,11 @@ func earlyDue(k *syncKey) bool {
 // exchangeEarly exchanges keys (the keys of one request that crossed
 // their half share: one store call) as a round would (each one's view and
 // what is left of its fresh share, which the store then holds; no new
-// lease), under the sync timeout, serialized with the replica's other
+// lease), under the round timeout (off the request path), serialized with the replica's other
 // exchanges. A failure leaves the keys dirty for the next round, which
 // the Limiter logs if the store stays down.
 func (s *syncer) exchangeEarly(keys []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.roundTimeout)
 	defer cancel()
 	s.earlies.Add(float64(len(keys)))
 	_, _, calls, _ := s.exchange(ctx, keys, false)

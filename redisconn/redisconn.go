@@ -52,6 +52,11 @@ type Options struct {
 	// Every connection of the pool is kept open (MinIdleConns): a store
 	// that caps connections needs PoolSize × replicas of them.
 	PoolSize int
+	// Cold opens no connection before the first command (no MinIdleConns):
+	// for the one-shot commands (`borda aggregate`, `borda limits`), which
+	// send a few commands and exit. A pool warmed in the background
+	// outlived them, and its failed dials logged after they returned.
+	Cold bool
 }
 
 // New returns a client for o.URL (redis:// or rediss://; a Redis Cluster
@@ -87,6 +92,9 @@ func New(o Options) (redis.UniversalClient, error) {
 		// after a restart). Past the pool, requests wait for a connection.
 		MinIdleConns:    pool,
 		DisableIdentity: true,
+	}
+	if o.Cold {
+		opt.MinIdleConns = 0
 	}
 	if raw == "" {
 		return newREST(o, opt)

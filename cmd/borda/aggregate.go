@@ -45,7 +45,9 @@ func runAggregate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2
 	}
-	rdb, err := redisconn.New(redisOptions(cfg.Redis))
+	ro := redisOptions(cfg.Redis)
+	ro.Cold = true // one shot: no pool warmed in the background
+	rdb, err := redisconn.New(ro)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda: %v\n", err)
 		return 2

@@ -206,7 +206,9 @@ func sharedStore(cfg configs.Config) (ratelimit.Store, keyspace.Keyspace, func()
 	var rdb redis.UniversalClient
 	closeStore := func() {}
 	if cfg.StoreKind() == "redis" {
-		if rdb, err = redisconn.New(redisOptions(cfg.Redis)); err != nil {
+		ro := redisOptions(cfg.Redis)
+		ro.Cold = true // one shot: no pool warmed in the background
+		if rdb, err = redisconn.New(ro); err != nil {
 			return nil, ks, nil, err
 		}
 		closeStore = func() { _ = rdb.Close() }

@@ -159,7 +159,7 @@ func TestRecorderOptionsMapEveryField(t *testing.T) {
 }
 
 func TestRedisOptionsMapEveryField(t *testing.T) {
-	checkMapped(t, redisOptions(filledConfig(t).Redis), nil)
+	checkMapped(t, redisOptions(filledConfig(t).Redis), map[string]string{"Cold": "set by the one-shot commands (aggregate, limits), not configuration"})
 }
 
 func TestLimiterOptionsMapEveryField(t *testing.T) {

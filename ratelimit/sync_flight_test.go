@@ -1,0 +1,101 @@
+package ratelimit
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// gatedSync is a fleet's store whose exchanges carrying keys, once armed,
+// hold until the test releases them: a store answering slowly.
+type gatedSync struct {
+	*registeringMemory
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *gatedSync) hold(ops []SyncOp) {
+	if s.armed.Load() && len(ops) > 0 {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+}
+
+func (s *gatedSync) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (time.Time, error) {
+	s.hold(ops)
+	return s.registeringMemory.Sync(ctx, ops, out)
+}
+
+func (s *gatedSync) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
+	s.hold(ops)
+	return s.registeringMemory.SyncRegister(ctx, ops, out, reg)
+}
+
+// Fresh attack pass 14 R-SLOW-2: with a slow store, an ask (on the
+// request path) queued behind the round in flight, and requests waited
+// 110-340 ms with rate_limits.timeout 30 ms. An ask now waits for the
+// exchange in flight only within its own deadline: here the round is held
+// by the store until the end of the test, and the request that asks is
+// decided (on the view, as a failed ask is) while that round still holds.
+func TestSync_AnAskWaitsForTheRoundInFlightOnlyWithinItsDeadline(t *testing.T) {
+	store := &gatedSync{registeringMemory: newRegisteringMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	opts := rulesConfig(burstRule(20, time.Minute))
+	opts.Sync = 50 * time.Millisecond
+	var ls [2]*Limiter
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {} // no early exchange: the round alone holds the store
+	}
+	ctx := context.Background()
+	for range 2 {
+		for _, l := range ls {
+			l.sync.lastReg.Store(0)
+			l.syncRound(ctx)
+		}
+	}
+	a := ls[0]
+	if got := a.sync.replicas.Load(); got != 2 {
+		t.Fatalf("replica sees %d replicas, want 2", got)
+	}
+	s := Subject{Route: "portal", IP: "203.0.113.140"}
+	for range 10 { // the replica's share of 20 among 2
+		if a.Decide(ctx, s).Blocked() {
+			t.Fatal("refused within the replica's share")
+		}
+	}
+	store.armed.Store(true)
+	roundDone := make(chan struct{})
+	go func() {
+		defer close(roundDone)
+		a.syncRound(ctx)
+	}()
+	<-store.entered // the round holds the exchange
+	asks := counterOf(t, a.sync.asks)
+	decided := make(chan struct{})
+	go func() {
+		defer close(decided)
+		a.Decide(ctx, s) // its share spent: it asks
+	}()
+	select {
+	case <-decided:
+	case <-time.After(10 * time.Second): // a guard against a hang, not a measure of speed
+		close(store.release)
+		t.Fatal("the request's ask waited for the round the store holds")
+	}
+	select {
+	case <-roundDone:
+		t.Fatal("the round ended before the store let it: the test proves nothing")
+	default:
+	}
+	if got := counterOf(t, a.sync.asks); got != asks+1 {
+		t.Errorf("asks %v → %v, want one more (the request asked)", asks, got)
+	}
+	close(store.release)
+	<-roundDone
+}
