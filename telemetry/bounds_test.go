@@ -560,3 +560,41 @@ func TestRunCountsFailedAttemptsAndDoublesItsWait(t *testing.T) {
 		}
 	}
 }
+
+// Run's first retry after a failure waits 15 s (±20 %), the default
+// backoff base NewAggregator sets (Run's doc).
+func TestRunFirstRetryWaitsFifteenSeconds(t *testing.T) {
+	t.Parallel()
+	rdb, ks := testRedis(t)
+	cleanKeys(t, rdb, ks)
+	db, _ := servicetest.IsolatedDatabase(t) // no table: a run with counters fails
+	recordSome(t, rdb, ks)
+	a := newTestAggregator(t, rdb, db, ks)
+	log := &attemptLog{}
+	a.logger = slog.New(log)
+	if err := a.SetInterval(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		log.mu.Lock()
+		n := len(log.waits)
+		log.mu.Unlock()
+		if n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Run logged no failed attempt in 10s")
+		}
+	}
+	if err := a.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if w := log.waits[0]; w < 12*time.Second || w > 18*time.Second {
+		t.Errorf("first retry in %v, want 15s ±20%%", w)
+	}
+}
