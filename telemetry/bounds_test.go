@@ -598,3 +598,49 @@ func TestRunFirstRetryWaitsFifteenSeconds(t *testing.T) {
 		t.Errorf("first retry in %v, want 15s ±20%%", w)
 	}
 }
+
+// warnLog is a slog.Handler keeping the messages of warnings and errors.
+type warnLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *warnLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *warnLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn {
+		l.mu.Lock()
+		l.msgs = append(l.msgs, r.Message)
+		l.mu.Unlock()
+	}
+	return nil
+}
+func (l *warnLog) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *warnLog) WithGroup(string) slog.Handler      { return l }
+
+// A successful turn marks the interval and frees the lock without a
+// warning: "not marked done" and "left to expire" are said only when they
+// happened.
+func TestSuccessfulTurnLogsNoWarning(t *testing.T) {
+	t.Parallel()
+	rdb, ks := testRedis(t)
+	cleanKeys(t, rdb, ks)
+	db := migratedDB(t)
+	recordSome(t, rdb, ks)
+	a := newTestAggregator(t, rdb, db, ks)
+	log := &warnLog{}
+	a.logger = slog.New(log)
+	if _, err := a.aggregate(t.Context(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.Exists(t.Context(), ks.AggregateInterval()).Result(); n != 1 {
+		t.Error("the turn did not mark the interval")
+	}
+	if n, _ := rdb.Exists(t.Context(), ks.AggregateLock()).Result(); n != 0 {
+		t.Error("the turn kept the lock")
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.msgs) != 0 {
+		t.Errorf("a successful turn warned: %q", log.msgs)
+	}
+}
