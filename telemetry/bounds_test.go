@@ -644,3 +644,21 @@ func TestSuccessfulTurnLogsNoWarning(t *testing.T) {
 		t.Errorf("a successful turn warned: %q", log.msgs)
 	}
 }
+
+// backoff's jitter spans ±20 % of the doubled delay and never leaves it
+// (2 000 draws: a jitter that stretched one end by 1/24 would show).
+func TestBackoffJitterSpansTwentyPercent(t *testing.T) {
+	t.Parallel()
+	const base = 15 * time.Second
+	lo, hi := time.Duration(1<<62), time.Duration(0)
+	for range 2000 {
+		d := backoff(base, time.Hour, 1)
+		if d < base*8/10 || d > base*12/10 {
+			t.Fatalf("backoff = %v, want within 15s ±20%%", d)
+		}
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	if lo > base*84/100 || hi < base*116/100 {
+		t.Errorf("2 000 backoffs spanned %v..%v, want the jitter to reach near both ends of 12s..18s", lo, hi)
+	}
+}
