@@ -662,3 +662,29 @@ func TestBackoffJitterSpansTwentyPercent(t *testing.T) {
 		t.Errorf("2 000 backoffs spanned %v..%v, want the jitter to reach near both ends of 12s..18s", lo, hi)
 	}
 }
+
+// New templates over the places the known ones leave count as other and
+// in overflow, one each, as those over the cap itself do.
+func TestNewTemplatesOverTheKnownsPlacesCountAsOverflow(t *testing.T) {
+	t.Parallel()
+	c := newEndpointCap(4)
+	for m := int64(1); m <= 2; m++ {
+		for _, p := range []string{"/a", "/b", "/c"} {
+			c.endpoint("app", p, 200, true, m)
+		}
+	}
+	if c.overflow != 0 {
+		t.Fatalf("overflow = %d before minute 3, want 0", c.overflow)
+	}
+	if _, tmpl := c.endpoint("app", "/x", 200, true, 3); tmpl != "/x" {
+		t.Fatalf("the one new place went to %q, want /x", tmpl)
+	}
+	for _, p := range []string{"/y", "/z"} {
+		if _, tmpl := c.endpoint("app", p, 200, true, 3); tmpl != otherTemplate {
+			t.Errorf("%s over the known templates' places counted as %q, want other", p, tmpl)
+		}
+	}
+	if c.overflow != 2 {
+		t.Errorf("overflow = %d, want 2", c.overflow)
+	}
+}
