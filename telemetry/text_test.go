@@ -31,6 +31,8 @@ var hostileTexts = map[string]string{
 	"DEL":                       "/x\x7f",
 	"NEL U+0085 (C1)":           "/x\u0085",
 	"CSI U+009B (C1)":           "/x\u009b",
+	"PAD U+0080 (first C1)":     "/x\u0080",
+	"APC U+009F (last C1)":      "/x\u009f",
 	"invalid after valid runes": "/ação/\xfe",
 	// Format characters (Cf) and separators: invisible or reordering on a
 	// dashboard (issue 22 item 7).
@@ -82,7 +84,7 @@ func TestValidTextRefusesInvalidUTF8AndControls(t *testing.T) {
 			t.Errorf("%s: ValidText(%q) = true", name, s)
 		}
 	}
-	for _, s := range []string{"", "/", "/api/alunos/{id}", "/ação/matrícula", "/日本語", "/emoji/\U0001F600", "/x y", "/~!$&'()*+,;=:@", "/한국어", "/Привет"} {
+	for _, s := range []string{"", "/", "/api/alunos/{id}", "/ação/matrícula", "/日本語", "/emoji/\U0001F600", "/x y", "/~!$&'()*+,;=:@", "/\u00a1", "/~", "/한국어", "/Привет"} {
 		if !ValidText(s) {
 			t.Errorf("ValidText(%q) = false, want true", s)
 		}
