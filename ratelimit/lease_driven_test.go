@@ -106,19 +106,7 @@ func driveReplicasEvery(t *testing.T, n int, rule Rule, mk drivenStore, windows 
 		}
 	}
 	ctx := context.Background()
-	// Registration: two idle rounds each (the idle one registers every
-	// half lifetime of real time: forced here), so each sees all n.
-	for range 2 {
-		for _, l := range ls {
-			l.sync.lastReg.Store(0)
-			l.syncRound(ctx)
-		}
-	}
-	for i, l := range ls {
-		if got := l.sync.replicas.Load(); got != int64(n) {
-			t.Fatalf("replica %d sees %d replicas, want %d", i, got, n)
-		}
-	}
+	registerFleet(t, ls) // so each sees all n
 	callsBefore := 0.0
 	for _, l := range ls {
 		callsBefore += counterOf(t, l.m.rlCommands)
@@ -360,4 +348,22 @@ func (s *jitteringEnds) SyncRegister(ctx context.Context, ops []SyncOp, out []Ke
 	now, n, err := s.registeringMemory.SyncRegister(ctx, ops, out, reg)
 	s.jitter(ops, out)
 	return now, n, err
+}
+
+// registerFleet registers every Limiter of ls with their shared store,
+// twice each (an idle round registers every half lifetime only: forced
+// here), and fails unless each then counts len(ls) replicas.
+func registerFleet(t testing.TB, ls []*Limiter) {
+	t.Helper()
+	for range 2 {
+		for _, l := range ls {
+			l.sync.lastReg.Store(0)
+			l.syncRound(context.Background())
+		}
+	}
+	for i, l := range ls {
+		if got := l.sync.replicas.Load(); got != int64(len(ls)) {
+			t.Fatalf("replica %d sees %d replicas, want %d", i, got, len(ls))
+		}
+	}
 }

@@ -31,16 +31,8 @@ func TestSync_OnlyAHotNewKeyIsExchangedEarly(t *testing.T) {
 		ls[i].sync.spawn = func(f func()) { spawned = append(spawned, f) }
 	}
 	ctx := context.Background()
-	for range 2 {
-		for _, l := range ls {
-			l.sync.lastReg.Store(0)
-			l.syncRound(ctx)
-		}
-	}
+	registerFleet(t, ls[:])
 	l := ls[0]
-	if got := l.sync.replicas.Load(); got != 3 {
-		t.Fatalf("replica sees %d replicas, want 3", got)
-	}
 	commands := func() float64 { return counterOf(t, l.m.rlCommands) }
 	before := commands()
 	for i := range 10_000 {

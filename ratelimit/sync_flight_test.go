@@ -53,16 +53,8 @@ func TestSync_AnAskWaitsForTheRoundInFlightOnlyWithinItsDeadline(t *testing.T) {
 		ls[i].sync.spawn = func(func()) {} // no early exchange: the round alone holds the store
 	}
 	ctx := context.Background()
-	for range 2 {
-		for _, l := range ls {
-			l.sync.lastReg.Store(0)
-			l.syncRound(ctx)
-		}
-	}
+	registerFleet(t, ls[:])
 	a := ls[0]
-	if got := a.sync.replicas.Load(); got != 2 {
-		t.Fatalf("replica sees %d replicas, want 2", got)
-	}
 	s := Subject{Route: "portal", IP: "203.0.113.140"}
 	for range 10 { // the replica's share of 20 among 2
 		if a.Decide(ctx, s).Blocked() {

@@ -523,34 +523,7 @@ func (l *attemptLog) WithGroup(string) slog.Handler      { return l }
 // (±20 %) after each.
 func TestRunCountsFailedAttemptsAndDoublesItsWait(t *testing.T) {
 	t.Parallel()
-	rdb, ks := testRedis(t)
-	cleanKeys(t, rdb, ks)
-	db, _ := servicetest.IsolatedDatabase(t) // no table: every run with counters fails
-	recordSome(t, rdb, ks)
-	a := newTestAggregator(t, rdb, db, ks)
-	a.backoffBase = 10 * time.Millisecond
-	log := &attemptLog{}
-	a.logger = slog.New(log)
-	if err := a.SetInterval(time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		log.mu.Lock()
-		n := len(log.attempts)
-		log.mu.Unlock()
-		if n >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Run logged %d failed attempts in 10s, want 3", n)
-		}
-	}
-	if err := a.Stop(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	a, log := startFailingAggregator(t, 10*time.Millisecond, 3)
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	for i := range 3 {
@@ -565,11 +538,28 @@ func TestRunCountsFailedAttemptsAndDoublesItsWait(t *testing.T) {
 // backoff base NewAggregator sets (Run's doc).
 func TestRunFirstRetryWaitsFifteenSeconds(t *testing.T) {
 	t.Parallel()
+	_, log := startFailingAggregator(t, 0, 1)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if w := log.waits[0]; w < 12*time.Second || w > 18*time.Second {
+		t.Errorf("first retry in %v, want 15s ±20%%", w)
+	}
+}
+
+// startFailingAggregator starts an Aggregator whose every run with
+// counters fails (its database has no table), with backoff base base (0:
+// NewAggregator's), waits (bounded) until it logged n failed attempts and
+// stops it. It returns the Aggregator and its log.
+func startFailingAggregator(t *testing.T, base time.Duration, n int) (*Aggregator, *attemptLog) {
+	t.Helper()
 	rdb, ks := testRedis(t)
 	cleanKeys(t, rdb, ks)
-	db, _ := servicetest.IsolatedDatabase(t) // no table: a run with counters fails
+	db, _ := servicetest.IsolatedDatabase(t) // no table: every run with counters fails
 	recordSome(t, rdb, ks)
 	a := newTestAggregator(t, rdb, db, ks)
+	if base > 0 {
+		a.backoffBase = base
+	}
 	log := &attemptLog{}
 	a.logger = slog.New(log)
 	if err := a.SetInterval(time.Hour); err != nil {
@@ -580,23 +570,19 @@ func TestRunFirstRetryWaitsFifteenSeconds(t *testing.T) {
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		log.mu.Lock()
-		n := len(log.waits)
+		got := len(log.waits)
 		log.mu.Unlock()
-		if n >= 1 {
+		if got >= n {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("Run logged no failed attempt in 10s")
+			t.Fatalf("Run logged %d failed attempts in 10s, want %d", got, n)
 		}
 	}
 	if err := a.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	if w := log.waits[0]; w < 12*time.Second || w > 18*time.Second {
-		t.Errorf("first retry in %v, want 15s ±20%%", w)
-	}
+	return a, log
 }
 
 // warnLog is a slog.Handler keeping the messages of warnings and errors.
