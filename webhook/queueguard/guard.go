@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/webhook/publish"
 )
@@ -58,6 +59,9 @@ type Options struct {
 	// Client (nil: one on egress.Transport) and Logger (nil: discard).
 	Client *http.Client
 	Logger *slog.Logger
+	// Clock dates reads for Stale (nil: the wall clock); the read loop's
+	// timer stays on the wall clock.
+	Clock clock.Clock
 }
 
 // Guard reads its queues' effective settings and admits or refuses
@@ -69,6 +73,7 @@ type Guard struct {
 	every  time.Duration
 	client *http.Client
 	logger *slog.Logger
+	clock  clock.Clock
 	queues []*queueState
 	// anyUnguarded is true while some queue is unguarded: the fast path of
 	// Admit when none is.
@@ -110,7 +115,7 @@ func New(o Options) (*Guard, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("queueguard: the management URL must be an http:// or https:// URL with a host")
 	}
-	g := &Guard{user: u.User, vhost: o.Vhost, every: o.Every, client: o.Client, logger: o.Logger, readOnce: make(chan struct{})}
+	g := &Guard{user: u.User, vhost: o.Vhost, every: o.Every, client: o.Client, logger: o.Logger, clock: clock.Or(o.Clock), readOnce: make(chan struct{})}
 	b := *u
 	b.User = nil
 	b.Path = strings.TrimSuffix(b.Path, "/")
@@ -262,7 +267,7 @@ func (g *Guard) record(q *queueState, info QueueInfo, err error) {
 	}
 	was, wasSettings, wasRead := q.unguarded, q.settings, q.read
 	q.settings, q.read, q.unguarded = s, true, s.Unguarded()
-	q.readAt = time.Now()
+	q.readAt = g.clock.Now()
 	q.known = info.Messages != nil
 	q.depth, q.depthBytes = deref(info.Messages), deref(info.MessageBytes)
 	q.prev, q.cur = q.cur, 0
@@ -412,7 +417,7 @@ const staleAfter = 3
 // borda_webhook_queue_guard_stale (fresh attack pass 10, A39).
 func (g *Guard) Stale() []string {
 	var out []string
-	now := time.Now()
+	now := g.clock.Now()
 	for _, q := range g.queues {
 		q.mu.Lock()
 		if q.read && now.Sub(q.readAt) > staleAfter*g.every {

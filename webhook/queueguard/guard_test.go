@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/webhook/publish"
 )
 
@@ -286,7 +287,8 @@ func TestGuardNamesSettingsItCannotReadAgain(t *testing.T) {
 		api.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	g, err := New(Options{ManagementURL: srv.URL + "/prefix/", Vhost: "v/1", Every: time.Millisecond, Queues: []Queue{
+	clk := clock.NewManual(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	g, err := New(Options{ManagementURL: srv.URL + "/prefix/", Vhost: "v/1", Every: time.Second, Clock: clk, Queues: []Queue{
 		{Name: "fwd", Routes: []Route{{Exchange: "ex", Binding: "a.b.legacy"}}},
 		{Name: "events", Routes: []Route{{Exchange: "ex", Binding: "a.b.#"}}},
 		{Name: "dlq", Routes: []Route{{Exchange: "dlx", Binding: "dlq"}}},
@@ -295,21 +297,20 @@ func TestGuardNamesSettingsItCannotReadAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Check(context.Background())
+	clk.Advance(3 * time.Second)
 	if got := g.Stale(); len(got) != 0 {
-		t.Fatalf("Stale = %v right after a good read", got)
+		t.Fatalf("Stale = %v three intervals after a good read, want none until more than three", got)
 	}
 	failing.Store(true)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		g.Check(context.Background())
-		if got := g.Stale(); len(got) == 3 {
-			if !strings.Contains(got[0], "HTTP 401") {
-				t.Errorf("Stale = %v, want the failure named", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Stale = %v after 5 s of failed reads, want the three queues", g.Stale())
+	g.Check(context.Background())
+	clk.Advance(time.Millisecond)
+	got := g.Stale()
+	if len(got) != 3 {
+		t.Fatalf("Stale = %v after failed reads past three intervals, want the three queues", got)
+	}
+	for _, s := range got {
+		if !strings.Contains(s, "HTTP 401") || !strings.Contains(s, "read 3s ago") {
+			t.Errorf("Stale entry %q, want its age and the failure named", s)
 		}
 	}
 	if err := g.Admit("ex", "a.b.legacy", 10); err != nil {
