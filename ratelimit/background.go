@@ -76,20 +76,17 @@ func (l *Limiter) run(ctx context.Context) {
 	}
 }
 
-// syncRound runs one synchronization round and learns the store's clock
-// from it; a failure is counted and logged (an outage once, then a
+// syncRound runs one synchronization round (each of its calls teaches
+// the store's clock: learnSkew); a failure is counted and logged (an outage once, then a
 // summary a minute), and decisions stay local.
 func (l *Limiter) syncRound(ctx context.Context) {
-	at, calls, err := l.sync.round(ctx)
+	_, calls, err := l.sync.round(ctx)
 	l.m.rlCommands.Add(float64(calls))
 	if err != nil {
 		l.logSyncRoundError(err)
 		return
 	}
 	l.syncOutage.End(syncRoundsResumed)
-	if !at.IsZero() {
-		l.skew.Store(int64(at.Sub(l.now())))
-	}
 }
 
 // probeInterval is how often the background loop checks whether the

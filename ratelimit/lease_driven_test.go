@@ -78,6 +78,13 @@ func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, 
 // simulated ms (the first at ms 0).
 func driveReplicasEvery(t *testing.T, n int, rule Rule, mk drivenStore, windows int, phases []int, latency, every int) drivenRun {
 	t.Helper()
+	return driveReplicasTuned(t, n, rule, mk, windows, phases, latency, every, nil)
+}
+
+// driveReplicasTuned is driveReplicasEvery with tune (nil: none) applied
+// to the replicas' options after driveReplicas' own.
+func driveReplicasTuned(t *testing.T, n int, rule Rule, mk drivenStore, windows int, phases []int, latency, every int, tune func(*Options)) drivenRun {
+	t.Helper()
 	store, ks, pin := mk(t)
 	var virt atomic.Int64
 	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC) // a window edge of every window used here
@@ -88,6 +95,9 @@ func driveReplicasEvery(t *testing.T, n int, rule Rule, mk drivenStore, windows 
 	opts := rulesConfig(rule)
 	opts.Sync = 50 * time.Millisecond
 	opts.Timeout = time.Second // a loaded machine must not fail an exchange
+	if tune != nil {
+		tune(&opts)
+	}
 	type early struct {
 		at  int
 		run func()

@@ -62,7 +62,12 @@ type syncer struct {
 	regStore RegisteringSyncer
 	replicas atomic.Int64
 	lastReg  atomic.Int64 // the last registration, a moment on the Limiter's clock
-	asks     prometheus.Counter
+	// roundsFailing: the last exchange run under roundTimeout (a round,
+	// an early exchange, an idle registration) failed, and none has
+	// succeeded since: the store is down, not slow, and a failed ask lets
+	// the view decide (holdToLease). An ask's own failures do not set it.
+	roundsFailing atomic.Bool
+	asks          prometheus.Counter
 
 	// spawn runs an early exchange (sync_early.go) off the request path:
 	// by default on a goroutine earlyRun tracks; a test drives it.
@@ -76,6 +81,12 @@ type syncer struct {
 
 	rounds  [2]prometheus.Counter // ok, error
 	dropped prometheus.Counter
+
+	// ownNow is the Limiter's own clock (without the store's offset), and
+	// learnClock, when set, takes each answer's store clock (at) with when
+	// its call was sent on ownNow (Limiter.learnSkew).
+	ownNow     func() time.Time
+	learnClock func(at, sent time.Time)
 }
 
 // syncKey is one key's synchronization: the last hit's parameters, the
@@ -123,6 +134,11 @@ type syncKey struct {
 	// refused without asking again until then (a fixed window: the
 	// window's end; otherwise the time one request takes to come back).
 	refuseUntil moment
+	// wants: an ask of the key failed while the store answered
+	// (holdToLease); the next exchange of the key, a round's included,
+	// asks for its lease, so the rounds, which run under the longer
+	// roundTimeout, renew a lease the asks cannot.
+	wants bool
 }
 
 func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m *metrics, reg Registration) *syncer {
@@ -156,8 +172,10 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 // (and that the view would pass) first asks the store: its key alone is
 // exchanged at once, within the timeout, then the hit is decided on the
 // merged view; when the new lease is 0 (the store leaves less than one
-// request per replica) the hit is refused. On a failed ask the view
-// decides. Otherwise it never waits on the store.
+// request per replica) the hit is refused. A failed ask refuses the hit
+// while the rounds reach the store (it is slow, not down: the replica is
+// held to its lease, holdToLease); in an outage the view decides.
+// Otherwise it never waits on the store.
 func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 	replicas := s.replicas.Load()
 	var taken uint64 // hits that took their share of the lease (bit j)
@@ -201,7 +219,12 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 		if refused {
 			for j, h := range hits {
 				st := KeyState{}
-				if k, ok := s.keys.get(h.Key); ok && nowM.before(k.refuseUntil) {
+				k, ok := s.keys.get(h.Key)
+				if ok && k.wants {
+					out[j] = leaseRefusal(h)
+					continue
+				}
+				if ok && nowM.before(k.refuseUntil) {
 					st.TTL = k.refuseUntil.sub(nowM)
 				}
 				out[j] = spentCount(h, st, now)
@@ -225,14 +248,22 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 // countRefused counts, in the view, the fixed-window hits of a request
 // refused for want of a lease: a fixed window counts every hit, passed or
 // not, as its INCR does with sync: 0 (GCRA and sliding windows count
-// passed hits only). Nothing is spent from the leases.
+// passed hits only). Nothing is spent from the leases. A key whose ask
+// failed (syncKey.wants) is not counted: the store did not say its window
+// was full, and counting refusals into it would spend the budget the
+// other replicas pass (27 of 50 in a window, TestSync_AFailedAskHolds…).
 func (s *syncer) countRefused(hits []Hit) {
 	var fixed []Hit
+	s.mu.Lock()
 	for _, h := range hits {
+		if k, ok := s.keys.get(h.Key); ok && k.wants {
+			continue
+		}
 		if h.Algorithm != GCRA && h.Algorithm != SlidingWindow {
 			fixed = append(fixed, h)
 		}
 	}
+	s.mu.Unlock()
 	if len(fixed) == 0 {
 		return
 	}
@@ -318,7 +349,7 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 	got, at, calls, err := s.exchange(ctx, only, true)
 	s.commands.Add(float64(calls))
 	if err != nil || at.IsZero() {
-		return false
+		return s.holdToLease(hits, keys, out)
 	}
 	refused := false
 	s.mu.Lock()
@@ -342,6 +373,59 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 		out[j] = spentCount(h, got[h.Key], at)
 	}
 	return true
+}
+
+// holdToLease decides the hits of a request whose ask (of keys) failed.
+// While the rounds reach the store (roundsFailing unset), it is slow, not
+// down, and the replica is held to its lease: a key whose lease is spent refuses
+// the request (decided in out, true returned) and its hits are refused
+// locally for one interval, after which they ask again, while the next
+// round asks for the key's lease (syncKey.wants) under the rounds' longer
+// timeout and ends the refusal when it grants one (fresh attack
+// pass 14 R-SLOW-1: with a store answering in 25 ms of a 30 ms timeout
+// most asks failed, the view decided on counts a round trip old on every
+// replica, and three replicas passed about 150 of a limit of 50 per
+// window). In an outage (the last round failed too) it returns false and
+// the view decides: a replica limits on its own counts rather than
+// refusing every key past its share until the store is back. The first
+// failed asks of an outage are taken for a slow store until a round
+// fails: at most one interval and one roundTimeout, since the refusal
+// marks the key for the next round.
+func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool {
+	if s.roundsFailing.Load() {
+		return false
+	}
+	now := s.view.now()
+	nowM := momentOf(now)
+	refused := false
+	s.mu.Lock()
+	for _, h := range hits {
+		if k, ok := s.keys.get(h.Key); ok && keys[h.Key] && k.lease <= k.spent {
+			refused = true
+			k.refuseUntil, k.wants = nowM.add(s.interval), true
+			s.markDirty(h.Key, k)
+		}
+	}
+	s.mu.Unlock()
+	if !refused {
+		return false
+	}
+	for j, h := range hits {
+		out[j] = leaseRefusal(h)
+	}
+	return true
+}
+
+// leaseRefusal is the refusal of a hit held to its replica's lease
+// (holdToLease): to be retried at once, a round may grant a lease at any
+// moment, so the deny cache, which keeps a refused key for the refusal's
+// RetryAfter, does not keep it (a fixed window's TTL, or a GCRA's or
+// sliding window's RetryAfter, of 1 ms).
+func leaseRefusal(h Hit) Count {
+	if h.Algorithm == GCRA || h.Algorithm == SlidingWindow {
+		return Count{RetryAfter: time.Millisecond, ResetAfter: time.Millisecond}
+	}
+	return Count{N: h.Limit + 1, TTL: time.Millisecond}
 }
 
 // round sends every dirty key's view in one round trip, merges the
@@ -395,8 +479,11 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		// Idle: registration alone, every half lifetime, so the others
 		// keep counting this replica (and it learns their number).
 		ctx, cancel := context.WithTimeout(ctx, s.roundTimeout)
+		sent := s.own()
 		at, replicas, err := s.regStore.SyncRegister(ctx, nil, nil, s.reg)
+		s.learn(at, sent, err)
 		cancel()
+		s.roundsFailing.Store(err != nil)
 		if err != nil {
 			return nil, time.Time{}, 1, err
 		}
@@ -405,12 +492,32 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		return nil, at, 1, nil
 	}
 	merged, at, calls, err := s.stream(ctx, ops, ask)
+	if !ask {
+		s.roundsFailing.Store(err != nil)
+	}
 	if err != nil {
 		s.rounds[1].Inc()
 	} else {
 		s.rounds[0].Inc()
 	}
 	return merged, at, calls, err
+}
+
+// own reads the Limiter's own clock (the view's clock without the store's
+// offset when ownNow is unset: tests that build a syncer alone).
+func (s *syncer) own() time.Time {
+	if s.ownNow != nil {
+		return s.ownNow()
+	}
+	return s.view.now()
+}
+
+// learn passes a successful call's store clock to learnClock with when
+// the call was sent (on own).
+func (s *syncer) learn(at, sent time.Time, err error) {
+	if err == nil && !at.IsZero() && s.learnClock != nil {
+		s.learnClock(at, sent)
+	}
 }
 
 // sameWindow reports whether got is the fixed window that ends at end
@@ -452,9 +559,16 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	reserved := make([]int64, len(ops))
 	replicas := s.replicas.Load()
 	viewMS := float64(s.view.now().UnixMilli())
+	// leasing: the op asks for a lease (an ask, or a key whose ask failed
+	// while the store answered: syncKey.wants).
+	leasing := make([]bool, len(ops))
 	s.mu.Lock()
 	for i := range ops {
 		ops[i].Local = local[i]
+		if k, ok := s.keys.get(ops[i].Hit.Key); replicas > 1 && (ask || (ok && k.wants)) {
+			leasing[i] = true
+			ops[i].LeaseAmong = replicas
+		}
 		if a := ops[i].Hit.Algorithm; a == GCRA || a == SlidingWindow {
 			// A sliding window's or GCRA's lease: what is left of it goes
 			// with the view (reserve), the view counting its passes as
@@ -463,9 +577,6 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			if ok && (k.held || k.fresh) && replicas > 1 {
 				reserved[i] = max(0, k.lease-k.inFlight)
 				ops[i].Local = reserve(ops[i].Hit, local[i], reserved[i], viewMS)
-			}
-			if ask && replicas > 1 {
-				ops[i].LeaseAmong = replicas
 			}
 			continue
 		}
@@ -480,9 +591,6 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			reserved[i] = max(0, k.lease-k.inFlight)
 			ops[i].Local.N += reserved[i]
 		}
-		if ask && replicas > 1 {
-			ops[i].LeaseAmong = replicas
-		}
 	}
 	s.mu.Unlock()
 	got := make([]KeyState, len(ops))
@@ -492,11 +600,13 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	var at time.Time
 	var err error
 	registered := int64(0)
+	sent := s.own()
 	if s.regStore != nil && register {
 		at, registered, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
 	} else {
 		at, err = s.store.Sync(ctx, ops, got)
 	}
+	s.learn(at, sent, err)
 	cancel()
 	if err != nil {
 		s.mu.Lock()
@@ -557,15 +667,15 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			// the wire is spent from the new lease); a round only sends
 			// counts, so a replica's spending between two asks stays
 			// within one lease whatever the rounds.
-			if k.fresh && reserved[i] > 0 && !ask {
+			if k.fresh && reserved[i] > 0 && !leasing[i] {
 				k.fresh, k.resEnd, k.resUntil = false, got[i].End, k.baseUntil
 			}
 			refilling := op.Hit.Algorithm == GCRA || op.Hit.Algorithm == SlidingWindow
 			if refilling && (reserved[i] > 0 || got[i].Leased > 0) {
 				k.fresh, k.held = false, true
 			}
-			if ask {
-				k.fresh = false
+			if leasing[i] {
+				k.fresh, k.wants = false, false
 				k.spent = max(0, k.spent-k.inFlight)
 				k.lease = leaseOf(op.Hit, got[i], atMS, replicas)
 				if refilling && op.LeaseAmong > 0 {
@@ -580,6 +690,11 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 					if k.lease == 0 {
 						k.resEnd = 0
 					}
+				}
+				if !ask && k.lease > k.spent {
+					// A round granted the lease a failed ask wanted: the
+					// refusal holdToLease set ends.
+					k.refuseUntil = 0
 				}
 			}
 		}

@@ -41,7 +41,8 @@ func (s *gatedSync) SyncRegister(ctx context.Context, ops []SyncOp, out []KeySta
 // 110-340 ms with rate_limits.timeout 30 ms. An ask now waits for the
 // exchange in flight only within its own deadline: here the round is held
 // by the store until the end of the test, and the request that asks is
-// decided (on the view, as a failed ask is) while that round still holds.
+// decided (as a failed ask is: held to its lease while the rounds reach
+// the store, holdToLease) while that round still holds.
 func TestSync_AnAskWaitsForTheRoundInFlightOnlyWithinItsDeadline(t *testing.T) {
 	store := &gatedSync{registeringMemory: newRegisteringMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+)
+
+// Fresh attack pass 14 R-SLOW-1: three replicas with sync: 50ms on a
+// Redis answering in about 25 ms of a 30 ms rate_limits.timeout, one IP
+// flooding them: the asks (on the request path, under the timeout, behind
+// a round on the wire) failed, a failed ask let each replica's view
+// decide on counts a round trip old, and about 150 of a limit of 50
+// passed in every window. A failed ask while the rounds reach the store
+// now holds the replica to its lease, and the next round asks for it;
+// and the replica's estimate of the store's clock is never behind it
+// (Limiter.learnSkew: behind, a sliding window passed 65). Every fixed
+// and sliding window passes at most the limit + 5, and at least a third
+// of it (the flood is held, not refused); GCRA at most 1.1 × (+ 5) what one
+// gateway without sync allows. The slow store costs passes: a lease
+// refused for a failed ask is renewed by the next round (about 75 ms), so
+// a window passes 24-48 (at least a third of the limit is asserted).
+func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
+	target, err := url.Parse(servicetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow := startDelayProxy(t, target.Host, 25*time.Millisecond)
+	config := func(upstream, _, prefix string) string {
+		u := *target
+		u.Host = slow
+		cfg := replicasConfig(upstream, u.String(), prefix)
+		return strings.Replace(cfg, "timeout: 250ms", "timeout: 30ms", 1)
+	}
+	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, config)
+	for _, alg := range []string{"fixed_window", "sliding_window", "gcra"} {
+		t.Run(alg, func(t *testing.T) {
+			start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
+			stop := make(chan struct{})
+			endsCh := make(chan []time.Duration, 1)
+			if alg == "fixed_window" {
+				go func() { endsCh <- windowEnds(rdb, prefix+"rl:fixed_window:"+replicaIP, start, stop) }()
+			} else {
+				endsCh <- nil
+			}
+			res := floodReplicasHTTP(t, replicas, alg, start, replicaFlood)
+			close(stop)
+			ends := <-endsCh
+			var last time.Duration
+			for _, r := range res {
+				last = max(last, r.sent)
+			}
+			if rate := float64(len(res)) / last.Seconds(); rate < 0.9*float64(time.Second/replicaGap) {
+				t.Skipf("machine too loaded: %d requests in %v (%.0f/s), the scenario needs at least %d/s",
+					len(res), last.Round(time.Millisecond), rate, 9*time.Second/replicaGap/10)
+			}
+			var passed []replicaResult
+			for _, r := range res {
+				if r.passed {
+					passed = append(passed, r)
+				}
+			}
+			if alg == "gcra" {
+				// One gateway without sync passes the burst, then one
+				// request per emission interval.
+				allowed := replicaLimit + int(last/(replicaWindow/replicaLimit))
+				t.Logf("gcra: %d passed over %v, one gateway without sync allows %d", len(passed), last.Round(time.Millisecond), allowed)
+				if float64(len(passed)) > 1.1*float64(allowed)+replicaSlack {
+					t.Errorf("gcra passed %d, want ≤ 1.1 × %d + %d", len(passed), allowed, replicaSlack)
+				}
+				if len(passed) < allowed/2 {
+					t.Errorf("gcra passed %d of the %d one gateway allows: the flood was refused, not held", len(passed), allowed)
+				}
+				return
+			}
+			var windows [][2]time.Duration
+			if alg == "fixed_window" {
+				from := time.Duration(0)
+				for _, e := range ends {
+					if e <= last {
+						windows = append(windows, [2]time.Duration{from, e})
+					}
+					from = e
+				}
+				checkWindows(t, alg, windows, passed, replicaLimit/3, func(r replicaResult) time.Duration { return r.answered })
+				return
+			}
+			for from := time.Duration(0); from+replicaWindow <= last; from += replicaWindow {
+				windows = append(windows, [2]time.Duration{from, from + replicaWindow})
+			}
+			checkWindows(t, alg, windows, passed, replicaLimit/3, func(r replicaResult) time.Duration { return r.sent })
+		})
+	}
+	asks, failed := 0.0, 0.0
+	for _, p := range replicas {
+		asks += serverMetric(t, p.admin, "borda_ratelimit_sync_asks_total")
+		failed += max(0, serverMetric(t, p.admin, `borda_ratelimit_sync_rounds_total{result="error"}`))
+	}
+	t.Logf("asks %v, failed exchanges %v", asks, failed)
+	if failed == 0 {
+		t.Errorf("no exchange failed with the store 25 ms away and a 30 ms timeout: the test did not reproduce the slow store")
+	}
+}
+
+// startDelayProxy listens on 127.0.0.1 and forwards each connection to
+// target, delivering what target answers delay after it arrived (a store
+// that far away; requests go at once, and pipelined answers keep their
+// order and spacing). It returns its address; the listener and every
+// connection close at the end of the test.
+func startDelayProxy(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			track(c)
+			track(up)
+			wg.Go(func() { io.Copy(up, c); up.Close() })
+			wg.Go(func() { copyDelayed(c, up, delay); c.Close() })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// copyDelayed copies src to dst, each chunk delay after it was read.
+func copyDelayed(dst io.Writer, src io.Reader, delay time.Duration) {
+	type chunk struct {
+		due time.Time
+		b   []byte
+	}
+	chunks := make(chan chunk, 4096)
+	go func() {
+		defer close(chunks)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				chunks <- chunk{time.Now().Add(delay), b[:n]}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range chunks {
+		time.Sleep(time.Until(c.due)) // the store's distance, not a wait before an assertion
+		if _, err := dst.Write(c.b); err != nil {
+			for range chunks { // let the reader end
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// farStore is a store (its clock offset from the replica's, as the test
+// sets it) that takes toStore of the replica's clock to receive a call and
+// back to answer it (on the test's manual clock).
+type farStore struct {
+	*registeringMemory
+	own           *clock.Manual
+	toStore, back time.Duration
+}
+
+func (s *farStore) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (time.Time, error) {
+	s.own.Advance(s.toStore)
+	at, err := s.registeringMemory.Sync(ctx, ops, out)
+	s.own.Advance(s.back)
+	return at, err
+}
+
+func (s *farStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
+	s.own.Advance(s.toStore)
+	at, n, err := s.registeringMemory.SyncRegister(ctx, ops, out, reg)
+	s.own.Advance(s.back)
+	return at, n, err
+}
+
+// A synchronizing replica's estimate of the store's clock is never behind
+// it, whichever way of the round trip takes the time (fresh attack pass
+// 14 follow-up): the view books a pass into the store's window by that
+// estimate, and behind it a sliding window's view counted the first
+// passes of each window into the one before (58-72 of a limit of 50 with
+// a store 25 ms away). Taking the answer's arrival (at − answered) is
+// 25 ms behind when the answer's way takes it all; the midpoint of the
+// round trip 12.5 ms behind. The estimate is ahead by at most the
+// request's way.
+func TestSync_TheStoreClockIsNeverEstimatedBehindIt(t *testing.T) {
+	for _, ways := range [][2]time.Duration{{0, 25 * time.Millisecond}, {5 * time.Millisecond, 20 * time.Millisecond}, {12500 * time.Microsecond, 12500 * time.Microsecond}, {25 * time.Millisecond, 0}} {
+		own := clock.NewManual(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+		const offset = 3 * time.Second
+		store := &farStore{registeringMemory: newRegisteringMemory(), own: own, toStore: ways[0], back: ways[1]}
+		store.SetClock(clock.Func(func() time.Time { return own.Now().Add(offset) }))
+		opts := rulesConfig(burstRule(50, time.Second))
+		opts.Sync = 50 * time.Millisecond
+		opts.Clock = own
+		l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), store)
+		l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.61"})
+		l.syncRound(context.Background())
+		ahead := l.storeNow().Sub(own.Now().Add(offset))
+		if ahead < 0 || ahead > ways[0] {
+			t.Errorf("request way %v, answer way %v: the estimate of the store's clock is %v ahead of it, want within [0, %v]", ways[0], ways[1], ahead, ways[0])
+		}
+	}
+}

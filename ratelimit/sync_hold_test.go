@@ -1,0 +1,150 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// slowAsks is a fleet's store that answers in about 25 ms, as a remote
+// Redis under load did in fresh attack pass 14: an exchange whose deadline
+// is less than slowAsksNeeds away fails (the asks, under the request
+// timeout of 30 ms), the rounds (under max(timeout, 4 × sync)) succeed.
+// From down on (its clock, unix ns; 0: never) it fails every exchange
+// (an outage).
+type slowAsks struct {
+	*registeringMemory
+	now  func() time.Time
+	down atomic.Int64
+}
+
+// slowAsksNeeds is the time left on its deadline an exchange needs to be
+// answered by a slowAsks store: an ask queued behind a round on the wire
+// waits 25 ms for it, then 25 ms for its own answer.
+const slowAsksNeeds = 50 * time.Millisecond
+
+// slowAsksTimeout is rate_limits.timeout in the tests of slowAsks.
+const slowAsksTimeout = 30 * time.Millisecond
+
+func (s *slowAsks) fails(ctx context.Context) error {
+	if d := s.down.Load(); d != 0 && !s.now().Before(time.Unix(0, d)) {
+		return errors.New("store down")
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < slowAsksNeeds {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (s *slowAsks) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (time.Time, error) {
+	if err := s.fails(ctx); err != nil {
+		return time.Time{}, err
+	}
+	return s.registeringMemory.Sync(ctx, ops, out)
+}
+
+func (s *slowAsks) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
+	if err := s.fails(ctx); err != nil {
+		return time.Time{}, 0, err
+	}
+	return s.registeringMemory.SyncRegister(ctx, ops, out, reg)
+}
+
+// slowAsksStore makes a drivenStore of a slowAsks and keeps it in *got,
+// so the test can take it down.
+func slowAsksStore(got **slowAsks) drivenStore {
+	return func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
+		var at atomic.Int64
+		now := func() time.Time { return time.Unix(0, at.Load()).UTC() }
+		s := &slowAsks{registeringMemory: newRegisteringMemory(), now: now}
+		s.SetClock(clock.Func(now))
+		*got = s
+		return s, keyspace.MustNew(servicetest.KeyPrefix(t)), func(t time.Time) { at.Store(t.UnixNano()) }
+	}
+}
+
+// Fresh attack pass 14 R-SLOW-1: with the store answering in 25 ms of a
+// 30 ms timeout, the asks (queued behind a round on the wire) failed
+// while the rounds succeeded, a failed ask let the view decide on counts
+// a round trip old on every replica, and three replicas passed about 150
+// of a limit of 50 in every window. A failed ask while the store answers
+// the rounds now holds the replica to its lease, and the next round asks
+// for it: here every ask fails, the rounds reach the store, and three
+// replicas flooded round-robin at 1 000 requests per (simulated) second
+// pass at most limit + 5 in every window on each algorithm (GCRA: what
+// one replica passes + 5), and at least what one replica passes − 5 (the
+// refusals are not counted, and end when a round grants a lease: before
+// both, 23-34 of 50 passed in a fixed window).
+func TestSync_AFailedAskHoldsTheReplicaToItsLeaseWhileTheStoreAnswers(t *testing.T) {
+	t.Parallel()
+	const limit, window, windows, slack = 50, time.Second, 4, 5
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		for _, phases := range [][]int{{10, 27, 44}, {0, 0, 0}, {49, 20, 35}} {
+			t.Run(fmt.Sprintf("%v/phases%v", alg, phases), func(t *testing.T) {
+				t.Parallel()
+				rule := burstRule(limit, window)
+				rule.Algorithm = alg
+				var one, three *slowAsks
+				alone := driveReplicasTuned(t, 1, rule, slowAsksStore(&one), windows, phases, 1, 1, slowTimeout)
+				run := driveReplicasTuned(t, 3, rule, slowAsksStore(&three), windows, phases, 1, 1, slowTimeout)
+				t.Logf("one replica %v; three %v (%v asks, all failed)", alone.per, run.per, run.asks)
+				if run.asks == 0 {
+					t.Fatal("no replica asked: the test proves nothing")
+				}
+				for i, got := range run.per {
+					bound := limit + slack
+					if alg == GCRA {
+						bound = alone.per[i] + slack
+					}
+					if got > bound {
+						t.Errorf("window %d passed %d with every ask failing, want ≤ %d", i, got, bound)
+					}
+					if got < alone.per[i]-slack {
+						t.Errorf("window %d passed %d with every ask failing, want ≥ %d (one replica %d − %d): the rounds renew the leases", i, got, alone.per[i]-slack, alone.per[i], slack)
+					}
+				}
+			})
+		}
+	}
+}
+
+// The other side of holdToLease: in an outage (the rounds fail too) a
+// replica is not held to its spent lease for longer than answering after
+// the store's last answer; then its view decides, as the outage's
+// behaviour says (docs/rate-limiting.md "Synchronization"), and a flood
+// passes again in each later window instead of being refused until the
+// store is back.
+func TestSync_AnOutageLetsTheViewDecideAfterTheStoreStopsAnswering(t *testing.T) {
+	t.Parallel()
+	const limit, window, windows = 50, time.Second, 5
+	rule := burstRule(limit, window)
+	var store *slowAsks
+	mk := slowAsksStore(&store)
+	wrapped := func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
+		s, ks, pin := mk(t)
+		// Down from the second window on (driveReplicas starts at
+		// 2026-12-01 10:00:00 UTC, after registering the fleet).
+		store.down.Store(time.Date(2026, 12, 1, 10, 0, 1, 0, time.UTC).UnixNano())
+		return s, ks, pin
+	}
+	run := driveReplicasTuned(t, 3, rule, wrapped, windows, []int{10, 27, 44}, 0, 1, slowTimeout)
+	t.Logf("passed per window %v (%v asks)", run.per, run.asks)
+	// answering is 2 × (50 ms + 200 ms): the windows from 10:00:02 on
+	// start more than that after the store's last answer.
+	for i := 2; i < windows; i++ {
+		if got := run.per[i]; got < limit {
+			t.Errorf("window %d of the outage passed %d, want ≥ %d (each replica on its own counts, not refusing every request past its share)", i, got, limit)
+		}
+	}
+}
+
+// slowTimeout sets the options of the slowAsks tests: the request timeout
+// of 30 ms (rounds then run under max(30 ms, 4 × 50 ms) = 200 ms).
+func slowTimeout(o *Options) { o.Timeout = slowAsksTimeout }
