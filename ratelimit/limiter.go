@@ -48,10 +48,11 @@ type Limiter struct {
 	errs      [3]prometheus.Counter // store errors: timeout, error, breaker_open
 	log       *slog.Logger
 	now       func() time.Time
-	// skew is the store's clock minus ours (ns), as the last store reply
-	// showed: it names clock-aligned keys and their reset on the store's
-	// time, so a replica whose clock is off counts into the same minute.
-	skew atomic.Int64
+	// skew is the store's clock minus ours (ns), as the store's replies
+	// showed (learnSkew): it names clock-aligned keys and their reset on
+	// the store's time, so a replica whose clock is off counts into the
+	// same minute. skewAt is when (our clock, unix ns) that sample came.
+	skew, skewAt atomic.Int64
 
 	probing atomic.Bool // Start runs the breaker probe off the request path
 	// failOpen is fallback's budget of requests let through unchecked on
@@ -272,7 +273,7 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 			// computed on the estimate of it: correct both by what it said.
 			corr := time.Duration(0)
 			if !at.IsZero() { // a Store that does not say its time keeps the estimate
-				l.skew.Store(int64(at.Sub(now)))
+				l.learnSkew(at, now)
 				corr = storeNow.Sub(at)
 			}
 			for j, i := range pending {
@@ -305,22 +306,36 @@ func replicaID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// skewHold is how long the least offset sample stands against larger
+// ones (learnSkew).
+const skewHold = 10 * time.Second
+
 // learnSkew takes the store's clock at (the time a script read) from a
-// call sent at sent (the Limiter's own clock).
-// The store read its clock somewhere within the round trip; the offset
-// taken, at − sent, assumes it read it on arrival, so the estimate of the
-// store's clock is never behind it, ahead by at most the request's way.
+// call sent at sent (the Limiter's own clock). The store read its clock
+// somewhere within the round trip; a sample, at − sent, assumes it read it
+// on arrival, so it is the true offset plus the request's way: never
+// behind the store's clock. The offset kept is the least sample of the
+// last skewHold (a later sample replaces it only when it is not larger,
+// or once the kept one is that old), so a call that queued on its way (a
+// busy store, a round held behind another) does not move the estimate
+// ahead by its wait, and the estimate does not jump with each sample.
 // Behind is the unsafe side: taking the answer's arrival (at − answered)
 // put a synchronizing replica's view a one-way latency behind the store,
 // and with a store 25 ms away a sliding window's view counted the first
 // passes of each window into the window before, where they weigh less
-// (58-72 of a limit of 50 passed); the midpoint of the round trip
+// (58-80 of a limit of 50 passed); the midpoint of the round trip
 // (Cristian's algorithm) is exact only when both ways take as long, and
 // passed 58-59 when the answer's way took it all. Ahead, a pass late in a
 // window counts into the next: the limit holds (44-48 of 50 in the same
-// runs).
+// runs). A store clock stepped forward is followed within skewHold (the
+// estimate is behind meanwhile); stepped back, at once. Safe for
+// concurrent use (two samples racing keep one of them).
 func (l *Limiter) learnSkew(at, sent time.Time) {
-	l.skew.Store(int64(at.Sub(sent)))
+	sample, when := int64(at.Sub(sent)), sent.UnixNano()
+	if sample <= l.skew.Load() || when-l.skewAt.Load() > int64(skewHold) {
+		l.skew.Store(sample)
+		l.skewAt.Store(when)
+	}
 }
 
 // storeNow is the Limiter's estimate of the store's clock: its own clock

@@ -60,3 +60,40 @@ func TestSync_TheStoreClockIsNeverEstimatedBehindIt(t *testing.T) {
 		}
 	}
 }
+
+// A call that queued on its way to the store (a busy store, a round held
+// behind another) does not move the estimate of the store's clock ahead
+// by its wait: the least sample of the last skewHold stands (the flight
+// test's held round moved it 50 ms ahead, and the view's local refusals
+// ended 50 ms early). A larger sample is taken once the kept one is
+// skewHold old, so a store clock stepped forward is followed.
+func TestSkew_AQueuedCallDoesNotMoveTheEstimateAhead(t *testing.T) {
+	own := clock.NewManual(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	opts := rulesConfig(burstRule(50, time.Second))
+	opts.Clock = own
+	l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), NewMemoryStore(0))
+	const offset = 3 * time.Second
+	sample := func(way time.Duration) {
+		sent := own.Now()
+		l.learnSkew(sent.Add(way+offset), sent)
+	}
+	ahead := func() time.Duration { return l.storeNow().Sub(own.Now().Add(offset)) }
+	sample(2 * time.Millisecond)
+	if got := ahead(); got != 2*time.Millisecond {
+		t.Fatalf("after a 2 ms request way the estimate is %v ahead, want 2ms", got)
+	}
+	own.Advance(time.Second)
+	sample(50 * time.Millisecond) // queued
+	if got := ahead(); got != 2*time.Millisecond {
+		t.Errorf("a call queued 50 ms moved the estimate to %v ahead, want 2ms (the least sample)", got)
+	}
+	sample(time.Millisecond)
+	if got := ahead(); got != time.Millisecond {
+		t.Errorf("a 1 ms sample left the estimate %v ahead, want 1ms", got)
+	}
+	own.Advance(skewHold + time.Millisecond)
+	sample(20 * time.Millisecond)
+	if got := ahead(); got != 20*time.Millisecond {
+		t.Errorf("a sample after the kept one is %v old left the estimate %v ahead, want 20ms", skewHold, got)
+	}
+}

@@ -71,9 +71,10 @@ func TestSync_AnAskWaitsForTheRoundInFlightOnlyWithinItsDeadline(t *testing.T) {
 	<-store.entered // the round holds the exchange
 	asks := counterOf(t, a.sync.asks)
 	decided := make(chan struct{})
+	var held atomic.Bool
 	go func() {
 		defer close(decided)
-		a.Decide(ctx, s) // its share spent: it asks
+		held.Store(a.Decide(ctx, s).Blocked()) // its share spent: it asks
 	}()
 	select {
 	case <-decided:
@@ -91,4 +92,16 @@ func TestSync_AnAskWaitsForTheRoundInFlightOnlyWithinItsDeadline(t *testing.T) {
 	}
 	close(store.release)
 	<-roundDone
+	// The ask failed while the rounds reach the store: the request was
+	// held to the replica's lease, and the next round asks for the key's
+	// lease (the key was not in the round the store held: that round had
+	// taken it before the request), so the replica passes again at once.
+	if !held.Load() {
+		t.Error("the request whose ask failed passed on the view: the replica was not held to its lease")
+	}
+	store.armed.Store(false)
+	a.syncRound(ctx)
+	if a.Decide(ctx, s).Blocked() {
+		t.Error("refused after a round that could lease the key: the failed ask did not put the key in the next round")
+	}
 }
