@@ -3,9 +3,11 @@ package e2e
 import (
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,7 +33,9 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow := startDelayProxy(t, target.Host, 25*time.Millisecond)
+	var delay atomic.Int64
+	delay.Store(int64(25 * time.Millisecond))
+	slow := startDelayProxy(t, target.Host, &delay)
 	config := func(upstream, _, prefix string) string {
 		u := *target
 		u.Host = slow
@@ -104,6 +108,45 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 			checkWindows(t, alg, windows, passed, replicaLimit/3, func(r replicaResult) time.Duration { return r.sent })
 		})
 	}
+	// Fresh attack pass 15 R01: with the store slower than the timeout
+	// (60 ms: every ask fails, the rounds succeed), a client at 60 % of a
+	// sliding window's limit spread over the replicas was refused about a
+	// third of its requests. Within its own share of the limit a replica
+	// whose ask failed passes on its view.
+	t.Run("under_the_limit_at_60ms", func(t *testing.T) {
+		delay.Store(int64(60 * time.Millisecond))
+		defer delay.Store(int64(25 * time.Millisecond))
+		client := &http.Client{Timeout: 10 * time.Second}
+		defer client.CloseIdleConnections()
+		const gap = 66 * time.Millisecond // 15 requests/s: 30 of 50 per 2 s
+		refused, sent := 0, 0
+		failedBefore := roundFailures(replicas)
+		for start := time.Now(); time.Since(start) < 3*replicaWindow; sent++ {
+			next := start.Add(time.Duration(sent) * gap)
+			time.Sleep(time.Until(next)) // the client's pace, not a wait before an assertion
+			req, _ := http.NewRequest(http.MethodGet, replicas[sent%len(replicas)].public+"/sliding_window/x", nil)
+			req.Header.Set("X-Real-IP", "203.0.113.51")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				refused++
+			}
+		}
+		if n := roundFailures(replicas) - failedBefore; n > 0 {
+			t.Skipf("machine too loaded: %d sync rounds failed their 200 ms deadline (an outage, not a slow store)", n)
+		}
+		t.Logf("%d of %d requests refused at 60 %% of the limit with the store 60 ms away", refused, sent)
+		// Before: 36-38 of 121 (a third). A few refusals remain at a
+		// sliding window's edge, where the replicas' held leases move into
+		// the new window while the old one still weighs (2-3 of 92 here;
+		// 0-1 with a healthy store): docs/rate-limiting.md, Known gaps (5).
+		if refused > sent/10 {
+			t.Errorf("%d of %d requests of a client under its limit refused, want at most a tenth", refused, sent)
+		}
+	})
 	asks, failed := 0.0, 0.0
 	for _, p := range replicas {
 		asks += serverMetric(t, p.admin, "borda_ratelimit_sync_asks_total")
@@ -116,11 +159,12 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 }
 
 // startDelayProxy listens on 127.0.0.1 and forwards each connection to
-// target, delivering what target answers delay after it arrived (a store
-// that far away; requests go at once, and pipelined answers keep their
-// order and spacing). It returns its address; the listener and every
-// connection close at the end of the test.
-func startDelayProxy(t *testing.T, target string, delay time.Duration) string {
+// target, delivering what target answers *delay (ns, read per chunk)
+// after it arrived (a store that far away; requests go at once, and
+// pipelined answers keep their order and spacing). It returns its
+// address; the listener and every connection close at the end of the
+// test.
+func startDelayProxy(t *testing.T, target string, delay *atomic.Int64) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -165,8 +209,8 @@ func startDelayProxy(t *testing.T, target string, delay time.Duration) string {
 	return ln.Addr().String()
 }
 
-// copyDelayed copies src to dst, each chunk delay after it was read.
-func copyDelayed(dst io.Writer, src io.Reader, delay time.Duration) {
+// copyDelayed copies src to dst, each chunk *delay (ns) after it was read.
+func copyDelayed(dst io.Writer, src io.Reader, delay *atomic.Int64) {
 	type chunk struct {
 		due time.Time
 		b   []byte
@@ -178,7 +222,7 @@ func copyDelayed(dst io.Writer, src io.Reader, delay time.Duration) {
 			b := make([]byte, 32<<10)
 			n, err := src.Read(b)
 			if n > 0 {
-				chunks <- chunk{time.Now().Add(delay), b[:n]}
+				chunks <- chunk{time.Now().Add(time.Duration(delay.Load())), b[:n]}
 			}
 			if err != nil {
 				return

@@ -139,6 +139,12 @@ type syncKey struct {
 	// asks for its lease, so the rounds, which run under the longer
 	// roundTimeout, renew a lease the asks cannot.
 	wants bool
+	// ownTAT is the theoretical arrival time of this replica's own
+	// passes of the key, as a GCRA of its share of the limit
+	// (floor(limit / replicas) per window, that burst): what the replica
+	// may pass on its own while its ask cannot reach the store
+	// (ownShareRoom).
+	ownTAT moment
 }
 
 func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m *metrics, reg Registration) *syncer {
@@ -188,6 +194,9 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 		for j, h := range hits {
 			k, ok := s.keys.get(h.Key)
 			switch {
+			case ok && nowM.before(k.refuseUntil) && k.wants && ownShareRoom(h, k, nowM, replicas):
+				// Waiting for the lease its failed ask wanted, within
+				// its own share: the view decides, no ask meanwhile.
 			case ok && nowM.before(k.refuseUntil):
 				refused = true
 			case ok && k.resEnd != 0 && !nowM.before(k.resUntil) && k.spent < k.lease:
@@ -281,6 +290,10 @@ func (s *syncer) countRefused(hits []Hit) {
 func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 	full := false
 	var early []string
+	var nowM moment
+	if replicas > 1 {
+		nowM = momentOf(s.view.now())
+	}
 	s.mu.Lock()
 	for j, h := range hits {
 		k, ok := s.keys.get(h.Key)
@@ -294,11 +307,17 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 		}
 		k.hit = s.keys.shape(h)
 		s.markDirty(h.Key, k)
+		passed := allowed(h, out[j])
 		switch took := taken&(1<<j) != 0; {
-		case allowed(h, out[j]) && !took:
+		case passed && !took:
 			k.spent++
-		case !allowed(h, out[j]) && took:
+		case !passed && took:
 			k.spent = max(0, k.spent-1)
+		}
+		if passed && replicas > 1 {
+			if step, _, ok := ownShare(h, replicas); ok {
+				k.ownTAT = max(k.ownTAT, nowM).add(step)
+			}
 		}
 		if replicas > 1 && earlyDue(k) {
 			k.early = true
@@ -377,11 +396,13 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 
 // holdToLease decides the hits of a request whose ask (of keys) failed.
 // While the rounds reach the store (roundsFailing unset), it is slow, not
-// down, and the replica is held to its lease: a key whose lease is spent refuses
-// the request (decided in out, true returned) and its hits are refused
-// locally for one interval, after which they ask again, while the next
-// round asks for the key's lease (syncKey.wants) under the rounds' longer
-// timeout and ends the refusal when it grants one (fresh attack
+// down, and the replica is held to its lease, or to its own share of the
+// limit (ownShareRoom), whichever is more: a key whose lease is spent and
+// whose own share is spent refuses the request (decided in out, true
+// returned); within its own share the view decides. Either way the key
+// asks no more for one interval (its hits decided so meanwhile), and the
+// next round asks for its lease (syncKey.wants) under the rounds' longer
+// timeout and ends the wait when it grants one (fresh attack
 // pass 14 R-SLOW-1: with a store answering in 25 ms of a 30 ms timeout
 // most asks failed, the view decided on counts a round trip old on every
 // replica, and three replicas passed about 150 of a limit of 50 per
@@ -398,12 +419,15 @@ func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool
 	now := s.view.now()
 	nowM := momentOf(now)
 	refused := false
+	replicas := s.replicas.Load()
 	s.mu.Lock()
 	for _, h := range hits {
 		if k, ok := s.keys.get(h.Key); ok && keys[h.Key] && k.lease <= k.spent {
-			refused = true
 			k.refuseUntil, k.wants = nowM.add(s.interval), true
 			s.markDirty(h.Key, k)
+			if !ownShareRoom(h, k, nowM, replicas) {
+				refused = true
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -415,6 +439,43 @@ func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool
 	}
 	return true
 }
+
+// ownShare is, for h among replicas, the emission interval (step) and
+// the burst (window) of this replica's own share of the limit,
+// floor(limit / replicas) per window, as a GCRA; ok is false when that
+// share is 0 (a limit below the replicas: the store decides those hits,
+// sync_direct.go).
+func ownShare(h Hit, replicas int64) (step, window time.Duration, ok bool) {
+	share := h.Limit / max(replicas, 1)
+	if share < 1 {
+		return 0, 0, false
+	}
+	window = max(h.Period, h.TTL, time.Millisecond)
+	return window / time.Duration(share), window, true
+}
+
+// ownShareRoom reports whether the replica may pass one more hit of k on
+// its own share (ownShare): its own passes of the key, lease-backed or
+// not, as a GCRA of floor(limit / replicas) per window with that burst.
+// A key whose ask failed while the store answered (holdToLease) passes
+// on the view within that share, and is refused past it: a client under
+// its limit spread over the replicas (each sees at most its share) is not
+// refused because its store is slow (fresh attack pass 15 R01: a client
+// at 60 % of a sliding window's limit was refused 36 of 121 requests with
+// a store 60 ms away), while a flood, whose own passes spend the share at
+// the window's start (the fresh share), is held to the lease. s.mu is
+// held.
+func ownShareRoom(h Hit, k *syncKey, now moment, replicas int64) bool {
+	step, _, ok := ownShare(h, replicas)
+	if !ok {
+		return false
+	}
+	return k.ownTAT.sub(now) <= (ownBurst-1)*step
+}
+
+// ownBurst is how many of its own share's hits a replica may pass at once
+// on the view while its asks fail (ownShareRoom).
+const ownBurst = 2
 
 // leaseRefusal is the refusal of a hit held to its replica's lease
 // (holdToLease): to be retried at once, a round may grant a lease at any
@@ -675,7 +736,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 				k.fresh, k.held = false, true
 			}
 			if leasing[i] {
-				k.fresh, k.wants = false, false
+				k.fresh = false
 				k.spent = max(0, k.spent-k.inFlight)
 				k.lease = leaseOf(op.Hit, got[i], atMS, replicas)
 				if refilling && op.LeaseAmong > 0 {
@@ -691,11 +752,17 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 						k.resEnd = 0
 					}
 				}
-				if !ask && k.lease > k.spent {
+				switch {
+				case ask:
+					k.wants = false
+				case k.lease > k.spent:
 					// A round granted the lease a failed ask wanted: the
-					// refusal holdToLease set ends.
-					k.refuseUntil = 0
+					// wait holdToLease set ends.
+					k.refuseUntil, k.wants = 0, false
 				}
+				// A round that leased nothing leaves the key wanting: the
+				// next round asks again, and meanwhile its own share
+				// decides (ownShareRoom).
 			}
 		}
 	}

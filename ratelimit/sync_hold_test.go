@@ -148,3 +148,41 @@ func TestSync_AnOutageLetsTheViewDecideAfterTheStoreStopsAnswering(t *testing.T)
 // slowTimeout sets the options of the slowAsks tests: the request timeout
 // of 30 ms (rounds then run under max(30 ms, 4 × 50 ms) = 200 ms).
 func slowTimeout(o *Options) { o.Timeout = slowAsksTimeout }
+
+// Fresh attack pass 15 R01: the held lease refused clients under their
+// limit. With the store slower than the timeout (every ask failing) and
+// three replicas, a client at 60 % of a sliding window's limit was
+// refused 36 of 121 requests: the other replicas' reserved leases left
+// each replica a lease of 0 or 1, its asks failed, and it waited for a
+// round. A replica whose ask failed now passes on its view within its own
+// share of the limit (floor(limit / N) per window, ownShareRoom): a client
+// under its limit spread over the replicas is never refused, here at 60 %
+// and 90 % of the limit on every algorithm, every ask failing.
+func TestSync_AClientUnderItsLimitIsNotRefusedWhenAsksFail(t *testing.T) {
+	t.Parallel()
+	const limit, window, windows = 50, time.Second, 4
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		for _, every := range []int{33, 22} { // 30 and 45 requests a window
+			t.Run(fmt.Sprintf("%v/every%dms", alg, every), func(t *testing.T) {
+				t.Parallel()
+				rule := burstRule(limit, window)
+				rule.Algorithm = alg
+				var store *slowAsks
+				run := driveReplicasTuned(t, 3, rule, slowAsksStore(&store), windows, []int{10, 27, 44}, 1, every, slowTimeout)
+				sent := make([]int, windows)
+				for ms := 0; ms < windows*int(window/time.Millisecond); ms += every {
+					sent[ms/int(window/time.Millisecond)]++
+				}
+				t.Logf("sent per window %v, passed %v (%v asks, all failed)", sent, run.per, run.asks)
+				if run.asks == 0 && every == 22 {
+					t.Fatal("no replica asked at 90 % of the limit: the test proves nothing")
+				}
+				for i := range sent {
+					if run.per[i] != sent[i] {
+						t.Errorf("window %d: %d of %d passed, want every request (the client is under its limit)", i, run.per[i], sent[i])
+					}
+				}
+			})
+		}
+	}
+}
