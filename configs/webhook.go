@@ -27,9 +27,12 @@ type Webhook struct {
 	// UnauthenticatedBodyBytes bounds, across all requests, the bytes
 	// that bodies of signature-only sources hold in memory before their
 	// signature is checked (default 67108864, 64 MiB; a body is charged
-	// as it arrives). A delivery that would pass it is answered 503
+	// as it arrives). A delivery that would pass it first takes back the
+	// bytes of the slowest bodies arriving for a second or more (each
+	// answered 408 BODY_RECLAIMED); still past it, it is answered 503
 	// BODY_BUDGET_EXHAUSTED with Retry-After: 1 and the connection closed
-	// (providers retry); token-authenticated sources are not charged.
+	// (providers retry). Token sources' bodies are charged to a budget of
+	// their own of the same size.
 	UnauthenticatedBodyBytes int64 `yaml:"unauthenticated_body_bytes"`
 	// BodyTimeout bounds reading one request body (default 30s). A body
 	// that trickles in slower answers 408 REQUEST_TIMEOUT (providers retry

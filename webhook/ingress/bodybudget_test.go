@@ -166,20 +166,20 @@ func TestAClientPastItsShareIsTold429NotAnOutage(t *testing.T) {
 // holds at most a quarter of it, so another client's body still fits.
 func TestOneClientHoldsAtMostItsShareOfTheBudget(t *testing.T) {
 	b := &bodyBudget{limit: 4000}
-	if b.charge("greedy", 1000) != nil || b.charge("greedy", 1) != errBodyShare {
+	if b.charge(b.reader(nil, "greedy"), 1000) != nil || b.charge(b.reader(nil, "greedy"), 1) != errBodyShare {
 		t.Fatal("a client may hold exactly a quarter of the budget, and past it is told it holds its share")
 	}
 	for _, c := range []string{"a", "b", "c"} {
-		if err := b.charge(c, 1000); err != nil {
+		if err := b.charge(b.reader(nil, c), 1000); err != nil {
 			t.Fatalf("client %s refused while the budget has room: %v", c, err)
 		}
 	}
-	if b.charge("d", 1) != errBodyBudget {
+	if b.charge(b.reader(nil, "d"), 1) != errBodyBudget {
 		t.Fatal("the whole budget is spent, yet a byte was charged (or the refusal blamed the client)")
 	}
 	r := &budgetReader{b: b, client: "greedy", held: 1000}
 	r.release()
-	if b.charge("d", 1000) != nil || b.used.Load() != 4000 {
+	if b.charge(b.reader(nil, "d"), 1000) != nil || b.used.Load() != 4000 {
 		t.Fatalf("release did not give the bytes back: used %d", b.used.Load())
 	}
 	if _, left := b.byClient["greedy"]; left {
@@ -187,8 +187,78 @@ func TestOneClientHoldsAtMostItsShareOfTheBudget(t *testing.T) {
 	}
 	// One body of the largest accepted size always fits one client.
 	big := &bodyBudget{limit: 4000, share: 3000}
-	if big.charge("one", 3000) != nil || big.charge("one", 1) == nil {
+	if big.charge(big.reader(nil, "one"), 3000) != nil || big.charge(big.reader(nil, "one"), 1) == nil {
 		t.Error("the share is not the largest body when that exceeds a quarter")
+	}
+}
+
+// Fresh attack pass 15 W20: stalled bodies from four addresses (a quarter
+// of the budget each) held the whole budget for body_timeout, and every
+// signature-only source answered 503: GitHub does not redeliver. Under
+// pressure the budget now takes back the bytes of bodies that have been
+// arriving for at least reclaimAfter, the slowest first (bytes per second
+// of age), never a younger body's, the asker's or a body already read, and
+// wakes the reclaimed reader (its abort) so its request ends.
+func TestStalledBodiesGiveWayToANewerOne(t *testing.T) {
+	at := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	b := &bodyBudget{limit: 4000, now: func() time.Time { return at }}
+	aborted := map[string]bool{}
+	holder := func(client string, n int64) *budgetReader {
+		r := b.reader(strings.NewReader("more bytes"), client)
+		r.abort = func() { aborted[client] = true }
+		if err := b.charge(r, n); err != nil {
+			t.Fatalf("%s: %v", client, err)
+		}
+		return r
+	}
+	slow := holder("slow", 500) // the slowest: 500 bytes in its age
+	a := holder("a", 1000)
+	at = at.Add(time.Millisecond) // c is younger: slower by bytes per second of age, a goes first
+	c := holder("c", 1000)
+	done := holder("done", 1000)
+	done.settle() // read whole: being verified and published
+	if err := b.charge(b.reader(nil, "young"), 600); err != errBodyBudget {
+		t.Fatalf("past the budget with every holder younger than %v: %v, want errBodyBudget", reclaimAfter, err)
+	}
+	at = at.Add(reclaimAfter - 2*time.Millisecond)
+	if err := b.charge(b.reader(nil, "young"), 600); err != errBodyBudget {
+		t.Fatalf("past the budget with every holder younger than %v by 1 ms: %v, want errBodyBudget", reclaimAfter, err)
+	}
+	at = at.Add(time.Millisecond)
+	fresh := b.reader(nil, "provider")
+	if err := b.charge(fresh, 600); err != nil {
+		t.Fatalf("a newer body past the budget while bodies %v old hold it: %v, want room taken back", reclaimAfter, err)
+	}
+	if !slow.reclaimed.Load() || !aborted["slow"] || a.reclaimed.Load() || c.reclaimed.Load() {
+		t.Fatalf("reclaimed slow=%v (aborted %v) a=%v c=%v: want only the slowest", slow.reclaimed.Load(), aborted["slow"], a.reclaimed.Load(), c.reclaimed.Load())
+	}
+	if got := b.used.Load(); got != 3600 {
+		t.Errorf("used %d after taking back 500 for 600, want 3600", got)
+	}
+	if _, err := slow.Read(make([]byte, 1)); err != errBodyReclaimed {
+		t.Errorf("the reclaimed reader's next read: %v, want errBodyReclaimed", err)
+	}
+	slow.release() // its bytes were returned already
+	if got := b.used.Load(); got != 3600 {
+		t.Errorf("used %d after the reclaimed reader's release, want 3600 (not returned twice)", got)
+	}
+	// More pressure: a, then c (equally slow: the older first), each for
+	// one newer body; the body already read, the younger ones and the
+	// asker never.
+	at = at.Add(time.Millisecond) // c is old enough too
+	for i, next := range []*budgetReader{a, c} {
+		if err := b.charge(b.reader(nil, fmt.Sprint("p", i)), 1000); err != nil {
+			t.Fatalf("newer body %d: %v", i, err)
+		}
+		if !next.reclaimed.Load() {
+			t.Errorf("newer body %d: the next slowest not reclaimed", i)
+		}
+	}
+	if done.reclaimed.Load() || fresh.reclaimed.Load() {
+		t.Errorf("reclaimed done=%v fresh=%v: a body read whole and a young one must stay", done.reclaimed.Load(), fresh.reclaimed.Load())
+	}
+	if err := b.charge(b.reader(nil, "p3"), 1000); err != errBodyBudget {
+		t.Errorf("nothing old left to take back: %v, want errBodyBudget", err)
 	}
 }
 

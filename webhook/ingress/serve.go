@@ -150,14 +150,25 @@ func (i *Ingress) receive(w http.ResponseWriter, r *http.Request, d *delivery, s
 	// authBudget, its Content-Length reserved at once since its buffer is
 	// allocated that size.
 	charged := budget.reader(http.MaxBytesReader(w, r.Body, i.maxBody), i.clientIP(r))
+	// Under pressure the budget may take this body's bytes back for a
+	// newer one (reclaimFor): its read, blocked on the network, is woken.
+	charged.abort = func() { _ = rc.SetReadDeadline(time.Now()) }
 	if err := charged.reserve(hint); err != nil {
 		return charged, respondBudgetSpent(w, err)
 	}
 	body, err := readBodyInto(charged, hint, sc.body)
+	charged.settle()
 	d.body = body
 	_ = rc.SetReadDeadline(time.Time{})
+	if charged.reclaimed.Load() {
+		err = errBodyReclaimed // read whole meanwhile, but no longer charged
+	}
 	if err == nil {
 		return charged, ""
+	}
+	if errors.Is(err, errBodyReclaimed) {
+		w.Header().Set("Connection", "close")
+		return charged, respond(w, http.StatusRequestTimeout, StatusRequestTimeout, ReasonBodyReclaimed)
 	}
 	if errors.Is(err, errBodyBudget) || errors.Is(err, errBodyShare) {
 		return charged, respondBudgetSpent(w, err)
