@@ -161,7 +161,10 @@ func TestHostileForwardedIdentityHeadersAndMaxForwards(t *testing.T) {
 		"X-Auth-Request-Email", "X-Forwarded-User", "X-Forwarded-Email", "X-Forwarded-Groups",
 		"X-Forwarded-Preferred-Username", "X-Remote-User", "X-Remote-Group", "X-WEBAUTH-USER", "x-webauth-email",
 		// httpoxy (A51).
-		"proxy"}
+		"proxy",
+		// Sendfile control (fresh attack pass 15 X02: Rack's
+		// X-Accel-Redirect to a client-chosen path, CVE-2025-61780).
+		"X-Sendfile-Type", "X-Accel-Mapping", "X-Sendfile", "X-Lighttpd-Send-File", "x_accel_redirect"}
 	var head strings.Builder
 	for _, k := range family {
 		fmt.Fprintf(&head, "%s: https\r\n", k)

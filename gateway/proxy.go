@@ -300,6 +300,12 @@ var clientClaimHeaders = []string{
 	"x-user-id", "x-user-email", "x-user-name", "x-user-groups", "x-user-roles",
 	"x-jwt-payload", "x-token-subject", "x-credential-identifier", "x-credential-username", "x-anonymous-consumer", "x-userinfo",
 	"gap-auth", "x-endpoint-api-userinfo",
+	// Sendfile control (Rack::Sendfile, Rails, Django-sendfile, lighttpd,
+	// nginx X-Accel-*): a client's X-Sendfile-Type: X-Accel-Redirect with
+	// an X-Accel-Mapping made Rack answer with a redirect, to a path the
+	// client chose, that an nginx behind the gateway followed into its
+	// internal locations (CVE-2025-61780; fresh attack pass 15 X02).
+	"x-sendfile-type", "x-accel-mapping", "x-sendfile", "x-lighttpd-send-file", "x-accel-redirect",
 }
 
 // clientClaimPrefixes are the family's name prefixes, in lower case:
