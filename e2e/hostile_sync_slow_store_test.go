@@ -43,6 +43,7 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 		return strings.Replace(cfg, "timeout: 250ms", "timeout: 30ms", 1)
 	}
 	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, config)
+	flooded := false // a flood subtest ran (-run may pick others)
 	for _, alg := range []string{"fixed_window", "sliding_window", "gcra"} {
 		t.Run(alg, func(t *testing.T) {
 			start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
@@ -54,6 +55,7 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 				endsCh <- nil
 			}
 			failedBefore := roundFailures(replicas)
+			flooded = true
 			res := floodReplicasHTTP(t, replicas, alg, start, replicaFlood)
 			close(stop)
 			// A round fails only past max(timeout, 4 × sync) = 200 ms: the
@@ -147,13 +149,46 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 			t.Errorf("%d of %d requests of a client under its limit refused, want at most a tenth", refused, sent)
 		}
 	})
+	// Fresh attack pass 15 R15: with a healthy store, a new client at 60 %
+	// of a sliding window's limit that started mid-window was refused
+	// 3-8 requests in a row right after its key's first window edge (the
+	// replicas' leases carried whole into the new window).
+	t.Run("under_the_limit_across_the_first_edge", func(t *testing.T) {
+		delay.Store(0)
+		defer delay.Store(int64(25 * time.Millisecond))
+		client := &http.Client{Timeout: 10 * time.Second}
+		defer client.CloseIdleConnections()
+		const gap = 66 * time.Millisecond
+		edge := time.Now().Truncate(replicaWindow).Add(2 * replicaWindow)
+		start := edge.Add(-replicaWindow / 4)
+		refused, sent := 0, 0
+		var at []string
+		for ; time.Since(start) < 2*replicaWindow; sent++ {
+			time.Sleep(time.Until(start.Add(time.Duration(sent) * gap))) // the client's pace
+			req, _ := http.NewRequest(http.MethodGet, replicas[sent%len(replicas)].public+"/sliding_window/x", nil)
+			req.Header.Set("X-Real-IP", "203.0.113.52")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusTooManyRequests {
+				refused++
+				at = append(at, time.Since(edge).Round(time.Millisecond).String())
+			}
+		}
+		t.Logf("%d of %d requests refused across the key's first window edge (at %v from the edge)", refused, sent, at)
+		if refused > 2 {
+			t.Errorf("%d of %d requests of a client under its limit refused across its first window edge, want at most 2", refused, sent)
+		}
+	})
 	asks, failed := 0.0, 0.0
 	for _, p := range replicas {
 		asks += serverMetric(t, p.admin, "borda_ratelimit_sync_asks_total")
 		failed += max(0, serverMetric(t, p.admin, `borda_ratelimit_sync_rounds_total{result="error"}`))
 	}
 	t.Logf("asks %v, failed exchanges %v", asks, failed)
-	if failed == 0 {
+	if flooded && failed == 0 {
 		t.Errorf("no exchange failed with the store 25 ms away and a 30 ms timeout: the test did not reproduce the slow store")
 	}
 }

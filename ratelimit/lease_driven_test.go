@@ -78,12 +78,13 @@ func driveReplicas(t *testing.T, n int, rule Rule, mk drivenStore, windows int, 
 // simulated ms (the first at ms 0).
 func driveReplicasEvery(t *testing.T, n int, rule Rule, mk drivenStore, windows int, phases []int, latency, every int) drivenRun {
 	t.Helper()
-	return driveReplicasTuned(t, n, rule, mk, windows, phases, latency, every, nil)
+	return driveReplicasTuned(t, n, rule, mk, windows, phases, latency, every, 0, nil)
 }
 
-// driveReplicasTuned is driveReplicasEvery with tune (nil: none) applied
-// to the replicas' options after driveReplicas' own.
-func driveReplicasTuned(t *testing.T, n int, rule Rule, mk drivenStore, windows int, phases []int, latency, every int, tune func(*Options)) drivenRun {
+// driveReplicasTuned is driveReplicasEvery with the first request at ms
+// first (then every every ms) and tune (nil: none) applied to the
+// replicas' options after driveReplicas' own.
+func driveReplicasTuned(t *testing.T, n int, rule Rule, mk drivenStore, windows int, phases []int, latency, every, first int, tune func(*Options)) drivenRun {
 	t.Helper()
 	store, ks, pin := mk(t)
 	var virt atomic.Int64
@@ -136,10 +137,10 @@ func driveReplicasTuned(t *testing.T, n int, rule Rule, mk drivenStore, windows 
 				l.syncRound(ctx)
 			}
 		}
-		if ms%every != 0 {
+		if ms < first || (ms-first)%every != 0 {
 			continue
 		}
-		if !ls[(ms/every)%n].Decide(ctx, s).Blocked() {
+		if !ls[((ms-first)/every)%n].Decide(ctx, s).Blocked() {
 			per[ms/int(w/time.Millisecond)]++
 		}
 	}

@@ -581,6 +581,14 @@ func (s *syncer) learn(at, sent time.Time, err error) {
 	}
 }
 
+// windowRolled reports whether a sliding window's current window at
+// nowMS (unix ms, the view's clock) is later than the one base (the
+// store's state as last read) was counting in.
+func windowRolled(h Hit, base KeyState, nowMS float64) bool {
+	w := float64(max(h.Period, time.Millisecond).Milliseconds())
+	return base.present() && math.Floor(nowMS/w) > base.Index
+}
+
 // sameWindow reports whether got is the fixed window that ends at end
 // (store clock, unix ms): ends within half a window (mergeFixed).
 func sameWindow(h Hit, end float64, got KeyState) bool {
@@ -637,6 +645,19 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			k, ok := s.keys.get(ops[i].Hit.Key)
 			if ok && (k.held || k.fresh) && replicas > 1 {
 				reserved[i] = max(0, k.lease-k.inFlight)
+				if a == SlidingWindow && k.held && windowRolled(ops[i].Hit, k.base, viewMS) {
+					// The window the lease was reserved in has ended:
+					// what is left of it is carried into the new window
+					// only up to this replica's share of what that window
+					// leaves (fresh attack pass 15 R15: carried whole, the
+					// replicas' leases and the old window, which still
+					// weighs, left a client at 60 % of the limit refused
+					// 3-8 requests in a row after the edge).
+					if c := leaseOf(ops[i].Hit, local[i], viewMS, replicas); reserved[i] > c {
+						k.lease -= reserved[i] - c
+						reserved[i] = c
+					}
+				}
 				ops[i].Local = reserve(ops[i].Hit, local[i], reserved[i], viewMS)
 			}
 			continue
