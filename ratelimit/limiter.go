@@ -332,7 +332,7 @@ const skewHold = 10 * time.Second
 // concurrent use (two samples racing keep one of them).
 func (l *Limiter) learnSkew(at, sent time.Time) {
 	sample, when := int64(at.Sub(sent)), sent.UnixNano()
-	if sample <= l.skew.Load() || when-l.skewAt.Load() > int64(skewHold) {
+	if last := l.skewAt.Load(); last == 0 || sample <= l.skew.Load() || when-last > int64(skewHold) {
 		l.skew.Store(sample)
 		l.skewAt.Store(when)
 	}

@@ -178,9 +178,10 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 // (and that the view would pass) first asks the store: its key alone is
 // exchanged at once, within the timeout, then the hit is decided on the
 // merged view; when the new lease is 0 (the store leaves less than one
-// request per replica) the hit is refused. A failed ask refuses the hit
-// while the rounds reach the store (it is slow, not down: the replica is
-// held to its lease, holdToLease); in an outage the view decides.
+// request per replica) the hit is refused. A failed ask, while the rounds
+// reach the store (it is slow, not down), lets the view decide only within
+// the replica's own share of the limit and refuses past it, and the next
+// round asks for the lease (holdToLease); in an outage the view decides.
 // Otherwise it never waits on the store.
 func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 	replicas := s.replicas.Load()
