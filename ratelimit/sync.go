@@ -67,7 +67,11 @@ type syncer struct {
 	// succeeded since: the store is down, not slow, and a failed ask lets
 	// the view decide (holdToLease). An ask's own failures do not set it.
 	roundsFailing atomic.Bool
-	asks          prometheus.Counter
+	// lastOK is when the store last answered any exchange (a moment on
+	// the Limiter's clock; 0: never): a failed round within outageAfter of
+	// it is a slow store, not an outage (outage).
+	lastOK atomic.Int64
+	asks   prometheus.Counter
 
 	// spawn runs an early exchange (sync_early.go) off the request path:
 	// by default on a goroutine earlyRun tracks; a test drives it.
@@ -407,18 +411,18 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 // pass 14 R-SLOW-1: with a store answering in 25 ms of a 30 ms timeout
 // most asks failed, the view decided on counts a round trip old on every
 // replica, and three replicas passed about 150 of a limit of 50 per
-// window). In an outage (the last round failed too) it returns false and
-// the view decides: a replica limits on its own counts rather than
-// refusing every key past its share until the store is back. The first
-// failed asks of an outage are taken for a slow store until a round
-// fails: at most one interval and one roundTimeout, since the refusal
-// marks the key for the next round.
+// window). In an outage (the last round failed too, and nothing answered
+// for outageAfter) it returns false and the view decides: a replica
+// limits on its own counts rather than refusing every key past its share
+// until the store is back. The first failed asks of an outage are taken
+// for a slow store until then: at most outageAfter (1 s by default), and
+// within its own share a client passes meanwhile.
 func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool {
-	if s.roundsFailing.Load() {
-		return false
-	}
 	now := s.view.now()
 	nowM := momentOf(now)
+	if s.outage(nowM) {
+		return false
+	}
 	refused := false
 	replicas := s.replicas.Load()
 	s.mu.Lock()
@@ -439,6 +443,28 @@ func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool
 		out[j] = leaseRefusal(h)
 	}
 	return true
+}
+
+// outage reports whether the store is taken for down at now: the last
+// round failed and nothing has been answered for outageAfter. One failed
+// round of a store that still answers (a chunk past redis.read_timeout
+// behind a queue of asks) is not an outage (fresh attack pass 16 R1: with
+// the store 60 ms away, a round timing out now and then flipped the
+// replicas to their own counts for 184-444 ms at a time, and a window
+// passed 93-121 of 50).
+func (s *syncer) outage(now moment) bool {
+	if !s.roundsFailing.Load() {
+		return false
+	}
+	last := moment(s.lastOK.Load())
+	return last == 0 || now.sub(last) > s.outageAfter()
+}
+
+// outageAfter is how long without an answer makes a failed round an
+// outage: two rounds' worth (interval + roundTimeout each), at least a
+// second.
+func (s *syncer) outageAfter() time.Duration {
+	return max(time.Second, 2*(s.interval+s.roundTimeout))
 }
 
 // ownShare is, for h among replicas, the emission interval (step) and
@@ -549,6 +575,7 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		if err != nil {
 			return nil, time.Time{}, 1, err
 		}
+		s.lastOK.Store(int64(momentOf(s.view.now())))
 		s.lastReg.Store(int64(momentOf(s.view.now())))
 		s.setReplicas(replicas)
 		return nil, at, 1, nil
@@ -701,6 +728,7 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 		s.mu.Unlock()
 		return time.Time{}, calls, err
 	}
+	s.lastOK.Store(int64(momentOf(s.view.now())))
 	if registered > 0 {
 		replicas = registered
 		s.lastReg.Store(int64(momentOf(s.view.now())))

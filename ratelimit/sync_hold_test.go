@@ -23,7 +23,15 @@ type slowAsks struct {
 	*registeringMemory
 	now  func() time.Time
 	down atomic.Int64
+	// roundEvery, when set, fails one exchange in that many of those
+	// that would succeed (a round now and then past redis.read_timeout
+	// behind a queue of asks); rounds counts them.
+	roundEvery int64
+	rounds     atomic.Int64
 }
+
+// driveStart is when driveReplicas' flood starts (its clock's start).
+var driveStart = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 // slowAsksNeeds is the time left on its deadline an exchange needs to be
 // answered by a slowAsks store: an ask queued behind a round on the wire
@@ -39,6 +47,10 @@ func (s *slowAsks) fails(ctx context.Context) error {
 	}
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < slowAsksNeeds {
 		return context.DeadlineExceeded
+	}
+	// (after the fleet registered, at driveReplicas' start)
+	if s.roundEvery > 0 && s.now().After(driveStart) && s.rounds.Add(1)%s.roundEvery == 0 {
+		return errors.New("i/o timeout")
 	}
 	return nil
 }
@@ -230,5 +242,46 @@ func TestSync_AClientUnderItsLimitPassesAcrossItsFirstWindowEdge(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// Fresh attack pass 16 R1: with the store 60 ms away a round timed out now
+// and then (past redis.read_timeout behind a queue of asks), each such
+// failure flipped the replicas to their own counts until the next good
+// round, and a fixed window passed 93-121 of 50. A failed round is an
+// outage only when nothing has answered for outageAfter: here one
+// exchange in four fails besides every ask, and three replicas flooded
+// round-robin still pass at most limit + 5 in every window (GCRA: one
+// replica + 5).
+func TestSync_ARoundFailingNowAndThenIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	const limit, window, windows, slack = 50, time.Second, 4, 5
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			rule := burstRule(limit, window)
+			rule.Algorithm = alg
+			var one, three *slowAsks
+			flaky := func(got **slowAsks) drivenStore {
+				mk := slowAsksStore(got)
+				return func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
+					st, ks, pin := mk(t)
+					(*got).roundEvery = 4
+					return st, ks, pin
+				}
+			}
+			alone := driveReplicasTuned(t, 1, rule, flaky(&one), windows, []int{10, 27, 44}, 1, 1, 0, slowTimeout)
+			run := driveReplicasTuned(t, 3, rule, flaky(&three), windows, []int{10, 27, 44}, 1, 1, 0, slowTimeout)
+			t.Logf("one replica %v; three %v (%v asks; %d exchanges, one in four failed)", alone.per, run.per, run.asks, three.rounds.Load())
+			for i, got := range run.per {
+				bound := limit + slack
+				if alg == GCRA {
+					bound = alone.per[i] + slack
+				}
+				if got > bound {
+					t.Errorf("window %d passed %d with a round failing now and then, want ≤ %d", i, got, bound)
+				}
+			}
+		})
 	}
 }
