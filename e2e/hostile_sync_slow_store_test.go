@@ -22,7 +22,8 @@ import (
 // passed in every window. A failed ask while the rounds reach the store
 // now holds the replica to its lease, and the next round asks for it;
 // and the replica's estimate of the store's clock is never behind it
-// (Limiter.learnSkew: behind, a sliding window passed 65). Every fixed
+// (Limiter.learnSkew: behind, a sliding window passed 65); a round failing
+// now and then is no outage (pass 16 R1). Every fixed
 // and sliding window passes at most the limit + 5, and at least a third
 // of it (the flood is held, not refused); GCRA at most 1.1 × (+ 5) what one
 // gateway without sync allows. The slow store costs passes: a lease
@@ -44,70 +45,29 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 	}
 	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, config)
 	flooded := false // a flood subtest ran (-run may pick others)
+	// A sync round failing now and then (past its deadline on a loaded
+	// machine) is no outage: the bounds must hold through it (fresh attack
+	// pass 16 R1), so round failures are logged, not skipped.
 	for _, alg := range []string{"fixed_window", "sliding_window", "gcra"} {
 		t.Run(alg, func(t *testing.T) {
-			start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
-			stop := make(chan struct{})
-			endsCh := make(chan []time.Duration, 1)
-			if alg == "fixed_window" {
-				go func() { endsCh <- windowEnds(rdb, prefix+"rl:fixed_window:"+replicaIP, start, stop) }()
-			} else {
-				endsCh <- nil
-			}
 			failedBefore := roundFailures(replicas)
 			flooded = true
-			res := floodReplicasHTTP(t, replicas, alg, start, replicaFlood)
-			close(stop)
-			// A round fails only past max(timeout, 4 × sync) = 200 ms: the
-			// store is then taken for down (each replica on its own view,
-			// by design), which is not the slow store this test measures.
-			if n := roundFailures(replicas) - failedBefore; n > 0 {
-				t.Skipf("machine too loaded: %d sync rounds failed their 200 ms deadline during the flood (an outage, not a slow store)", n)
-			}
-			ends := <-endsCh
-			var last time.Duration
-			for _, r := range res {
-				last = max(last, r.sent)
-			}
-			if rate := float64(len(res)) / last.Seconds(); rate < 0.9*float64(time.Second/replicaGap) {
-				t.Skipf("machine too loaded: %d requests in %v (%.0f/s), the scenario needs at least %d/s",
-					len(res), last.Round(time.Millisecond), rate, 9*time.Second/replicaGap/10)
-			}
-			var passed []replicaResult
-			for _, r := range res {
-				if r.passed {
-					passed = append(passed, r)
-				}
-			}
-			if alg == "gcra" {
-				// One gateway without sync passes the burst, then one
-				// request per emission interval.
-				allowed := replicaLimit + int(last/(replicaWindow/replicaLimit))
-				t.Logf("gcra: %d passed over %v, one gateway without sync allows %d", len(passed), last.Round(time.Millisecond), allowed)
-				if float64(len(passed)) > 1.1*float64(allowed)+replicaSlack {
-					t.Errorf("gcra passed %d, want ≤ 1.1 × %d + %d", len(passed), allowed, replicaSlack)
-				}
-				if len(passed) < allowed/2 {
-					t.Errorf("gcra passed %d of the %d one gateway allows: the flood was refused, not held", len(passed), allowed)
-				}
+			passed, last, windows, at := floodAndWindows(t, replicas, rdb, prefix, alg)
+			t.Logf("%s: %d sync rounds failed during the flood", alg, roundFailures(replicas)-failedBefore)
+			if alg != "gcra" {
+				checkWindows(t, alg, windows, passed, replicaLimit/3, at)
 				return
 			}
-			var windows [][2]time.Duration
-			if alg == "fixed_window" {
-				from := time.Duration(0)
-				for _, e := range ends {
-					if e <= last {
-						windows = append(windows, [2]time.Duration{from, e})
-					}
-					from = e
-				}
-				checkWindows(t, alg, windows, passed, replicaLimit/3, func(r replicaResult) time.Duration { return r.answered })
-				return
+			// One gateway without sync passes the burst, then one request
+			// per emission interval.
+			allowed := replicaLimit + int(last/(replicaWindow/replicaLimit))
+			t.Logf("gcra: %d passed over %v, one gateway without sync allows %d", len(passed), last.Round(time.Millisecond), allowed)
+			if float64(len(passed)) > 1.1*float64(allowed)+replicaSlack {
+				t.Errorf("gcra passed %d, want ≤ 1.1 × %d + %d", len(passed), allowed, replicaSlack)
 			}
-			for from := time.Duration(0); from+replicaWindow <= last; from += replicaWindow {
-				windows = append(windows, [2]time.Duration{from, from + replicaWindow})
+			if len(passed) < allowed/2 {
+				t.Errorf("gcra passed %d of the %d one gateway allows: the flood was refused, not held", len(passed), allowed)
 			}
-			checkWindows(t, alg, windows, passed, replicaLimit/3, func(r replicaResult) time.Duration { return r.sent })
 		})
 	}
 	// Fresh attack pass 15 R01: with the store slower than the timeout
@@ -118,35 +78,16 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 	t.Run("under_the_limit_at_60ms", func(t *testing.T) {
 		delay.Store(int64(60 * time.Millisecond))
 		defer delay.Store(int64(25 * time.Millisecond))
-		client := &http.Client{Timeout: 10 * time.Second}
-		defer client.CloseIdleConnections()
-		const gap = 66 * time.Millisecond // 15 requests/s: 30 of 50 per 2 s
-		refused, sent := 0, 0
 		failedBefore := roundFailures(replicas)
-		for start := time.Now(); time.Since(start) < 3*replicaWindow; sent++ {
-			next := start.Add(time.Duration(sent) * gap)
-			time.Sleep(time.Until(next)) // the client's pace, not a wait before an assertion
-			req, _ := http.NewRequest(http.MethodGet, replicas[sent%len(replicas)].public+"/sliding_window/x", nil)
-			req.Header.Set("X-Real-IP", "203.0.113.51")
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusTooManyRequests {
-				refused++
-			}
-		}
-		if n := roundFailures(replicas) - failedBefore; n > 0 {
-			t.Skipf("machine too loaded: %d sync rounds failed their 200 ms deadline (an outage, not a slow store)", n)
-		}
-		t.Logf("%d of %d requests refused at 60 %% of the limit with the store 60 ms away", refused, sent)
+		refused, sent := paceClient(t, replicas, "203.0.113.51", time.Now(), 3*replicaWindow)
+		t.Logf("%d of %d requests refused at 60 %% of the limit with the store 60 ms away (%d sync rounds failed)",
+			len(refused), sent, roundFailures(replicas)-failedBefore)
 		// Before: 36-38 of 121 (a third). A few refusals remain at a
 		// sliding window's edge, where the replicas' held leases move into
 		// the new window while the old one still weighs (2-3 of 92 here;
 		// 0-1 with a healthy store): docs/rate-limiting.md, Known gaps (5).
-		if refused > sent/10 {
-			t.Errorf("%d of %d requests of a client under its limit refused, want at most a tenth", refused, sent)
+		if len(refused) > sent/10 {
+			t.Errorf("%d of %d requests of a client under its limit refused, want at most a tenth", len(refused), sent)
 		}
 	})
 	// Fresh attack pass 15 R15: with a healthy store, a new client at 60 %
@@ -156,30 +97,11 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 	t.Run("under_the_limit_across_the_first_edge", func(t *testing.T) {
 		delay.Store(0)
 		defer delay.Store(int64(25 * time.Millisecond))
-		client := &http.Client{Timeout: 10 * time.Second}
-		defer client.CloseIdleConnections()
-		const gap = 66 * time.Millisecond
 		edge := time.Now().Truncate(replicaWindow).Add(2 * replicaWindow)
-		start := edge.Add(-replicaWindow / 4)
-		refused, sent := 0, 0
-		var at []string
-		for ; time.Since(start) < 2*replicaWindow; sent++ {
-			time.Sleep(time.Until(start.Add(time.Duration(sent) * gap))) // the client's pace
-			req, _ := http.NewRequest(http.MethodGet, replicas[sent%len(replicas)].public+"/sliding_window/x", nil)
-			req.Header.Set("X-Real-IP", "203.0.113.52")
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusTooManyRequests {
-				refused++
-				at = append(at, time.Since(edge).Round(time.Millisecond).String())
-			}
-		}
-		t.Logf("%d of %d requests refused across the key's first window edge (at %v from the edge)", refused, sent, at)
-		if refused > 2 {
-			t.Errorf("%d of %d requests of a client under its limit refused across its first window edge, want at most 2", refused, sent)
+		refused, sent := paceClient(t, replicas, "203.0.113.52", edge.Add(-replicaWindow/4), 2*replicaWindow)
+		t.Logf("%d of %d requests refused across the key's first window edge (at %v from the edge)", len(refused), sent, refused)
+		if len(refused) > 2 {
+			t.Errorf("%d of %d requests of a client under its limit refused across its first window edge, want at most 2", len(refused), sent)
 		}
 	})
 	asks, failed := 0.0, 0.0
@@ -272,6 +194,31 @@ func copyDelayed(dst io.Writer, src io.Reader, delay *atomic.Int64) {
 			return
 		}
 	}
+}
+
+// paceClient sends GET /sliding_window/x from ip at 15 requests a second
+// (30 of the limit of 50 per 2 s: 60 %), round-robin over replicas, from
+// start for d, and returns when each refused request was sent (since
+// start) and how many were sent.
+func paceClient(t *testing.T, replicas []*process, ip string, start time.Time, d time.Duration) (refused []time.Duration, sent int) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	const gap = 66 * time.Millisecond
+	for ; time.Since(start) < d; sent++ {
+		time.Sleep(time.Until(start.Add(time.Duration(sent) * gap))) // the client's pace, not a wait before an assertion
+		req, _ := http.NewRequest(http.MethodGet, replicas[sent%len(replicas)].public+"/sliding_window/x", nil)
+		req.Header.Set("X-Real-IP", ip)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused = append(refused, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	return refused, sent
 }
 
 // roundFailures counts the replicas' log lines saying a sync round failed

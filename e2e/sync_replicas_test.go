@@ -188,94 +188,99 @@ func TestSyncReplicas_EveryWindowPassesTheLimitWithinFive(t *testing.T) {
 
 	for _, alg := range []string{"fixed_window", "sliding_window", "gcra"} {
 		t.Run(alg, func(t *testing.T) {
-			// Start on a clock-aligned window edge (sliding windows are
-			// aligned to it; a fixed window starts at the first hit).
-			start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
-			stop := make(chan struct{})
-			endsCh := make(chan []time.Duration, 1)
-			if alg == "fixed_window" {
-				go func() { endsCh <- windowEnds(rdb, prefix+"rl:fixed_window:"+replicaIP, start, stop) }()
-			} else {
-				endsCh <- nil
-			}
-			res := floodReplicasHTTP(t, replicas, alg, start, replicaFlood)
-			close(stop)
-			ends := <-endsCh
-			var last time.Duration
-			for _, r := range res {
-				last = max(last, r.sent)
-			}
-			// The scenario is 1 000 requests/s: a machine too
-			// loaded to send 90 % of it (its gateways then also answer,
-			// and synchronize, late) does not run it.
-			if rate := float64(len(res)) / last.Seconds(); rate < 0.9*float64(time.Second/replicaGap) {
-				t.Skipf("machine too loaded: %d requests in %v (%.0f/s), the scenario needs at least %d/s",
-					len(res), last.Round(time.Millisecond), rate, 9*time.Second/replicaGap/10)
-			}
-			var passed []replicaResult
-			for _, r := range res {
-				if r.passed {
-					passed = append(passed, r)
-				}
-			}
-			t.Logf("%s: %d requests in %v (%.0f/s), %d passed", alg, len(res), last.Round(time.Millisecond),
-				float64(len(res))/last.Seconds(), len(passed))
-			switch alg {
-			case "gcra":
-				// One gateway without sync passes the burst, then one
-				// request per emission interval (window / limit). The
-				// first window (a key no replica has exchanged yet: each
-				// spends its share of a whole bucket unreserved) is
-				// logged; from the second on, the flood is held to
-				// 1.1 × that rate.
-				interval := replicaWindow / replicaLimit
-				allowed := replicaLimit + int(last/interval)
-				steady, steadyAllowed := 0, int((last-replicaWindow)/interval)
-				for _, r := range passed {
-					if r.sent >= replicaWindow {
-						steady++
-					}
-				}
-				t.Logf("gcra: %d passed over %v, one gateway without sync allows %d (%.2f ×); after the first window %d, allowed %d (%.2f ×)",
-					len(passed), last.Round(time.Millisecond), allowed, float64(len(passed))/float64(allowed),
-					steady, steadyAllowed, float64(steady)/float64(steadyAllowed))
-				if float64(steady) > 1.1*float64(steadyAllowed)+replicaSlack {
-					t.Errorf("gcra passed %d after the first window, want ≤ 1.1 × %d + %d", steady, steadyAllowed, replicaSlack)
-				}
-				if float64(len(passed)) > 1.1*float64(allowed)+replicaSlack {
-					t.Errorf("gcra passed %d over the flood, want ≤ 1.1 × %d + %d", len(passed), allowed, replicaSlack)
-				}
-				if len(passed) < replicaLimit {
-					t.Errorf("gcra passed %d, fewer than its burst %d", len(passed), replicaLimit)
-				}
+			passed, last, windows, at := floodAndWindows(t, replicas, rdb, prefix, alg)
+			if alg != "gcra" {
+				// The first window too: a fixed window's first store
+				// window starts with the flood; a key no replica has
+				// exchanged yet is exchanged early, once half a share is
+				// spent.
+				checkWindows(t, alg, windows, passed, replicaLimit/2, at)
 				return
-			case "fixed_window":
-				// The store's windows, back to back (the next starts at the
-				// first hit after one ends), the first from the flood's
-				// start (a replica's window starts at its first hit, before
-				// any exchange: the store's first window starts a round
-				// trip or a round later), those that ended within the
-				// flood.
-				var windows [][2]time.Duration
-				from := time.Duration(0)
-				for _, e := range ends {
-					if e <= last {
-						windows = append(windows, [2]time.Duration{from, e})
-					}
-					from = e
+			}
+			// One gateway without sync passes the burst, then one request
+			// per emission interval (window / limit). The first window (a
+			// key no replica has exchanged yet: each spends its share of a
+			// whole bucket unreserved) is logged; from the second on, the
+			// flood is held to 1.1 × that rate.
+			interval := replicaWindow / replicaLimit
+			allowed := replicaLimit + int(last/interval)
+			steady, steadyAllowed := 0, int((last-replicaWindow)/interval)
+			for _, r := range passed {
+				if r.sent >= replicaWindow {
+					steady++
 				}
-				checkWindows(t, alg, windows, passed, replicaLimit/2, func(r replicaResult) time.Duration { return r.answered })
-			default:
-				var windows [][2]time.Duration
-				for from := time.Duration(0); from+replicaWindow <= last; from += replicaWindow {
-					windows = append(windows, [2]time.Duration{from, from + replicaWindow})
-				}
-				// The first window too: the key no replica has exchanged
-				// yet is exchanged early, once half a share is spent.
-				checkWindows(t, alg, windows, passed, replicaLimit/2, func(r replicaResult) time.Duration { return r.sent })
+			}
+			t.Logf("gcra: %d passed over %v, one gateway without sync allows %d (%.2f ×); after the first window %d, allowed %d (%.2f ×)",
+				len(passed), last.Round(time.Millisecond), allowed, float64(len(passed))/float64(allowed),
+				steady, steadyAllowed, float64(steady)/float64(steadyAllowed))
+			if float64(steady) > 1.1*float64(steadyAllowed)+replicaSlack {
+				t.Errorf("gcra passed %d after the first window, want ≤ 1.1 × %d + %d", steady, steadyAllowed, replicaSlack)
+			}
+			if float64(len(passed)) > 1.1*float64(allowed)+replicaSlack {
+				t.Errorf("gcra passed %d over the flood, want ≤ 1.1 × %d + %d", len(passed), allowed, replicaSlack)
+			}
+			if len(passed) < replicaLimit {
+				t.Errorf("gcra passed %d, fewer than its burst %d", len(passed), replicaLimit)
 			}
 		})
 	}
+}
+
+// floodAndWindows floods alg's route on replicas from replicaIP
+// (floodReplicasHTTP, from the next clock-aligned window edge, for
+// replicaFlood) and returns the requests that passed, the last one's send
+// (since the flood's start), and the windows to count the passes in with
+// the time each pass counts at: a fixed window's are the store's windows,
+// back to back (read from the key's TTL, which every replica adopts; the
+// next starts at the first hit after one ends, the first at the flood's
+// start), those that ended within the flood, a pass counted when it was
+// answered; a sliding window's are clock-aligned, a pass counted when it
+// was sent; GCRA has none. The scenario is 1 000 requests/s: a
+// machine too loaded to send 90 % of it (its gateways then also answer,
+// and synchronize, late) skips the test, saying so.
+func floodAndWindows(t *testing.T, replicas []*process, rdb *redis.Client, prefix, alg string) (passed []replicaResult, last time.Duration, windows [][2]time.Duration, at func(replicaResult) time.Duration) {
+	t.Helper()
+	start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
+	stop := make(chan struct{})
+	endsCh := make(chan []time.Duration, 1)
+	if alg == "fixed_window" {
+		go func() { endsCh <- windowEnds(rdb, prefix+"rl:fixed_window:"+replicaIP, start, stop) }()
+	} else {
+		endsCh <- nil
+	}
+	res := floodReplicasHTTP(t, replicas, alg, start, replicaFlood)
+	close(stop)
+	ends := <-endsCh
+	for _, r := range res {
+		last = max(last, r.sent)
+	}
+	if rate := float64(len(res)) / last.Seconds(); rate < 0.9*float64(time.Second/replicaGap) {
+		t.Skipf("machine too loaded: %d requests in %v (%.0f/s), the scenario needs at least %d/s",
+			len(res), last.Round(time.Millisecond), rate, 9*time.Second/replicaGap/10)
+	}
+	for _, r := range res {
+		if r.passed {
+			passed = append(passed, r)
+		}
+	}
+	t.Logf("%s: %d requests in %v (%.0f/s), %d passed", alg, len(res), last.Round(time.Millisecond),
+		float64(len(res))/last.Seconds(), len(passed))
+	switch alg {
+	case "fixed_window":
+		from := time.Duration(0)
+		for _, e := range ends {
+			if e <= last {
+				windows = append(windows, [2]time.Duration{from, e})
+			}
+			from = e
+		}
+		return passed, last, windows, func(r replicaResult) time.Duration { return r.answered }
+	case "sliding_window":
+		for from := time.Duration(0); from+replicaWindow <= last; from += replicaWindow {
+			windows = append(windows, [2]time.Duration{from, from + replicaWindow})
+		}
+	}
+	return passed, last, windows, func(r replicaResult) time.Duration { return r.sent }
 }
 
 // checkWindows counts the passes in each window (by the time at returns)

@@ -188,12 +188,7 @@ func TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock(t *testing.T) {
 		under    = 5
 	)
 	stores := map[string]drivenStore{
-		"memory": func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
-			s := newRegisteringMemory()
-			var at atomic.Int64
-			s.SetClock(clock.Func(func() time.Time { return time.Unix(0, at.Load()).UTC() }))
-			return s, keyspace.MustNew(servicetest.KeyPrefix(t)), func(now time.Time) { at.Store(now.UnixNano()) }
-		},
+		"memory": memoryDrivenStore,
 		"go-redis": func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
 			prefix := servicetest.KeyPrefix(t)
 			s := NewRedisStore(testRedis(t, prefix))
@@ -234,11 +229,7 @@ func TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock(t *testing.T) {
 						total, totalOne := 0, 0
 						for i, got := range three.per {
 							total, totalOne = total+got, totalOne+one.per[i]
-							bound := limit + slack
-							if alg == GCRA {
-								bound = one.per[i] + slack
-							}
-							if got > bound {
+							if bound := windowBound(alg, limit, one.per[i], slack); got > bound {
 								t.Errorf("window %d passed %d, want ≤ %d", i, got, bound)
 							}
 							if got < one.per[i]-under {
@@ -258,6 +249,25 @@ func TestSync_ThreeReplicasHoldEveryWindowOnADrivenClock(t *testing.T) {
 // drivenStore makes a store for driveReplicas: the store, its keyspace
 // and the function that sets its clock.
 type drivenStore func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time))
+
+// memoryDrivenStore is a drivenStore of a fleet's embedded store
+// (registeringMemory) on the driven clock.
+func memoryDrivenStore(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
+	s := newRegisteringMemory()
+	var at atomic.Int64
+	s.SetClock(clock.Func(func() time.Time { return time.Unix(0, at.Load()).UTC() }))
+	return s, keyspace.MustNew(servicetest.KeyPrefix(t)), func(now time.Time) { at.Store(now.UnixNano()) }
+}
+
+// windowBound is the most a window of a flood over several replicas may
+// pass: the limit + slack, and on GCRA (no window of its own) what one
+// replica passed in it (one) + slack.
+func windowBound(alg Algorithm, limit, one, slack int) int {
+	if alg == GCRA {
+		return one + slack
+	}
+	return limit + slack
+}
 
 // counterOf reads a counter's value.
 func counterOf(t *testing.T, c prometheus.Counter) float64 {

@@ -320,7 +320,7 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 			k.spent = max(0, k.spent-1)
 		}
 		if passed && replicas > 1 {
-			if step, _, ok := ownShare(h, replicas); ok {
+			if step, ok := ownShare(h, replicas); ok {
 				k.ownTAT = max(k.ownTAT, nowM).add(step)
 			}
 		}
@@ -467,23 +467,22 @@ func (s *syncer) outageAfter() time.Duration {
 	return max(time.Second, 2*(s.interval+s.roundTimeout))
 }
 
-// ownShare is, for h among replicas, the emission interval (step) and
-// the burst (window) of this replica's own share of the limit,
-// floor(limit / replicas) per window, as a GCRA; ok is false when that
-// share is 0 (a limit below the replicas: the store decides those hits,
-// sync_direct.go).
-func ownShare(h Hit, replicas int64) (step, window time.Duration, ok bool) {
+// ownShare is, for h among replicas, the emission interval (step) of this
+// replica's own share of the limit, floor(limit / replicas) per window, as
+// a GCRA; ok is false when that share is 0 (a limit below the replicas:
+// the store decides those hits, sync_direct.go).
+func ownShare(h Hit, replicas int64) (step time.Duration, ok bool) {
 	share := h.Limit / max(replicas, 1)
 	if share < 1 {
-		return 0, 0, false
+		return 0, false
 	}
-	window = max(h.Period, h.TTL, time.Millisecond)
-	return window / time.Duration(share), window, true
+	return max(h.Period, h.TTL, time.Millisecond) / time.Duration(share), true
 }
 
 // ownShareRoom reports whether the replica may pass one more hit of k on
 // its own share (ownShare): its own passes of the key, lease-backed or
-// not, as a GCRA of floor(limit / replicas) per window with that burst.
+// not, as a GCRA of floor(limit / replicas) per window, a burst of
+// ownBurst.
 // A key whose ask failed while the store answered (holdToLease) passes
 // on the view within that share, and is refused past it: a client under
 // its limit spread over the replicas (each sees at most its share) is not
@@ -493,7 +492,7 @@ func ownShare(h Hit, replicas int64) (step, window time.Duration, ok bool) {
 // the window's start (the fresh share), is held to the lease. s.mu is
 // held.
 func ownShareRoom(h Hit, k *syncKey, now moment, replicas int64) bool {
-	step, _, ok := ownShare(h, replicas)
+	step, ok := ownShare(h, replicas)
 	if !ok {
 		return false
 	}
@@ -662,7 +661,8 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	s.mu.Lock()
 	for i := range ops {
 		ops[i].Local = local[i]
-		if k, ok := s.keys.get(ops[i].Hit.Key); replicas > 1 && (ask || (ok && k.wants)) {
+		k, ok := s.keys.get(ops[i].Hit.Key)
+		if replicas > 1 && (ask || (ok && k.wants)) {
 			leasing[i] = true
 			ops[i].LeaseAmong = replicas
 		}
@@ -670,7 +670,6 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			// A sliding window's or GCRA's lease: what is left of it goes
 			// with the view (reserve), the view counting its passes as
 			// they come (lease.go).
-			k, ok := s.keys.get(ops[i].Hit.Key)
 			if ok && (k.held || k.fresh) && replicas > 1 {
 				reserved[i] = max(0, k.lease-k.inFlight)
 				if a == SlidingWindow && k.held && windowRolled(ops[i].Hit, k.base, viewMS) {
@@ -690,7 +689,6 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 			}
 			continue
 		}
-		k, ok := s.keys.get(ops[i].Hit.Key)
 		// The lease's window and the view's are told apart by their ends
 		// within half a window (sameWindow), never by equality: the store
 		// derives a window's end from its TTL at each answer, so one

@@ -111,11 +111,7 @@ func TestSync_AFailedAskHoldsTheReplicaToItsLeaseWhileTheStoreAnswers(t *testing
 					t.Fatal("no replica asked: the test proves nothing")
 				}
 				for i, got := range run.per {
-					bound := limit + slack
-					if alg == GCRA {
-						bound = alone.per[i] + slack
-					}
-					if got > bound {
+					if bound := windowBound(alg, limit, alone.per[i], slack); got > bound {
 						t.Errorf("window %d passed %d with every ask failing, want ≤ %d", i, got, bound)
 					}
 					if got < alone.per[i]-slack {
@@ -216,12 +212,6 @@ func TestSync_AClientUnderItsLimitIsNotRefusedWhenAsksFail(t *testing.T) {
 func TestSync_AClientUnderItsLimitPassesAcrossItsFirstWindowEdge(t *testing.T) {
 	t.Parallel()
 	const limit, window, windows, edgeSlack = 50, time.Second, 4, 5
-	healthy := func(t *testing.T) (Store, keyspace.Keyspace, func(time.Time)) {
-		s := newRegisteringMemory()
-		var at atomic.Int64
-		s.SetClock(clock.Func(func() time.Time { return time.Unix(0, at.Load()).UTC() }))
-		return s, keyspace.MustNew(servicetest.KeyPrefix(t)), func(now time.Time) { at.Store(now.UnixNano()) }
-	}
 	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
 		for _, every := range []int{33, 22} {
 			for _, first := range []int{0, 250, 500, 750, 900} {
@@ -229,7 +219,7 @@ func TestSync_AClientUnderItsLimitPassesAcrossItsFirstWindowEdge(t *testing.T) {
 					t.Parallel()
 					rule := burstRule(limit, window)
 					rule.Algorithm = alg
-					run := driveReplicasTuned(t, 3, rule, healthy, windows, []int{10, 27, 44}, 1, every, first, nil)
+					run := driveReplicasTuned(t, 3, rule, memoryDrivenStore, windows, []int{10, 27, 44}, 1, every, first, nil)
 					sent := make([]int, windows)
 					for ms := first; ms < windows*int(window/time.Millisecond); ms += every {
 						sent[ms/int(window/time.Millisecond)]++
@@ -274,11 +264,7 @@ func TestSync_ARoundFailingNowAndThenIsNotAnOutage(t *testing.T) {
 			run := driveReplicasTuned(t, 3, rule, flaky(&three), windows, []int{10, 27, 44}, 1, 1, 0, slowTimeout)
 			t.Logf("one replica %v; three %v (%v asks; %d exchanges, one in four failed)", alone.per, run.per, run.asks, three.rounds.Load())
 			for i, got := range run.per {
-				bound := limit + slack
-				if alg == GCRA {
-					bound = alone.per[i] + slack
-				}
-				if got > bound {
+				if bound := windowBound(alg, limit, alone.per[i], slack); got > bound {
 					t.Errorf("window %d passed %d with a round failing now and then, want ≤ %d", i, got, bound)
 				}
 			}
