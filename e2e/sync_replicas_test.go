@@ -27,6 +27,14 @@ const (
 	replicaWindow = 2 * time.Second
 	replicaGap    = time.Millisecond // 1 000 requests/s, round-robin
 	replicaSlack  = 5
+	// replicaLeastRate is the flood rate (requests/s) below which the
+	// replica tests skip: 12 × the limit's own rate (25/s), so every
+	// window is still flooded. The bounds hold a fortiori at a lower
+	// rate than the scenario's 1 000/s (a replica's overshoot before it
+	// hears from the store is rate × interval), so a loaded machine
+	// still asserts them; the test only needs the flood to exceed the
+	// limit many times over.
+	replicaLeastRate = 300
 	// The flood covers three whole windows and a quarter.
 	replicaFlood   = 3*replicaWindow + replicaWindow/4
 	replicaWorkers = 32
@@ -181,8 +189,9 @@ func windowEnds(rdb *redis.Client, key string, start time.Time, stop <-chan stru
 // it was sent in); GCRA at most 1.1 × (+ 5) what one gateway without sync
 // allows, over the whole flood and after the first window. The first
 // window of a key no replica has exchanged yet is held by the early
-// exchange (docs/rate-limiting.md, "Quota leasing"). The client must send
-// at least 900 requests/s (the scenario), else the test skips saying so.
+// exchange (docs/rate-limiting.md, "Quota leasing"). A machine too loaded
+// to send replicaLeastRate requests/s skips the test, saying so; between
+// that and 1 000/s the bounds are asserted.
 func TestSyncReplicas_EveryWindowPassesTheLimitWithinFive(t *testing.T) {
 	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, replicasConfig)
 
@@ -235,9 +244,9 @@ func TestSyncReplicas_EveryWindowPassesTheLimitWithinFive(t *testing.T) {
 // next starts at the first hit after one ends, the first at the flood's
 // start), those that ended within the flood, a pass counted when it was
 // answered; a sliding window's are clock-aligned, a pass counted when it
-// was sent; GCRA has none. The scenario is 1 000 requests/s: a
-// machine too loaded to send 90 % of it (its gateways then also answer,
-// and synchronize, late) skips the test, saying so.
+// was sent; GCRA has none. The scenario is 1 000 requests/s; a
+// machine too loaded to send replicaLeastRate (the flood would no longer
+// test the windows) skips the test, saying so.
 func floodAndWindows(t *testing.T, replicas []*process, rdb *redis.Client, prefix, alg string) (passed []replicaResult, last time.Duration, windows [][2]time.Duration, at func(replicaResult) time.Duration) {
 	t.Helper()
 	start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
@@ -254,9 +263,9 @@ func floodAndWindows(t *testing.T, replicas []*process, rdb *redis.Client, prefi
 	for _, r := range res {
 		last = max(last, r.sent)
 	}
-	if rate := float64(len(res)) / last.Seconds(); rate < 0.9*float64(time.Second/replicaGap) {
+	if rate := float64(len(res)) / last.Seconds(); rate < replicaLeastRate {
 		t.Skipf("machine too loaded: %d requests in %v (%.0f/s), the scenario needs at least %d/s",
-			len(res), last.Round(time.Millisecond), rate, 9*time.Second/replicaGap/10)
+			len(res), last.Round(time.Millisecond), rate, replicaLeastRate)
 	}
 	for _, r := range res {
 		if r.passed {
