@@ -202,12 +202,18 @@ func copyDelayed(dst io.Writer, src io.Reader, delay *atomic.Int64) {
 // start) and how many were sent.
 func paceClient(t *testing.T, replicas []*process, ip string, start time.Time, d time.Duration) (refused []time.Duration, sent int) {
 	t.Helper()
+	return paceClientOn(t, replicas, "/sliding_window/x", ip, start, d)
+}
+
+// paceClientOn is paceClient on path.
+func paceClientOn(t *testing.T, replicas []*process, path, ip string, start time.Time, d time.Duration) (refused []time.Duration, sent int) {
+	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	const gap = 66 * time.Millisecond
 	for ; time.Since(start) < d; sent++ {
 		time.Sleep(time.Until(start.Add(time.Duration(sent) * gap))) // the client's pace, not a wait before an assertion
-		req, _ := http.NewRequest(http.MethodGet, replicas[sent%len(replicas)].public+"/sliding_window/x", nil)
+		req, _ := http.NewRequest(http.MethodGet, replicas[sent%len(replicas)].public+path, nil)
 		req.Header.Set("X-Real-IP", ip)
 		resp, err := client.Do(req)
 		if err != nil {

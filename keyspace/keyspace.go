@@ -161,3 +161,12 @@ func (k Keyspace) MetricKindPattern(kind string, minute time.Time) string {
 // many replicas share the key space: {prefix}rlsync:replicas. Its TTL is
 // renewed by every registration.
 func (k Keyspace) RateLimitReplicas() string { return k.prefix + "rlsync:replicas" }
+
+// RateLimitExchange is the prefix of the exchange markers of a replica's
+// sync calls: {prefix}rlsync:x:{replica}:{exchange}:{call}, each a short
+// string (what each key of the call leased) with a TTL of a few seconds,
+// that makes a call whose answer was lost safe to send again
+// (docs/rate-limiting.md, "A lost answer").
+func (k Keyspace) RateLimitExchange(replica string) string {
+	return k.prefix + "rlsync:x:" + replica + ":"
+}

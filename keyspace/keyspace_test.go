@@ -25,6 +25,8 @@ func TestKeysMatchTheContract(t *testing.T) {
 		{"forward event", ks.ForwardEvent("whatsapp", "evt-1"), "olp:wh:fwd2:whatsapp:evt-1"},
 		{"forward event, escaped source", ks.ForwardEvent("a:b%", "c"), "olp:wh:fwd2:a%3Ab%25:c"},
 		{"metric pattern", ks.MetricPattern(), "olp:m:*"},
+		{"rate-limit replicas", ks.RateLimitReplicas(), "olp:rlsync:replicas"},
+		{"rate-limit exchange marker", ks.RateLimitExchange("0a1b"), "olp:rlsync:x:0a1b:"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -20,18 +20,65 @@ import (
 // plays one: it registers replicas on its own clock as the sync script
 // does (a member counts while seen within the registration's lifetime),
 // so Limiters on one MemoryStore lease among themselves.
+// It keeps the exchange markers as the sync script does (without their
+// lifetime): a call that ran records what each key leased; a call sent
+// again to resolve it answers the keys' state and those leases, or
+// Leased -1 when it never ran (the fakes that wrap it fail a call before
+// it runs).
 type registeringMemory struct {
 	*MemoryStore
-	mu   sync.Mutex
-	seen map[string]time.Time
+	mu      sync.Mutex
+	seen    map[string]time.Time
+	markers map[string][]int64 // leased per op, by Registration.Exchange
 }
 
 func newRegisteringMemory() *registeringMemory {
-	return &registeringMemory{MemoryStore: NewMemoryStore(0), seen: map[string]time.Time{}}
+	return &registeringMemory{MemoryStore: NewMemoryStore(0), seen: map[string]time.Time{}, markers: map[string][]int64{}}
 }
 
 func (s *registeringMemory) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
-	now, err := s.Sync(ctx, ops, out)
+	s.mu.Lock()
+	leased, ran := s.markers[reg.Exchange]
+	if reg.Exchange != "" && !ran {
+		s.markers[reg.Exchange] = nil // a late first call runs no more
+	}
+	s.mu.Unlock()
+	var now time.Time
+	var err error
+	switch {
+	case reg.Exchange != "" && ran:
+		hits := make([]Hit, len(ops))
+		for i := range ops {
+			hits[i] = ops[i].Hit
+		}
+		now = s.snapshot(hits, out)
+		for i := range out {
+			if !reg.Resolve || leased == nil {
+				out[i].Leased = 0
+				if reg.Resolve {
+					out[i] = KeyState{Leased: -1}
+				}
+				continue
+			}
+			out[i].Leased = leased[i]
+		}
+	case reg.Resolve:
+		now = s.now()
+		for i := range out {
+			out[i] = KeyState{Leased: -1}
+		}
+	default:
+		now, err = s.Sync(ctx, ops, out)
+		if err == nil && reg.Exchange != "" {
+			l := make([]int64, len(out))
+			for i := range out {
+				l[i] = out[i].Leased
+			}
+			s.mu.Lock()
+			s.markers[reg.Exchange] = l
+			s.mu.Unlock()
+		}
+	}
 	if err != nil || reg.ID == "" {
 		return now, 0, err
 	}

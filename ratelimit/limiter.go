@@ -142,6 +142,7 @@ func New(opts Options, ks keyspace.Keyspace, store Store, reg prometheus.Registe
 		reg := Registration{ID: replicaID(), Key: ks.RateLimitReplicas(), TTL: max(10*opts.Sync, 2*time.Second)}
 		l.sync = newSyncer(syncStore, opts.Sync, timeout, clock.Func(l.storeNow), m, reg)
 		l.sync.ownNow, l.sync.learnClock = l.now, l.learnSkew
+		l.sync.exchanges = ks.RateLimitExchange(reg.ID)
 		if rs, ok := store.(*RedisStore); ok && rs.cluster {
 			l.sync.perKey = true
 		}

@@ -42,6 +42,8 @@ type metrics struct {
 	syncDropped   prometheus.Counter
 	syncAsks      prometheus.Counter
 	syncEarly     prometheus.Counter
+	syncReplays   *prometheus.CounterVec
+	syncParked    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -87,6 +89,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.syncEarly, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "borda_ratelimit_sync_early_total",
 		Help: "Keys exchanged with the store in the background (one command for the keys of one request) because a replica spent half of the share it gave itself of a key before any exchange of it (rate_limits.sync with several replicas).",
+	})); err != nil {
+		return nil, err
+	}
+	if m.syncReplays, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "borda_ratelimit_sync_replays_total",
+		Help: "Sync calls sent again because their answer was lost, by result: merged (answered), failed (no answer again; sent again by the next round), given_up (no answer for a second: its keys go unmarked with the next round) (rate_limits.sync with several replicas).",
+	}, []string{"result"})); err != nil {
+		return nil, err
+	}
+	if m.syncParked, err = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "borda_ratelimit_sync_parked",
+		Help: "Sync calls whose answer was lost, waiting to be sent again (rate_limits.sync with several replicas).",
 	})); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -15,11 +16,14 @@ import (
 // counts of replicas add up, with every key's TTL set in the same call:
 //
 //	KEYS[i]                 one key per op, then (when ARGV[2] is not empty)
-//	                        the replica registry ZSET (keyspace.RateLimitReplicas)
+//	                        the replica registry ZSET (keyspace.RateLimitReplicas),
+//	                        then (when ARGV[4] > 0) the call's exchange marker
 //	ARGV[1]                 0 (use TIME), or a pinned now in unix ms (tests only)
 //	ARGV[2]                 the replica's id ("": do not register)
 //	ARGV[3]                 the registration's lifetime, ms
-//	ARGV[4+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
+//	ARGV[4]                 the exchange marker's lifetime, ms (0: no marker;
+//	                        negative: resolve the call, below)
+//	ARGV[5+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
 //	  "f", ttl_ms, lease among (0: none), base n (-1: none), base end, limit, local n, local end, 0, local ttl_ms
 //	  "g", limit, period_ms, base tat (-1: none), 0, 0,      local tat (-1: none), 0, 0, lease among
 //	  "s", limit, window_ms, base idx (-1: none), cur, prev, local idx (-1: none), cur, prev, lease among
@@ -28,6 +32,21 @@ import (
 // "Quota leasing") is ZADD id now, ZREMRANGEBYSCORE of the members not seen
 // within the lifetime, PEXPIRE of the ZSET by the lifetime (no key without
 // a TTL) and ZCARD, in the same call as the merge.
+//
+// An exchange marker makes a call whose answer was lost resolvable
+// (Registration.Exchange; docs/rate-limiting.md, "A lost answer"): such a
+// call (a reset connection, a deadline passed while the store ran it) may
+// have merged, and merging its view again would count the replica's
+// passes, and any lease it reserved, twice. A call that runs with a marker
+// merges and writes the marker (what each key leased, and a fixed window's
+// end then), with the marker's lifetime. The same call sent again to
+// resolve it (a negative ARGV[4]) merges nothing and leases nothing: when
+// its marker is written it answers each key's state as it is now and what
+// the first call leased (a fixed window's lease only while that window
+// lasts); when it is not, the first call never ran, and it writes the
+// marker (so that the first call, arriving late, merges nothing) and
+// answers leased -1 for every key. A call that finds its marker written
+// merges nothing either.
 //
 // It returns 5 strings per key, then the script's now (unix ms), then the
 // number of replicas registered (0 when ARGV[2] is empty):
@@ -69,8 +88,23 @@ local function share(limit, rem, among)
   if limit < among then return 1 end
   return math.floor(rem / among)
 end
-local id, life = ARGV[2], tonumber(ARGV[3])
+local id, life, mlife = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local n = #KEYS
+local marker, seen = nil, false
+local seenLeased, seenEnd = {}, {}
+local resolve = mlife < 0
+if resolve then mlife = -mlife end
+if mlife > 0 then
+  marker = KEYS[n]
+  n = n - 1
+  seen = redis.call('GET', marker)
+  if seen then
+    for l, e in string.gmatch(seen, '(%d+):(%d+)') do
+      seenLeased[#seenLeased + 1] = tonumber(l)
+      seenEnd[#seenEnd + 1] = tonumber(e)
+    end
+  end
+end
 local replicas = 0
 if id ~= '' then
   local reg = KEYS[n]
@@ -81,14 +115,33 @@ if id ~= '' then
   replicas = redis.call('ZCARD', reg)
 end
 local out = {}
+if resolve and (not seen or seen == '-') then
+  -- The call sent again never ran: a marker so that it never will, and
+  -- leased -1 for every key (nothing merged).
+  if not seen then redis.call('SET', marker, '-', 'PX', mlife) end
+  for i = 1, n do
+    out[#out + 1] = '0'
+    out[#out + 1] = '0'
+    out[#out + 1] = '0'
+    out[#out + 1] = '0'
+    out[#out + 1] = '-1'
+  end
+  out[#out + 1] = now
+  out[#out + 1] = replicas
+  return out
+end
 for i = 1, n do
   local key = KEYS[i]
-  local j = 4 + (i - 1) * 10
+  local j = 5 + (i - 1) * 10
   local kind = ARGV[j]
   local a, b = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
   local b1, b2, b3 = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
   local l1, l2, l3, l4 = tonumber(ARGV[j + 6]), tonumber(ARGV[j + 7]), tonumber(ARGV[j + 8]), tonumber(ARGV[j + 9])
   local r1, r2, r3, rttl, leased = 0, 0, 0, 0, 0
+  if seen then
+    -- Sent again: read the state only (no view, no lease).
+    if kind == 'f' then l1, b = 0, 0 else l1, l4 = -1, 0 end
+  end
   if kind == 'f' then
     local g = tonumber(redis.call('GET', key) or '')
     if g ~= nil and math.floor(g) ~= g then g = nil end
@@ -203,11 +256,24 @@ for i = 1, n do
     end
     r1 = string.format('%d', r1)
   end
+  if seen then
+    leased = seenLeased[i] or 0
+    if kind == 'f' and (rttl <= 0 or math.abs(r2 - (seenEnd[i] or 0)) > a / 2) then
+      leased = 0 -- the window the lease was reserved in is over
+    end
+  end
   out[#out + 1] = r1
   out[#out + 1] = string.format('%d', r2)
   out[#out + 1] = string.format('%d', r3)
   out[#out + 1] = string.format('%d', rttl)
   out[#out + 1] = string.format('%d', leased)
+end
+if marker and not seen then
+  local m = {}
+  for i = 1, n do
+    if out[5 * i] == '0' then m[i] = '0:0' else m[i] = out[5 * i] .. ':' .. out[5 * i - 3] end
+  end
+  redis.call('SET', marker, table.concat(m, ','), 'PX', mlife)
 end
 out[#out + 1] = now
 out[#out + 1] = replicas
@@ -217,20 +283,41 @@ return out
 var syncScriptSHA = sha1Hex(syncScriptSource)
 
 // Registration names the replica registering in a sync call: its id, the
-// registry key and the registration's lifetime. The zero value does not
-// register.
+// registry key and the registration's lifetime (the zero ID does not
+// register), and the call's exchange marker.
 type Registration struct {
 	ID  string
 	Key string
 	TTL time.Duration
+	// Exchange, when not empty, is the key of this call's exchange marker
+	// (a store call of several script calls suffixes it with each call's
+	// index), kept ExchangeTTL: a call sent again with the same Exchange
+	// merges nothing a second time and answers what the first one leased
+	// (syncScriptSource). Empty: the call is not marked (sending it again
+	// counts its view twice).
+	Exchange    string
+	ExchangeTTL time.Duration
+	// Resolve sends the marked call again only to learn whether it ran:
+	// it merges and leases nothing, and answers each key's state and
+	// lease when it ran, or Leased -1 for every key (and stops it from
+	// ever running) when it did not.
+	Resolve bool
 }
 
 // syncArgs returns the sync script's KEYS and ARGV for ops, registering
-// reg when it has an ID.
-func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration) ([]string, []any) {
-	keys := make([]string, len(ops), len(ops)+1)
-	args := make([]any, 3, 3+10*len(ops))
-	args[0], args[1], args[2] = pinnedMS, reg.ID, max(reg.TTL.Milliseconds(), 1)
+// reg when it has an ID and marking the call with marker when it is not
+// empty (for reg.ExchangeTTL).
+func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration, marker string) ([]string, []any) {
+	keys := make([]string, len(ops), len(ops)+2)
+	args := make([]any, 4, 4+10*len(ops))
+	mlife := int64(0)
+	if marker != "" {
+		mlife = max(reg.ExchangeTTL.Milliseconds(), 1)
+		if reg.Resolve {
+			mlife = -mlife
+		}
+	}
+	args[0], args[1], args[2], args[3] = pinnedMS, reg.ID, max(reg.TTL.Milliseconds(), 1), mlife
 	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 	for i, op := range ops {
 		keys[i] = op.Hit.Key
@@ -269,7 +356,43 @@ func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration) ([]string, []any) 
 	if reg.ID != "" {
 		keys = append(keys, reg.Key)
 	}
+	if marker != "" {
+		keys = append(keys, marker)
+	}
 	return keys, args
+}
+
+// exchangeMarker is the marker key of the part-th script call of a store
+// call marked reg.Exchange ("" when it is not marked). On a Redis Cluster
+// (one op key per call, first) the marker carries the op key's hash slot
+// in braces, so that the call's keys share a slot; a key whose slot no
+// marker name can carry (no hash tag and a '}' in it) goes unmarked.
+func exchangeMarker(reg Registration, part int, cluster bool, first string) string {
+	if reg.Exchange == "" {
+		return ""
+	}
+	m := reg.Exchange + ":" + strconv.Itoa(part)
+	if !cluster {
+		return m
+	}
+	tag, ok := slotTag(first)
+	if !ok {
+		return ""
+	}
+	return m + ":{" + tag + "}"
+}
+
+// slotTag returns what Redis Cluster hashes of key (its hash tag: what is
+// between the first '{' and the first '}' after it, when not empty; else
+// the whole key), and whether a name holding it in braces hashes the
+// same: false when the whole key is hashed and holds a '}'.
+func slotTag(key string) (string, bool) {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key[i+1 : i+1+j], true
+		}
+	}
+	return key, !strings.Contains(key, "}")
 }
 
 // decodeSync fills out from the sync script's reply (5 values per key,
@@ -289,6 +412,10 @@ func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, er
 			v[k] = f
 		}
 		ttl := time.Duration(v[3]) * time.Millisecond
+		if v[4] < 0 {
+			out[i] = KeyState{Leased: -1} // a resolved call that never ran
+			continue
+		}
 		if ttl <= 0 {
 			out[i] = KeyState{}
 			continue

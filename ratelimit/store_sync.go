@@ -35,8 +35,9 @@ func (s *RedisStore) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (ti
 // syncChunk keys per call, every call in one pipeline (one round trip; on
 // a Redis Cluster each key is its own call, one round trip per node),
 // reg registered by the first call (on a Cluster by a call of its own in
-// the same pipeline: the registry is in another slot). Calls that met
-// NOSCRIPT did not run and are sent again as EVAL; the others counted.
+// the same pipeline: the registry is in another slot), each call marked
+// reg.Exchange and its index when that is set (exchangeMarker). Calls that
+// met NOSCRIPT did not run and are sent again as EVAL; the others counted.
 func (s *RedisStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
 	if len(ops) == 0 && reg.ID == "" {
 		return time.Time{}, 0, nil
@@ -55,11 +56,16 @@ func (s *RedisStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeySt
 		regAt = len(parts) - 1
 	}
 	cmds := s.evalEach(ctx, syncScript, syncScriptSource, len(parts), func(i int) ([]string, []any) {
-		r := Registration{}
+		r := Registration{ExchangeTTL: reg.ExchangeTTL, Resolve: reg.Resolve}
 		if i == regAt {
-			r = reg
+			r.ID, r.Key, r.TTL = reg.ID, reg.Key, reg.TTL
 		}
-		return syncArgs(pinned, ops[parts[i][0]:parts[i][1]], r)
+		part := ops[parts[i][0]:parts[i][1]]
+		marker := ""
+		if len(part) > 0 {
+			marker = exchangeMarker(reg, i, s.cluster, part[0].Hit.Key)
+		}
+		return syncArgs(pinned, part, r, marker)
 	})
 	var now time.Time
 	var replicas int64
@@ -87,7 +93,8 @@ func (s *RESTStore) Sync(ctx context.Context, ops []SyncOp, out []KeyState) (tim
 }
 
 // SyncRegister implements RegisteringSyncer: one POST per syncChunk keys,
-// the first one registering reg.
+// the first one registering reg, each marked reg.Exchange and its index
+// when that is set.
 func (s *RESTStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
 	var now time.Time
 	var replicas int64
@@ -96,11 +103,15 @@ func (s *RESTStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeySta
 		parts = [][2]int{{0, 0}}
 	}
 	for i, c := range parts {
-		r := Registration{}
+		r := Registration{ExchangeTTL: reg.ExchangeTTL, Resolve: reg.Resolve}
 		if i == 0 {
-			r = reg
+			r.ID, r.Key, r.TTL = reg.ID, reg.Key, reg.TTL
 		}
-		keys, args := syncArgs(s.pinnedMS.Load(), ops[c[0]:c[1]], r)
+		marker := ""
+		if c[1] > c[0] {
+			marker = exchangeMarker(reg, i, false, "")
+		}
+		keys, args := syncArgs(s.pinnedMS.Load(), ops[c[0]:c[1]], r, marker)
 		arr, err := s.evalSHA(ctx, syncScriptSource, syncScriptSHA, keys, args)
 		if err != nil {
 			return time.Time{}, 0, fmt.Errorf("running the rate-limit sync script: %w", err)

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,18 @@ type syncer struct {
 	rounds  [2]prometheus.Counter // ok, error
 	dropped prometheus.Counter
 
+	// exchanges prefixes the markers of this replica's calls
+	// (keyspace.RateLimitExchange; empty: calls are not marked), seq
+	// numbers them. parked holds the marked calls whose answer was lost,
+	// oldest first, to be sent again (sync_replay.go), and parkedKeys
+	// counts the parked calls of each key; both under mu.
+	exchanges   string
+	seq         atomic.Uint64
+	parked      []*chunkCall
+	parkedKeys  map[string]int
+	replays     [3]prometheus.Counter // merged, failed, given up
+	parkedGauge prometheus.Gauge
+
 	// ownNow is the Limiter's own clock (without the store's offset), and
 	// learnClock, when set, takes each answer's store clock (at) with when
 	// its call was sent on ownNow (Limiter.learnSkew).
@@ -166,6 +179,8 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 		asks:         m.syncAsks,
 		earlies:      m.syncEarly,
 		commands:     m.rlCommands,
+		replays:      [3]prometheus.Counter{m.syncReplays.WithLabelValues("merged"), m.syncReplays.WithLabelValues("failed"), m.syncReplays.WithLabelValues("given_up")},
+		parkedGauge:  m.syncParked,
 	}
 	s.spawn = s.earlyRun.goRun
 	if rs, ok := store.(RegisteringSyncer); ok && reg.ID != "" {
@@ -558,10 +573,20 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		return nil, time.Time{}, 0, ctx.Err()
 	}
 	defer func() { <-s.flight }()
+	replayed := 0
+	if !ask {
+		// Calls whose answer was lost first (sync_replay.go): their keys'
+		// views go after them.
+		n, err := s.replay(ctx)
+		replayed = n
+		if err != nil {
+			s.roundsFailing.Store(true)
+		}
+	}
 	ops := s.collect(only)
 	if len(ops) == 0 {
 		if only != nil || s.regStore == nil || momentOf(s.view.now()).sub(moment(s.lastReg.Load())) < s.reg.TTL/2 {
-			return nil, time.Time{}, 0, nil
+			return nil, time.Time{}, replayed, nil
 		}
 		// Idle: registration alone, every half lifetime, so the others
 		// keep counting this replica (and it learns their number).
@@ -572,14 +597,15 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		cancel()
 		s.roundsFailing.Store(err != nil)
 		if err != nil {
-			return nil, time.Time{}, 1, err
+			return nil, time.Time{}, replayed + 1, err
 		}
 		s.lastOK.Store(int64(momentOf(s.view.now())))
 		s.lastReg.Store(int64(momentOf(s.view.now())))
 		s.setReplicas(replicas)
-		return nil, at, 1, nil
+		return nil, at, replayed + 1, nil
 	}
 	merged, at, calls, err := s.stream(ctx, ops, ask)
+	calls += replayed
 	if !ask {
 		s.roundsFailing.Store(err != nil)
 	}
@@ -626,12 +652,31 @@ func sameWindow(h Hit, end float64, got KeyState) bool {
 // exchangeChunk sends one chunk of ops (registering this replica when
 // register), merges the answer into the view and the keys' states (an
 // ask also leases anew), and writes the merged states into merged. On
-// failure its keys are dirty again.
+// failure a marked chunk is parked, to be sent again (replay); an
+// unmarked one's keys are dirty again.
 func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask bool, merged map[string]KeyState, mergedMu *sync.Mutex) (time.Time, int, error) {
-	calls := 1
-	if s.perKey {
-		calls = len(ops)
-	}
+	return s.send(ctx, s.prepare(ops, register, ask), merged, mergedMu)
+}
+
+// chunkCall is one chunk of an exchange as it was sent: its ops (the view
+// with what is left of a lease, and the leases asked), the view's
+// snapshot they were taken from, and what its answer is merged with.
+type chunkCall struct {
+	ops      []SyncOp
+	local    []KeyState // the view's snapshot of each key
+	reserved []int64    // what is left of a lease, sent with the view
+	leasing  []bool     // the op asks for a lease
+	register bool
+	ask      bool
+	// marker names the call in the store (Registration.Exchange): sent
+	// again with it, the call merges nothing twice. Empty: not marked.
+	marker string
+	since  moment // when it was first sent (view clock)
+	parked bool   // parked once (fail): sent again by replay
+}
+
+// prepare snapshots the view of ops' keys and builds the chunk's call.
+func (s *syncer) prepare(ops []SyncOp, register, ask bool) *chunkCall {
 	hits := make([]Hit, len(ops))
 	for i := range ops {
 		hits[i] = ops[i].Hit
@@ -701,6 +746,22 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 		}
 	}
 	s.mu.Unlock()
+	c := &chunkCall{ops: ops, local: local, reserved: reserved, leasing: leasing, register: register, ask: ask, since: momentOf(s.view.now())}
+	if s.regStore != nil && s.exchanges != "" {
+		c.marker = s.exchanges + strconv.FormatUint(s.seq.Add(1), 36)
+	}
+	return c
+}
+
+// send sends c (a parked call: to resolve it) and merges its answer, as
+// exchangeChunk says.
+func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeyState, mergedMu *sync.Mutex) (time.Time, int, error) {
+	ops, local, reserved, leasing, ask := c.ops, c.local, c.reserved, c.leasing, c.ask
+	calls := 1
+	if s.perKey {
+		calls = len(ops)
+	}
+	var replicas int64
 	got := make([]KeyState, len(ops))
 	// An ask's ctx carries its own deadline (timeout, from before it
 	// waited for the exchange in flight), which this does not extend.
@@ -709,22 +770,25 @@ func (s *syncer) exchangeChunk(ctx context.Context, ops []SyncOp, register, ask 
 	var err error
 	registered := int64(0)
 	sent := s.own()
-	if s.regStore != nil && register {
-		at, registered, err = s.regStore.SyncRegister(ctx, ops, got, s.reg)
+	if s.regStore != nil {
+		reg := Registration{Exchange: c.marker, ExchangeTTL: s.markerTTL(), Resolve: c.parked}
+		if c.register {
+			reg.ID, reg.Key, reg.TTL = s.reg.ID, s.reg.Key, s.reg.TTL
+		}
+		at, registered, err = s.regStore.SyncRegister(ctx, ops, got, reg)
 	} else {
 		at, err = s.store.Sync(ctx, ops, got)
 	}
 	s.learn(at, sent, err)
 	cancel()
 	if err != nil {
-		s.mu.Lock()
-		for _, op := range ops {
-			if k, ok := s.keys.get(op.Hit.Key); ok {
-				s.markDirty(op.Hit.Key, k)
-			}
-		}
-		s.mu.Unlock()
+		s.fail(c)
 		return time.Time{}, calls, err
+	}
+	if c.parked {
+		// Resolved: the keys whose call never ran merge nothing (their
+		// view goes with the next exchange, from the base they had).
+		ops, local, reserved, leasing, got = ranOnly(ops, local, reserved, leasing, got)
 	}
 	s.lastOK.Store(int64(momentOf(s.view.now())))
 	if registered > 0 {

@@ -73,7 +73,7 @@ func (s *syncer) forget(key string) {
 // round, which takes the dirty list) or the keys of only, dirty or not
 // (an ask). Each is marked clean, with the base it was last read at while
 // that is still live. Listed keys forgotten or already sent since are
-// skipped.
+// skipped, and so are keys with a parked call (a round keeps them dirty).
 func (s *syncer) collect(only []string) []SyncOp {
 	now := s.view.now()
 	s.mu.Lock()
@@ -88,6 +88,15 @@ func (s *syncer) collect(only []string) []SyncOp {
 	for _, key := range keys {
 		k, ok := s.keys.get(key)
 		if !ok || (only == nil && !k.dirty) {
+			continue
+		}
+		if s.parkedKeys[key] > 0 {
+			// A call of the key is parked (its answer was lost): its view
+			// goes once that call has been sent again (sync_replay.go);
+			// a round keeps it dirty for the next.
+			if only == nil {
+				s.dirty = append(s.dirty, key)
+			}
 			continue
 		}
 		k.dirty = false

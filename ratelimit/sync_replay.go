@@ -1,0 +1,159 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+)
+
+// A lost answer (docs/rate-limiting.md, "A lost answer"). A sync call
+// whose answer does not arrive (a connection reset, a deadline passed
+// while the store ran it, a slow store behind an ask's timeout) may have
+// merged: the store may hold the view it sent and the lease it reserved.
+// Sent again as a new call from the same base, the view would be counted
+// twice, and the lease reserved but never spent (fresh attack pass 17:
+// with a fifth of the store's answers lost, a client at 60 % of its limit
+// was refused 47-49 of 121 requests). So every call of a replica that
+// registers is marked (chunkCall.marker, Registration.Exchange), and a
+// failed one is parked: its keys are not exchanged again until a later
+// exchange (not an ask) has resolved it, by sending it again with
+// Registration.Resolve. Resolved, a call that ran answers its keys' state
+// now and what it leased, merged as if the answer had come the first time;
+// a call that never ran answers so (KeyState.Leased -1) and can no longer
+// run, and its keys' views go with the next exchange from the base they
+// had.
+
+// markerTTL is how long the store keeps a call's marker: past the last
+// time the call may be sent again (replayFor after it failed, each try
+// under roundTimeout), with a round timeout to spare for a first call
+// still on its way.
+func (s *syncer) markerTTL() time.Duration {
+	return s.replayFor() + 2*s.roundTimeout
+}
+
+// replayFor is how long a failed call is sent again before it is given
+// up: as long as the store may be slow rather than down (outageAfter).
+// Given up, its keys go with the next round as an unmarked failure's do
+// (their view may then count twice: the store was down for a second).
+func (s *syncer) replayFor() time.Duration {
+	return s.outageAfter()
+}
+
+// fail handles a call that got no answer: a marked one is parked for a
+// later round to send again (an ask's, without the ask: the round
+// merges it and ends the key's wait when it leased); an unmarked one's
+// keys are dirty again, their view going with the next round. Either way
+// the keys are dirty, so that what the view counts meanwhile is sent.
+func (s *syncer) fail(c *chunkCall) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, op := range c.ops {
+		if k, ok := s.keys.get(op.Hit.Key); ok {
+			s.markDirty(op.Hit.Key, k)
+		}
+	}
+	if c.marker == "" || c.parked {
+		return
+	}
+	c.ask = false
+	s.parked = append(s.parked, c)
+	if s.parkedKeys == nil {
+		s.parkedKeys = make(map[string]int)
+	}
+	for _, op := range c.ops {
+		s.parkedKeys[op.Hit.Key]++
+	}
+	s.parkedGauge.Set(float64(len(s.parked)))
+}
+
+// unpark forgets c's keys as parked. s.mu is held.
+func (s *syncer) unpark(c *chunkCall) {
+	for _, op := range c.ops {
+		if s.parkedKeys[op.Hit.Key]--; s.parkedKeys[op.Hit.Key] <= 0 {
+			delete(s.parkedKeys, op.Hit.Key)
+		}
+	}
+}
+
+// replay sends the parked calls again, oldest first, each under the round
+// timeout, and merges their answers; it stops at the first that fails
+// again (the store is not answering). Calls parked longer than replayFor
+// are given up. It returns the store calls sent and the first error.
+// Exchanges are serialized (flight), so no other exchange sends the parked
+// keys meanwhile (collect skips them).
+func (s *syncer) replay(ctx context.Context) (int, error) {
+	calls := 0
+	for {
+		s.mu.Lock()
+		if len(s.parked) == 0 {
+			s.mu.Unlock()
+			return calls, nil
+		}
+		c := s.parked[0]
+		if momentOf(s.view.now()).sub(c.since) > s.replayFor() {
+			s.parked = s.parked[1:]
+			s.unpark(c)
+			s.parkedGauge.Set(float64(len(s.parked)))
+			s.mu.Unlock()
+			if os.Getenv("DBG") != "" {
+				fmt.Printf("%v replay given up %s\n", s.view.now().Format("05.000"), s.exchanges[len(s.exchanges)-5:])
+			}
+			s.replays[replayGivenUp].Inc()
+			continue
+		}
+		s.mu.Unlock()
+		// A failed try leaves c parked, first (fail).
+		c.parked = true
+		_, n, err := s.send(ctx, c, nil, nil)
+		calls += n
+		if err != nil {
+			if os.Getenv("DBG") != "" {
+				fmt.Printf("%v replay failed %s: %v parked=%d\n", s.view.now().Format("05.000"), s.exchanges[len(s.exchanges)-5:], err, len(s.parked))
+			}
+			s.replays[replayFailed].Inc()
+			return calls, err
+		}
+		s.replays[replayMerged].Inc()
+		if os.Getenv("DBG") != "" {
+			s.mu.Lock()
+			for _, op := range c.ops {
+				if k, ok := s.keys.get(op.Hit.Key); ok {
+					fmt.Printf("%v replay %s lease=%d spent=%d resEnd=%v wants=%v refuse=%v localEnd=%v\n", s.view.now().Format("05.000"), s.exchanges[len(s.exchanges)-5:], k.lease, k.spent, k.resEnd, k.wants, k.refuseUntil, op.Local.End)
+				}
+			}
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		s.parked = s.parked[1:]
+		s.unpark(c)
+		s.parkedGauge.Set(float64(len(s.parked)))
+		s.mu.Unlock()
+	}
+}
+
+// ranOnly keeps the ops (and what goes with each) of a resolved call
+// whose answer says they ran (KeyState.Leased not -1).
+func ranOnly(ops []SyncOp, local []KeyState, reserved []int64, leasing []bool, got []KeyState) ([]SyncOp, []KeyState, []int64, []bool, []KeyState) {
+	var (
+		o  []SyncOp
+		l  []KeyState
+		r  []int64
+		le []bool
+		g  []KeyState
+	)
+	for i := range ops {
+		if got[i].Leased >= 0 {
+			o, l, r, le, g = append(o, ops[i]), append(l, local[i]), append(r, reserved[i]), append(le, leasing[i]), append(g, got[i])
+		}
+	}
+	return o, l, r, le, g
+}
+
+// The outcomes of sending a parked call again
+// (borda_ratelimit_sync_replays_total{result}).
+const (
+	replayMerged  = iota // answered: merged
+	replayFailed         // no answer again: parked still
+	replayGivenUp        // parked past replayFor: dropped
+)
