@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"io"
-	"math/rand/v2"
-	"net"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,75 +62,4 @@ func TestHostileLostStoreAnswersNeitherRefuseAClientNorPassAFlood(t *testing.T) 
 	if replayed == 0 {
 		t.Errorf("no lost call was resolved (borda_ratelimit_sync_replays_total{result=\"merged\"} = 0): the answers the proxy lost were not the sync calls'")
 	}
-}
-
-// startLossyProxy listens on 127.0.0.1 and forwards each connection to
-// target; of the answers target sends back, *perMille in a thousand are
-// lost: the proxy closes both connections instead of passing the answer
-// on (the request reached target and ran). It returns its address and
-// the count of answers lost; the listener and every connection close at
-// the end of the test.
-func startLossyProxy(t *testing.T, target string, perMille *atomic.Int64) (string, *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-		lost  atomic.Int64
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c)
-			track(up)
-			wg.Go(func() { io.Copy(up, c); up.Close() })
-			wg.Go(func() {
-				defer c.Close()
-				defer up.Close()
-				b := make([]byte, 32<<10)
-				for {
-					n, err := up.Read(b)
-					if n > 0 {
-						if rand.Int64N(1000) < perMille.Load() {
-							lost.Add(1)
-							return // the answer is lost with the connection
-						}
-						if _, werr := c.Write(b[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String(), &lost
 }

@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,87 +109,6 @@ func TestHostileSlowStoreFloodOverThreeReplicasPassesTheLimit(t *testing.T) {
 	t.Logf("asks %v, failed exchanges %v", asks, failed)
 	if flooded && failed == 0 {
 		t.Errorf("no exchange failed with the store 25 ms away and a 30 ms timeout: the test did not reproduce the slow store")
-	}
-}
-
-// startDelayProxy listens on 127.0.0.1 and forwards each connection to
-// target, delivering what target answers *delay (ns, read per chunk)
-// after it arrived (a store that far away; requests go at once, and
-// pipelined answers keep their order and spacing). It returns its
-// address; the listener and every connection close at the end of the
-// test.
-func startDelayProxy(t *testing.T, target string, delay *atomic.Int64) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c)
-			track(up)
-			wg.Go(func() { io.Copy(up, c); up.Close() })
-			wg.Go(func() { copyDelayed(c, up, delay); c.Close() })
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
-// copyDelayed copies src to dst, each chunk *delay (ns) after it was read.
-func copyDelayed(dst io.Writer, src io.Reader, delay *atomic.Int64) {
-	type chunk struct {
-		due time.Time
-		b   []byte
-	}
-	chunks := make(chan chunk, 4096)
-	go func() {
-		defer close(chunks)
-		for {
-			b := make([]byte, 32<<10)
-			n, err := src.Read(b)
-			if n > 0 {
-				chunks <- chunk{time.Now().Add(time.Duration(delay.Load())), b[:n]}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	for c := range chunks {
-		time.Sleep(time.Until(c.due)) // the store's distance, not a wait before an assertion
-		if _, err := dst.Write(c.b); err != nil {
-			for range chunks { // let the reader end
-			}
-			return
-		}
 	}
 }
 

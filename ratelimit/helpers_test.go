@@ -20,6 +20,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -298,4 +299,17 @@ func syncedHit(l *Limiter, key string) Hit {
 		return Hit{}
 	}
 	return l.sync.keys.hit(key, k.hit)
+}
+
+// restStoreOn returns an Upstash REST store on the local test server in
+// front of rdb (closed at cleanup).
+func restStoreOn(t testing.TB, rdb redis.UniversalClient) *RESTStore {
+	t.Helper()
+	srv := upstashtest.Start(rdb, "tok")
+	t.Cleanup(srv.Close)
+	rest, err := NewRESTStore(srv.URL, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rest
 }

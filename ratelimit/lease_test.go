@@ -9,7 +9,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/olp-edu/borda/internal/servicetest"
-	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -144,12 +143,7 @@ func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
 	prefix := servicetest.KeyPrefix(t)
 	rdb := testRedis(t, prefix)
 	ks := keyspace.MustNew(prefix)
-	srv := upstashtest.Start(rdb, "tok")
-	t.Cleanup(srv.Close)
-	rest, err := NewRESTStore(srv.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rest := restStoreOn(t, rdb)
 	ctx := context.Background()
 	hit := Hit{Key: ks.RateLimit("burst", "203.0.113.5"), Algorithm: FixedWindow, TTL: time.Minute, Limit: 10}
 	ops := []SyncOp{{Hit: hit, Local: KeyState{N: 1, TTL: time.Minute}}}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/servicetest"
-	"github.com/olp-edu/borda/internal/upstashtest"
 	"github.com/olp-edu/borda/keyspace"
 )
 
@@ -150,12 +149,7 @@ func TestSyncMarker_ACallMergesOnceOnEveryStore(t *testing.T) {
 	prefix := servicetest.KeyPrefix(t)
 	rdb := testRedis(t, prefix)
 	ks := keyspace.MustNew(prefix)
-	srv := upstashtest.Start(rdb, "tok")
-	t.Cleanup(srv.Close)
-	rest, err := NewRESTStore(srv.URL, "tok", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rest := restStoreOn(t, rdb)
 	stores := map[string]RegisteringSyncer{"go-redis": NewRedisStore(rdb), "rest": rest}
 	if !testing.Short() {
 		stores["cluster"] = NewRedisStore(testRedisCluster(t, prefix))
