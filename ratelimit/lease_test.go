@@ -8,6 +8,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -219,6 +221,38 @@ func TestSync_AKeyNotFloodingAsksNothingFromWindowToWindow(t *testing.T) {
 		}
 		if n := m.GetCounter().GetValue(); n != 0 {
 			t.Errorf("replica %d asked the store %v times for a key far below its limit", i, n)
+		}
+	}
+}
+
+// Fresh attack pass 18 R11: members written into the replica registry
+// with a score an hour ahead (by hand, with write access to Redis) never
+// aged out, the registry counted 63 replicas for good, and every rule
+// whose limit is below that was decided by the store per request. A
+// registration removes the members dated more than a lifetime ahead, on
+// go-redis and on the REST store, and keeps its own.
+func TestSyncRegister_ForgetsMembersDatedAhead(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	ks := keyspace.MustNew(prefix)
+	ctx := context.Background()
+	life := time.Minute
+	for name, s := range map[string]RegisteringSyncer{"go-redis": NewRedisStore(rdb), "rest": restStoreOn(t, rdb)} {
+		key := ks.RateLimitReplicas() + ":" + name
+		now := time.Now()
+		for i, ahead := range []time.Duration{time.Hour, 2 * life, life / 2} {
+			rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(ahead).UnixMilli()), Member: fmt.Sprint("forged", i)})
+		}
+		_, n, err := s.SyncRegister(ctx, nil, nil, Registration{ID: "real", Key: key, TTL: life})
+		if err != nil {
+			t.Fatal(err)
+		}
+		members := rdb.ZRange(ctx, key, 0, -1).Val()
+		// The one dated half a lifetime ahead stays (a store clock
+		// stepped back); an hour and two lifetimes ahead go.
+		if n != 2 || len(members) != 2 {
+			t.Errorf("%s: %d replicas counted, members %v; want 2 (real and forged2)", name, n, members)
 		}
 	}
 }

@@ -30,7 +30,9 @@ import (
 //
 // Registering (Options.Sync with more than one replica, docs/rate-limiting.md
 // "Quota leasing") is ZADD id now, ZREMRANGEBYSCORE of the members not seen
-// within the lifetime, PEXPIRE of the ZSET by the lifetime (no key without
+// within the lifetime and of those dated more than a lifetime ahead (no
+// replica registers so: written by hand, they would count for ever; fresh
+// attack pass 18 R11), PEXPIRE of the ZSET by the lifetime (no key without
 // a TTL) and ZCARD, in the same call as the merge.
 //
 // An exchange marker makes a call whose answer was lost resolvable
@@ -111,6 +113,7 @@ if id ~= '' then
   n = n - 1
   redis.call('ZADD', reg, now, id)
   redis.call('ZREMRANGEBYSCORE', reg, '-inf', now - life)
+  redis.call('ZREMRANGEBYSCORE', reg, '(' .. (now + life), '+inf')
   redis.call('PEXPIRE', reg, life)
   replicas = redis.call('ZCARD', reg)
 end

@@ -2,8 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"time"
 )
 
@@ -96,9 +94,6 @@ func (s *syncer) replay(ctx context.Context) (int, error) {
 			s.unpark(c)
 			s.parkedGauge.Set(float64(len(s.parked)))
 			s.mu.Unlock()
-			if os.Getenv("DBG") != "" {
-				fmt.Printf("%v replay given up %s\n", s.view.now().Format("05.000"), s.exchanges[len(s.exchanges)-5:])
-			}
 			s.replays[replayGivenUp].Inc()
 			continue
 		}
@@ -108,22 +103,10 @@ func (s *syncer) replay(ctx context.Context) (int, error) {
 		_, n, err := s.send(ctx, c, nil, nil)
 		calls += n
 		if err != nil {
-			if os.Getenv("DBG") != "" {
-				fmt.Printf("%v replay failed %s: %v parked=%d\n", s.view.now().Format("05.000"), s.exchanges[len(s.exchanges)-5:], err, len(s.parked))
-			}
 			s.replays[replayFailed].Inc()
 			return calls, err
 		}
 		s.replays[replayMerged].Inc()
-		if os.Getenv("DBG") != "" {
-			s.mu.Lock()
-			for _, op := range c.ops {
-				if k, ok := s.keys.get(op.Hit.Key); ok {
-					fmt.Printf("%v replay %s lease=%d spent=%d resEnd=%v wants=%v refuse=%v localEnd=%v\n", s.view.now().Format("05.000"), s.exchanges[len(s.exchanges)-5:], k.lease, k.spent, k.resEnd, k.wants, k.refuseUntil, op.Local.End)
-				}
-			}
-			s.mu.Unlock()
-		}
 		s.mu.Lock()
 		s.parked = s.parked[1:]
 		s.unpark(c)
