@@ -11,8 +11,8 @@ import (
 )
 
 // The store's faults, between the gateways and the local Redis: a store
-// far away (startDelayProxy) and a store path that loses answers
-// (startLossyProxy).
+// far away (startDelayProxy), a store path that loses answers
+// (startLossyProxy) and one that holds requests up (startLateProxy).
 
 // startProxy listens on 127.0.0.1 and forwards each connection to target:
 // what the client sends goes at once; what target answers goes through
@@ -20,6 +20,13 @@ import (
 // returns its address; the listener and every connection close at the
 // end of the test.
 func startProxy(t *testing.T, target string, back func(client, upstream net.Conn)) string {
+	t.Helper()
+	return startProxyBoth(t, target, func(up, c net.Conn) { io.Copy(up, c) }, back)
+}
+
+// startProxyBoth is startProxy with what the client sends going through
+// fwd(upstream, client), which returns when the client is done.
+func startProxyBoth(t *testing.T, target string, fwd, back func(a, b net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,7 +55,7 @@ func startProxy(t *testing.T, target string, back func(client, upstream net.Conn
 			}
 			track(c)
 			track(up)
-			wg.Go(func() { io.Copy(up, c); up.Close() })
+			wg.Go(func() { fwd(up, c); up.Close() })
 			wg.Go(func() { back(c, up); c.Close() })
 		}
 	})
@@ -130,4 +137,33 @@ func startLossyProxy(t *testing.T, target string, perMille *atomic.Int64) (strin
 		}
 	})
 	return addr, &lost
+}
+
+// startLateProxy is a startProxy that holds *perMille in a thousand of
+// the requests it forwards (and what follows them on their connection)
+// for late before passing them on: the client gives up on them, then the
+// store runs them (a request held up on the network). It returns its
+// address and the count of requests held.
+func startLateProxy(t *testing.T, target string, perMille *atomic.Int64, late time.Duration) (string, *atomic.Int64) {
+	t.Helper()
+	var held atomic.Int64
+	addr := startProxyBoth(t, target, func(up, c net.Conn) {
+		b := make([]byte, 32<<10)
+		for {
+			n, err := c.Read(b)
+			if n > 0 {
+				if rand.Int64N(1000) < perMille.Load() {
+					held.Add(1)
+					time.Sleep(late) // the network's delay, not a wait before an assertion
+				}
+				if _, werr := up.Write(b[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}, func(c, up net.Conn) { io.Copy(c, up) })
+	return addr, &held
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/olp-edu/borda/internal/servicetest"

@@ -23,7 +23,8 @@ import (
 //	ARGV[3]                 the registration's lifetime, ms
 //	ARGV[4]                 the exchange marker's lifetime, ms (0: no marker;
 //	                        negative: resolve the call, below)
-//	ARGV[5+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
+//	ARGV[5]                 the marked call's last moment to run, unix ms (0: none)
+//	ARGV[6+10(i-1) .. +9]   kind, a, b, base1..3, local1..4
 //	  "f", ttl_ms, lease among (0: none), base n (-1: none), base end, limit, local n, local end, 0, local ttl_ms
 //	  "g", limit, period_ms, base tat (-1: none), 0, 0,      local tat (-1: none), 0, 0, lease among
 //	  "s", limit, window_ms, base idx (-1: none), cur, prev, local idx (-1: none), cur, prev, lease among
@@ -48,7 +49,11 @@ import (
 // lasts); when it is not, the first call never ran, and it writes the
 // marker (so that the first call, arriving late, merges nothing) and
 // answers leased -1 for every key. A call that finds its marker written
-// merges nothing either.
+// merges nothing either, and a marked call that reaches the store after
+// its last moment (ARGV[5]) runs no more: it writes its marker as a call
+// that never ran and answers leased -1 (a request delayed on the network
+// past its marker's lifetime would otherwise merge again: fresh attack
+// pass 18 R02).
 //
 // It returns 5 strings per key, then the script's now (unix ms), then the
 // number of replicas registered (0 when ARGV[2] is empty):
@@ -96,6 +101,7 @@ local marker, seen = nil, false
 local seenLeased, seenEnd = {}, {}
 local resolve = mlife < 0
 if resolve then mlife = -mlife end
+local notAfter = tonumber(ARGV[5])
 if mlife > 0 then
   marker = KEYS[n]
   n = n - 1
@@ -118,9 +124,10 @@ if id ~= '' then
   replicas = redis.call('ZCARD', reg)
 end
 local out = {}
-if resolve and (not seen or seen == '-') then
-  -- The call sent again never ran: a marker so that it never will, and
-  -- leased -1 for every key (nothing merged).
+local late = marker and not seen and not resolve and notAfter > 0 and now > notAfter
+if late or (resolve and (not seen or seen == '-')) then
+  -- The call never ran (resolved), or comes too late to: a marker so
+  -- that it never will, and leased -1 for every key (nothing merged).
   if not seen then redis.call('SET', marker, '-', 'PX', mlife) end
   for i = 1, n do
     out[#out + 1] = '0'
@@ -135,7 +142,7 @@ if resolve and (not seen or seen == '-') then
 end
 for i = 1, n do
   local key = KEYS[i]
-  local j = 5 + (i - 1) * 10
+  local j = 6 + (i - 1) * 10
   local kind = ARGV[j]
   local a, b = tonumber(ARGV[j + 1]), tonumber(ARGV[j + 2])
   local b1, b2, b3 = tonumber(ARGV[j + 3]), tonumber(ARGV[j + 4]), tonumber(ARGV[j + 5])
@@ -300,6 +307,10 @@ type Registration struct {
 	// counts its view twice).
 	Exchange    string
 	ExchangeTTL time.Duration
+	// NotAfter, when not zero, is the marked call's last moment to run
+	// (the store's clock): reaching the store later, it runs no more and
+	// answers Leased -1 for every key.
+	NotAfter time.Time
 	// Resolve sends the marked call again only to learn whether it ran:
 	// it merges and leases nothing, and answers each key's state and
 	// lease when it ran, or Leased -1 for every key (and stops it from
@@ -312,15 +323,18 @@ type Registration struct {
 // empty (for reg.ExchangeTTL).
 func syncArgs(pinnedMS int64, ops []SyncOp, reg Registration, marker string) ([]string, []any) {
 	keys := make([]string, len(ops), len(ops)+2)
-	args := make([]any, 4, 4+10*len(ops))
-	mlife := int64(0)
+	args := make([]any, 5, 5+10*len(ops))
+	mlife, notAfter := int64(0), int64(0)
 	if marker != "" {
 		mlife = max(reg.ExchangeTTL.Milliseconds(), 1)
 		if reg.Resolve {
 			mlife = -mlife
 		}
+		if !reg.NotAfter.IsZero() {
+			notAfter = reg.NotAfter.UnixMilli()
+		}
 	}
-	args[0], args[1], args[2], args[3] = pinnedMS, reg.ID, max(reg.TTL.Milliseconds(), 1), mlife
+	args[0], args[1], args[2], args[3], args[4] = pinnedMS, reg.ID, max(reg.TTL.Milliseconds(), 1), mlife, notAfter
 	num := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 	for i, op := range ops {
 		keys[i] = op.Hit.Key

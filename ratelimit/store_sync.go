@@ -56,7 +56,7 @@ func (s *RedisStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeySt
 		regAt = len(parts) - 1
 	}
 	cmds := s.evalEach(ctx, syncScript, syncScriptSource, len(parts), func(i int) ([]string, []any) {
-		r := Registration{ExchangeTTL: reg.ExchangeTTL, Resolve: reg.Resolve}
+		r := Registration{ExchangeTTL: reg.ExchangeTTL, Resolve: reg.Resolve, NotAfter: reg.NotAfter}
 		if i == regAt {
 			r.ID, r.Key, r.TTL = reg.ID, reg.Key, reg.TTL
 		}
@@ -103,7 +103,7 @@ func (s *RESTStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeySta
 		parts = [][2]int{{0, 0}}
 	}
 	for i, c := range parts {
-		r := Registration{ExchangeTTL: reg.ExchangeTTL, Resolve: reg.Resolve}
+		r := Registration{ExchangeTTL: reg.ExchangeTTL, Resolve: reg.Resolve, NotAfter: reg.NotAfter}
 		if i == 0 {
 			r.ID, r.Key, r.TTL = reg.ID, reg.Key, reg.TTL
 		}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -673,6 +674,10 @@ type chunkCall struct {
 	marker string
 	since  moment // when it was first sent (view clock)
 	parked bool   // parked once (fail): sent again by replay
+	// notAfter is the call's last moment to run in the store (the view's
+	// clock, the store's as estimated: never behind it): replayFor after
+	// it was sent, when a parked call is given up.
+	notAfter time.Time
 }
 
 // prepare snapshots the view of ops' keys and builds the chunk's call.
@@ -746,9 +751,11 @@ func (s *syncer) prepare(ops []SyncOp, register, ask bool) *chunkCall {
 		}
 	}
 	s.mu.Unlock()
-	c := &chunkCall{ops: ops, local: local, reserved: reserved, leasing: leasing, register: register, ask: ask, since: momentOf(s.view.now())}
+	now := s.view.now()
+	c := &chunkCall{ops: ops, local: local, reserved: reserved, leasing: leasing, register: register, ask: ask, since: momentOf(now)}
 	if s.regStore != nil && s.exchanges != "" {
 		c.marker = s.exchanges + strconv.FormatUint(s.seq.Add(1), 36)
+		c.notAfter = now.Add(s.replayFor())
 	}
 	return c
 }
@@ -771,7 +778,7 @@ func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeySt
 	registered := int64(0)
 	sent := s.own()
 	if s.regStore != nil {
-		reg := Registration{Exchange: c.marker, ExchangeTTL: s.markerTTL(), Resolve: c.parked}
+		reg := Registration{Exchange: c.marker, ExchangeTTL: s.markerTTL(), Resolve: c.parked, NotAfter: c.notAfter}
 		if c.register {
 			reg.ID, reg.Key, reg.TTL = s.reg.ID, s.reg.Key, s.reg.TTL
 		}
@@ -785,10 +792,16 @@ func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeySt
 		s.fail(c)
 		return time.Time{}, calls, err
 	}
-	if c.parked {
+	switch {
+	case c.parked:
 		// Resolved: the keys whose call never ran merge nothing (their
 		// view goes with the next exchange, from the base they had).
 		ops, local, reserved, leasing, got = ranOnly(ops, local, reserved, leasing, got)
+	case slices.ContainsFunc(got, func(g KeyState) bool { return g.Leased < 0 }):
+		// The call reached the store past its last moment and did not
+		// run: a failure.
+		s.fail(c)
+		return time.Time{}, calls, errCallLate
 	}
 	s.lastOK.Store(int64(momentOf(s.view.now())))
 	if registered > 0 {

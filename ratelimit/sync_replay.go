@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -22,10 +23,15 @@ import (
 // run, and its keys' views go with the next exchange from the base they
 // had.
 
+// errCallLate: a sync call reached the store past its last moment
+// (chunkCall.notAfter) and did not run.
+var errCallLate = errors.New("the rate-limit sync call reached the store past its last moment and did not run")
+
 // markerTTL is how long the store keeps a call's marker: past the last
-// time the call may be sent again (replayFor after it failed, each try
-// under roundTimeout), with a round timeout to spare for a first call
-// still on its way.
+// time the call may be resolved (replayFor after it was sent, each try
+// under roundTimeout), with a round timeout to spare. A first call that
+// reaches the store later than replayFor after it was sent does not run
+// (chunkCall.notAfter), so no marker needs to outlive that.
 func (s *syncer) markerTTL() time.Duration {
 	return s.replayFor() + 2*s.roundTimeout
 }

@@ -142,8 +142,10 @@ func edgeResidue(alg Algorithm) int {
 // Upstash REST, a Redis Cluster): a marked call that ran, sent again to
 // resolve it, merges nothing and answers what it leased; a marked call
 // that never ran, resolved, answers Leased -1 and stops the call from ever
-// merging; a marked call sent twice as it is merges once. Every algorithm,
-// three keys per call (one per call on the cluster).
+// merging; a marked call sent twice as it is merges once; a marked call
+// that reaches the store past its last moment (Registration.NotAfter)
+// never runs. Every algorithm, three keys per call (one per call on the
+// cluster).
 func TestSyncMarker_ACallMergesOnceOnEveryStore(t *testing.T) {
 	t.Parallel()
 	prefix := servicetest.KeyPrefix(t)
@@ -209,6 +211,30 @@ func TestSyncMarker_ACallMergesOnceOnEveryStore(t *testing.T) {
 				}
 				if after[i].present() || after[i].Leased != 0 {
 					t.Errorf("%v: the late first call of a resolved call answered %+v, want nothing merged", op.Hit.Algorithm, after[i])
+				}
+			}
+			// Too late: a call reaching the store past its last moment
+			// (fresh attack pass 18 R02: a request delayed on the
+			// network past its marker's lifetime merged again) runs not,
+			// then or later, and resolves as never run.
+			old := ops("old")
+			lateReg := reg("3", false)
+			lateReg.NotAfter = time.Now().Add(-time.Second)
+			tooLate := make([]KeyState, len(old))
+			if _, _, err := s.SyncRegister(ctx, old, tooLate, lateReg); err != nil {
+				t.Fatal(err)
+			}
+			again2 := make([]KeyState, len(old))
+			if _, _, err := s.SyncRegister(ctx, old, again2, reg("3", false)); err != nil {
+				t.Fatal(err)
+			}
+			resolved := make([]KeyState, len(old))
+			if _, _, err := s.SyncRegister(ctx, old, resolved, reg("3", true)); err != nil {
+				t.Fatal(err)
+			}
+			for i, op := range old {
+				if tooLate[i].Leased != -1 || again2[i].present() || resolved[i].Leased != -1 {
+					t.Errorf("%v: a call past its last moment answered %+v, sent again %+v, resolved %+v; want Leased -1, nothing merged, Leased -1", op.Hit.Algorithm, tooLate[i], again2[i], resolved[i])
 				}
 			}
 			if ttl := rdb.PTTL(ctx, ks.RateLimitExchange(name)+"2:0").Val(); name != "cluster" && (ttl <= 0 || ttl > time.Minute) {

@@ -63,3 +63,34 @@ func TestHostileLostStoreAnswersNeitherRefuseAClientNorPassAFlood(t *testing.T) 
 		t.Errorf("no lost call was resolved (borda_ratelimit_sync_replays_total{result=\"merged\"} = 0): the answers the proxy lost were not the sync calls'")
 	}
 }
+
+// Fresh attack pass 18 R02: with a fifth of the requests to Redis held up
+// 2.5 s on the network (the replica gave up on them; Redis ran them later,
+// after their exchange markers had expired), the late calls merged a
+// second time and a client at 60 % of a fixed window's limit was refused
+// 18-35 of 121 requests, in 1.1-1.4 s runs of 429s. A marked call now
+// carries its last moment to run (a second after it was sent); later, the
+// store does not run it. With one request in five held up 2.5 s, the
+// client is refused at most a tenth of its requests.
+func TestHostileLateStoreRequestsDoNotRefuseAClientUnderItsLimit(t *testing.T) {
+	target, err := url.Parse(servicetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hold atomic.Int64 // per mille of the requests held up
+	late, held := startLateProxy(t, target.Host, &hold, 2500*time.Millisecond)
+	replicas, _, _ := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
+		u := *target
+		u.Host = late
+		return replicasConfig(upstream, u.String(), prefix)
+	})
+	hold.Store(200)
+	refused, sent := paceClientOn(t, replicas, "/fixed_window/x", "203.0.113.63", time.Now(), 3*replicaWindow)
+	t.Logf("%d of %d requests refused at 60 %% of the limit (%d requests held up 2.5 s)", len(refused), sent, held.Load())
+	if held.Load() == 0 {
+		t.Fatal("the proxy held no request up: the test proves nothing")
+	}
+	if len(refused) > sent/10 {
+		t.Errorf("%d of %d requests of a client under its limit refused (at %v), want at most a tenth", len(refused), sent, refused)
+	}
+}
