@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/url"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,4 +94,34 @@ func TestHostileLateStoreRequestsDoNotRefuseAClientUnderItsLimit(t *testing.T) {
 	if len(refused) > sent/10 {
 		t.Errorf("%d of %d requests of a client under its limit refused (at %v), want at most a tenth", len(refused), sent, refused)
 	}
+}
+
+// Fresh attack pass 18 R01 (open, docs/rate-limiting.md Known gaps (7)):
+// with half of the store's answers lost, a fixed window passed 65-83 of
+// 50 now and then (here 79 and 98 in 2 of 6 windows; at one answer in
+// five lost every window holds, TestHostileLostStoreAnswers…); its cause
+// is not found. Opt-in (BORDA_E2E_HALF_LOST=1) until it holds: three
+// floods of a fixed window with one answer in two lost, every window at
+// most the limit + 5.
+func TestHostileHalfTheStoreAnswersLostFloodPassesTheLimit(t *testing.T) {
+	if os.Getenv("BORDA_E2E_HALF_LOST") != "1" {
+		t.Skip("an open finding (fresh attack pass 18 R01) kept as its reproduction; set BORDA_E2E_HALF_LOST=1 to run it (docs/rate-limiting.md, Known gaps (7))")
+	}
+	target, err := url.Parse(servicetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lose atomic.Int64
+	lossy, lost := startLossyProxy(t, target.Host, &lose)
+	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
+		u := *target
+		u.Host = lossy
+		return replicasConfig(upstream, u.String(), prefix)
+	})
+	lose.Store(500)
+	for range 3 {
+		passed, _, windows, at := floodAndWindows(t, replicas, rdb, prefix, "fixed_window")
+		checkWindows(t, "fixed_window", windows, passed, 0, at)
+	}
+	t.Logf("%d answers lost", lost.Load())
 }
