@@ -21,6 +21,12 @@
 # $BORDA_MUTATION_OUT (default .mutation/, ignored by git) to read the
 # surviving mutants: `jq '.files[].mutations[] | select(.status=="LIVED")'`.
 #
+# BORDA_MUTATION_SKIP=REGEXP skips the tests it matches (go test -skip,
+# through GOFLAGS; no spaces): the few slow tests of a package (a private
+# broker node, a memory alarm) that make each mutant cost a minute. Like
+# -short, it can only let more mutants live; a survivor is then checked
+# against the skipped tests by hand before it is called equivalent.
+#
 # BORDA_MUTATION_SHORT=1 runs the tests with -short (through GOFLAGS),
 # which skips the few real-time soak tests (each says so in its skip
 # message): a mutant only a soak test would kill then lives, so the
@@ -48,6 +54,10 @@ max=${BORDA_MUTATION_MAX:-10m}
 tags=${BORDA_MUTATION_TAGS:-}
 if [ "${BORDA_MUTATION_SHORT:-}" = 1 ]; then
 	export GOFLAGS="${GOFLAGS:+$GOFLAGS }-short"
+fi
+if [ -n "${BORDA_MUTATION_SKIP:-}" ]; then
+	case "$BORDA_MUTATION_SKIP" in *" "*) echo "BORDA_MUTATION_SKIP must hold no space (it goes into GOFLAGS)" >&2; exit 2 ;; esac
+	export GOFLAGS="${GOFLAGS:+$GOFLAGS }-skip=$BORDA_MUTATION_SKIP"
 fi
 doc=docs/testing.md
 today=$(date -u +%Y-%m-%d)
