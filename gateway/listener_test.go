@@ -18,6 +18,13 @@ import (
 // Listener with the given caps.
 func capServer(t *testing.T, maxConns, perIP int) (*Server, string) {
 	t.Helper()
+	s, addr, _ := capServerListener(t, maxConns, perIP)
+	return s, addr
+}
+
+// capServerListener is capServer that also returns its limit listener.
+func capServerListener(t *testing.T, maxConns, perIP int) (*Server, string, *limitListener) {
+	t.Helper()
 	h := newHarness(t, routes(testRoute(t, "api", "http://127.0.0.1:1")))
 	s := h.srv
 	s.maxConns, s.maxConnsPerIP = maxConns, perIP
@@ -32,7 +39,29 @@ func capServer(t *testing.T, maxConns, perIP int) (*Server, string) {
 	lim := s.Listener(ln)
 	go func() { _ = srv.Serve(lim) }()
 	t.Cleanup(func() { srv.Close() })
-	return s, ln.Addr().String()
+	return s, ln.Addr().String(), lim.(*limitListener)
+}
+
+// waitIdle waits until l holds at least n idle keep-alives (reclaimable
+// now): net/http marks a connection idle after its answer is written, so
+// a client may read the answer before (a CI run saw the next connection
+// refused 503 as if every one of the client's connections were busy).
+func waitIdle(t *testing.T, l *limitListener, n int) {
+	t.Helper()
+	idle := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		k, now := 0, time.Now()
+		for _, since := range l.idle {
+			if since.Before(now) {
+				k++
+			}
+		}
+		return k
+	}
+	if !eventually(t, 3*time.Second, func() bool { return idle() >= n }) {
+		t.Fatalf("%d idle keep-alives, want %d", idle(), n)
+	}
 }
 
 // idleConn opens a connection and completes one keep-alive request on it,
@@ -138,10 +167,11 @@ func TestPerIPConnectionCapAnswers503(t *testing.T) {
 	t.Parallel()
 	for _, perIP := range []int{1, 3, 8} {
 		t.Run(fmt.Sprint(perIP), func(t *testing.T) {
-			s, addr := capServer(t, 100, perIP)
+			s, addr, lim := capServerListener(t, 100, perIP)
 			for range perIP {
 				idleConn(t, addr)
 			}
+			waitIdle(t, lim, perIP)
 			if got := status(t, addr); got != 200 {
 				t.Fatalf("with idle connections of its own, a new one got %d", got)
 			}
