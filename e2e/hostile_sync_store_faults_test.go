@@ -28,11 +28,7 @@ func TestHostileLostStoreAnswersNeitherRefuseAClientNorPassAFlood(t *testing.T) 
 	}
 	var lose atomic.Int64 // per mille of the answers lost
 	lossy, lost := startLossyProxy(t, target.Host, &lose)
-	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
-		u := *target
-		u.Host = lossy
-		return replicasConfig(upstream, u.String(), prefix)
-	})
+	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, behind(target, lossy))
 	lose.Store(200)
 	for _, path := range []string{"/fixed_window/x", "/sliding_window/x"} {
 		t.Run("under_the_limit"+path, func(t *testing.T) {
@@ -80,11 +76,7 @@ func TestHostileLateStoreRequestsDoNotRefuseAClientUnderItsLimit(t *testing.T) {
 	}
 	var hold atomic.Int64 // per mille of the requests held up
 	late, held := startLateProxy(t, target.Host, &hold, 2500*time.Millisecond)
-	replicas, _, _ := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
-		u := *target
-		u.Host = late
-		return replicasConfig(upstream, u.String(), prefix)
-	})
+	replicas, _, _ := startSyncReplicas(t, replicaCount, behind(target, late))
 	hold.Store(200)
 	refused, sent := paceClientOn(t, replicas, "/fixed_window/x", "203.0.113.63", time.Now(), 3*replicaWindow)
 	t.Logf("%d of %d requests refused at 60 %% of the limit (%d requests held up 2.5 s)", len(refused), sent, held.Load())
@@ -118,11 +110,7 @@ func TestHostileHalfTheStoreAnswersLostFloodHoldsTheBounds(t *testing.T) {
 	}
 	var lose atomic.Int64
 	lossy, lost := startLossyProxy(t, target.Host, &lose)
-	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
-		u := *target
-		u.Host = lossy
-		return replicasConfig(upstream, u.String(), prefix)
-	})
+	replicas, rdb, prefix := startSyncReplicas(t, replicaCount, behind(target, lossy))
 	lose.Store(500)
 	first := replicaLimit + (replicaCount-1)*(replicaLimit/replicaCount) + replicaSlack
 	for flood := range 2 {
@@ -153,4 +141,14 @@ func TestHostileHalfTheStoreAnswersLostFloodHoldsTheBounds(t *testing.T) {
 		}
 	}
 	t.Logf("%d answers lost; lost calls resolved %v", lost.Load(), replays)
+}
+
+// behind is the replicas' config (replicasConfig) with the store reached
+// through proxy (an address) in place of target's host.
+func behind(target *url.URL, proxy string) func(upstream, redisURL, prefix string) string {
+	return func(upstream, _, prefix string) string {
+		u := *target
+		u.Host = proxy
+		return replicasConfig(upstream, u.String(), prefix)
+	}
 }
