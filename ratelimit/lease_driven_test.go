@@ -29,11 +29,12 @@ type registeringMemory struct {
 	*MemoryStore
 	mu      sync.Mutex
 	seen    map[string]time.Time
-	markers map[string][]int64 // leased per op, by Registration.Exchange
+	markers map[string][]int64   // leased per op, by Registration.Exchange
+	ends    map[string][]float64 // a fixed window's end per op when the call ran
 }
 
 func newRegisteringMemory() *registeringMemory {
-	return &registeringMemory{MemoryStore: NewMemoryStore(0), seen: map[string]time.Time{}, markers: map[string][]int64{}}
+	return &registeringMemory{MemoryStore: NewMemoryStore(0), seen: map[string]time.Time{}, markers: map[string][]int64{}, ends: map[string][]float64{}}
 }
 
 func (s *registeringMemory) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
@@ -61,6 +62,9 @@ func (s *registeringMemory) SyncRegister(ctx context.Context, ops []SyncOp, out 
 				continue
 			}
 			out[i].Leased = leased[i]
+			if h := ops[i].Hit; h.Algorithm != GCRA && h.Algorithm != SlidingWindow && !sameWindow(h, s.ends[reg.Exchange][i], out[i]) {
+				out[i].Leased, out[i].Ended = 0, true // the call's window is over
+			}
 		}
 	case reg.Resolve:
 		now = s.now()
@@ -71,11 +75,12 @@ func (s *registeringMemory) SyncRegister(ctx context.Context, ops []SyncOp, out 
 		now, err = s.Sync(ctx, ops, out)
 		if err == nil && reg.Exchange != "" {
 			l := make([]int64, len(out))
+			e := make([]float64, len(out))
 			for i := range out {
-				l[i] = out[i].Leased
+				l[i], e[i] = out[i].Leased, out[i].End
 			}
 			s.mu.Lock()
-			s.markers[reg.Exchange] = l
+			s.markers[reg.Exchange], s.ends[reg.Exchange] = l, e
 			s.mu.Unlock()
 		}
 	}

@@ -58,7 +58,9 @@ import (
 // It returns 5 strings per key, then the script's now (unix ms), then the
 // number of replicas registered (0 when ARGV[2] is empty):
 //
-//	fixed window:  n, end (unix ms, the store's clock), 0, ttl_ms, leased
+//	fixed window:  n, end (unix ms, the store's clock), ended, ttl_ms, leased
+//	               (ended 1: a call sent again counted in a window that is
+//	               over, KeyState.Ended)
 //	GCRA:          tat (%.3f), over, 0, ttl_ms, leased (over 1: the merged
 //	               arrival time passed now + period and was cut back to it)
 //	sliding:       idx, cur, prev, ttl_ms, leased
@@ -269,7 +271,9 @@ for i = 1, n do
   if seen then
     leased = seenLeased[i] or 0
     if kind == 'f' and (rttl <= 0 or math.abs(r2 - (seenEnd[i] or 0)) > a / 2) then
-      leased = 0 -- the window the lease was reserved in is over
+      -- The window the call counted and reserved in is over: neither its
+      -- view nor its lease is in the state answered.
+      leased, r3 = 0, 1
     end
   end
   out[#out + 1] = r1
@@ -281,7 +285,7 @@ end
 if marker and not seen then
   local m = {}
   for i = 1, n do
-    if out[5 * i] == '0' then m[i] = '0:0' else m[i] = out[5 * i] .. ':' .. out[5 * i - 3] end
+    m[i] = out[5 * i] .. ':' .. out[5 * i - 3]
   end
   redis.call('SET', marker, table.concat(m, ','), 'PX', mlife)
 end
@@ -434,7 +438,7 @@ func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, er
 			continue
 		}
 		if ttl <= 0 {
-			out[i] = KeyState{}
+			out[i] = KeyState{Ended: op.Hit.Algorithm != GCRA && op.Hit.Algorithm != SlidingWindow && v[2] > 0}
 			continue
 		}
 		switch op.Hit.Algorithm {
@@ -443,7 +447,7 @@ func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, er
 		case SlidingWindow:
 			out[i] = KeyState{Index: v[0], Cur: v[1], Prev: v[2], Leased: int64(v[4]), TTL: ttl}
 		default:
-			out[i] = KeyState{N: int64(v[0]), End: v[1], Leased: int64(v[4]), TTL: ttl}
+			out[i] = KeyState{N: int64(v[0]), End: v[1], Leased: int64(v[4]), TTL: ttl, Ended: v[2] > 0}
 		}
 	}
 	now, err := replyFloat(reply[len(reply)-2])

@@ -69,11 +69,18 @@ type syncer struct {
 	// succeeded since: the store is down, not slow, and a failed ask lets
 	// the view decide (holdToLease). An ask's own failures do not set it.
 	roundsFailing atomic.Bool
-	// lastOK is when the store last answered any exchange (a moment on
-	// the Limiter's clock; 0: never): a failed round within outageAfter of
-	// it is a slow store, not an outage (outage).
-	lastOK atomic.Int64
-	asks   prometheus.Counter
+	// failingSince is when the first call of the exchanges failing now
+	// failed (a moment on the Limiter's clock; 0: the store answered the
+	// last call): failures for less than outageAfter are a slow store, not
+	// an outage (outage). Measured from the first failure, not from the
+	// last answer: a replica that sent nothing for a while (its keys
+	// refused locally until their window's end) heard nothing because it
+	// asked nothing (fresh attack pass 18 R01: measured from the last
+	// answer, the first lost answer after a second of quiet was taken for
+	// an outage, and one replica passed 49 on its own view of a window of
+	// 50 with half the answers lost).
+	failingSince atomic.Int64
+	asks         prometheus.Counter
 
 	// spawn runs an early exchange (sync_early.go) off the request path:
 	// by default on a goroutine earlyRun tracks; a test drives it.
@@ -427,8 +434,8 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 // pass 14 R-SLOW-1: with a store answering in 25 ms of a 30 ms timeout
 // most asks failed, the view decided on counts a round trip old on every
 // replica, and three replicas passed about 150 of a limit of 50 per
-// window). In an outage (the last round failed too, and nothing answered
-// for outageAfter) it returns false and the view decides: a replica
+// window). In an outage (the last round failed too, and every call has
+// failed for outageAfter) it returns false and the view decides: a replica
 // limits on its own counts rather than refusing every key past its share
 // until the store is back. The first failed asks of an outage are taken
 // for a slow store until then: at most outageAfter (1 s by default), and
@@ -462,7 +469,7 @@ func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool
 }
 
 // outage reports whether the store is taken for down at now: the last
-// round failed and nothing has been answered for outageAfter. One failed
+// round failed, and every call has failed for outageAfter. One failed
 // round of a store that still answers (a chunk past redis.read_timeout
 // behind a queue of asks) is not an outage (fresh attack pass 16 R1: with
 // the store 60 ms away, a round timing out now and then flipped the
@@ -472,8 +479,18 @@ func (s *syncer) outage(now moment) bool {
 	if !s.roundsFailing.Load() {
 		return false
 	}
-	last := moment(s.lastOK.Load())
-	return last == 0 || now.sub(last) > s.outageAfter()
+	since := moment(s.failingSince.Load())
+	return since != 0 && now.sub(since) > s.outageAfter()
+}
+
+// answered records that the store answered a call: the failures, if
+// any, have ended (failingSince).
+func (s *syncer) answered() { s.failingSince.Store(0) }
+
+// unanswered records a call the store did not answer: the first of a
+// run of failures starts failingSince.
+func (s *syncer) unanswered() {
+	s.failingSince.CompareAndSwap(0, max(int64(momentOf(s.view.now())), 1))
 }
 
 // outageAfter is how long without an answer makes a failed round an
@@ -598,9 +615,10 @@ func (s *syncer) exchange(ctx context.Context, only []string, ask bool) (map[str
 		cancel()
 		s.roundsFailing.Store(err != nil)
 		if err != nil {
+			s.unanswered()
 			return nil, time.Time{}, replayed + 1, err
 		}
-		s.lastOK.Store(int64(momentOf(s.view.now())))
+		s.answered()
 		s.lastReg.Store(int64(momentOf(s.view.now())))
 		s.setReplicas(replicas)
 		return nil, at, replayed + 1, nil
@@ -789,6 +807,7 @@ func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeySt
 	s.learn(at, sent, err)
 	cancel()
 	if err != nil {
+		s.unanswered()
 		s.fail(c)
 		return time.Time{}, calls, err
 	}
@@ -799,11 +818,12 @@ func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeySt
 		ops, local, reserved, leasing, got = ranOnly(ops, local, reserved, leasing, got)
 	case slices.ContainsFunc(got, func(g KeyState) bool { return g.Leased < 0 }):
 		// The call reached the store past its last moment and did not
-		// run: a failure.
+		// run: a failure of the call, not of the store, which answered.
+		s.answered()
 		s.fail(c)
 		return time.Time{}, calls, errCallLate
 	}
-	s.lastOK.Store(int64(momentOf(s.view.now())))
+	s.answered()
 	if registered > 0 {
 		replicas = registered
 		s.lastReg.Store(int64(momentOf(s.view.now())))
@@ -819,8 +839,9 @@ func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeySt
 	for i, op := range ops {
 		if a := op.Hit.Algorithm; a != GCRA && a != SlidingWindow {
 			// The reservation sent is in the answer unless the store
-			// dropped the view's counts (their window was over there).
-			if reserved[i] > 0 && op.Local.End != 0 && !sameWindow(op.Hit, op.Local.End, got[i]) {
+			// dropped the view's counts (their window was over there),
+			// or, a call sent again, the window it counted in is over.
+			if reserved[i] > 0 && (got[i].Ended || op.Local.End != 0 && !sameWindow(op.Hit, op.Local.End, got[i])) {
 				reserved[i] = 0
 			}
 			s.view.adoptFixed(op.Hit, local[i], got[i], reserved[i]+got[i].Leased)
@@ -888,6 +909,16 @@ func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeySt
 				// A round that leased nothing leaves the key wanting: the
 				// next round asks again, and meanwhile its own share
 				// decides (ownShareRoom).
+			}
+			if got[i].Ended {
+				// A call sent again counted, and reserved its lease, in a
+				// window that is over: no lease of this replica is
+				// reserved in the store's window, so it holds none and
+				// its next hit asks (fresh attack pass 18 R01: taken for
+				// reserved in the new window, the lease left passed
+				// there unreserved while the others leased the whole
+				// limit).
+				k.lease, k.spent, k.fresh, k.resEnd, k.resUntil = 0, 0, false, 0, 0
 			}
 		}
 	}

@@ -153,6 +153,69 @@ func TestSync_AnOutageLetsTheViewDecideAfterTheStoreStopsAnswering(t *testing.T)
 	}
 }
 
+// Fresh attack pass 18 R01: with half the store's answers lost, a fixed
+// window passed 65-98 of 50 now and then, windows after the first. A
+// flood refused until its window's end sends nothing for a second or
+// more (the deny cache answers it), and the outage was measured from the
+// store's last answer: the first failure after that quiet was taken for
+// an outage at once, and the replica passed on its own view (one replica
+// passed 49 of a window of 50). An outage is now measured from the first
+// failure: a quiet replica's first failures hold it to its lease and own
+// share, and only failures lasting outageAfter let the view decide.
+func TestSync_AQuietReplicasFirstFailureIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	const limit, share, window = 48, 16, 10 * time.Second
+	var store *slowAsks
+	st, ks, pin := slowAsksStore(&store)(t)
+	var virt atomic.Int64
+	now := func() time.Time { return time.Unix(0, virt.Load()).UTC() }
+	set := func(at time.Time) { virt.Store(at.UnixNano()); pin(at) }
+	set(driveStart)
+	opts := rulesConfig(burstRule(limit, window))
+	opts.Sync = 50 * time.Millisecond
+	slowTimeout(&opts) // outageAfter: 1 s
+	opts.Clock = clock.Func(now)
+	ls := make([]*Limiter, 3)
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, st)
+		ls[i].sync.spawn = func(func()) {} // no early exchange: this test sends each call
+	}
+	registerFleet(t, ls)
+	ctx := context.Background()
+	a, s := ls[0], Subject{Route: "portal", IP: "203.0.113.71"}
+	passes := func(n int) int { // one request every 2 ms
+		p := 0
+		for range n {
+			set(now().Add(2 * time.Millisecond))
+			if !a.Decide(ctx, s).Blocked() {
+				p++
+			}
+		}
+		return p
+	}
+	if got := passes(share); got != share {
+		t.Fatalf("a replica's first %d requests: %d passed, want all (its share)", share, got)
+	}
+	a.syncRound(ctx) // the store holds them
+	// A quiet second and a half: nothing sent, nothing heard. Then the
+	// store stops answering: the idle registration fails, then an ask.
+	set(now().Add(1500 * time.Millisecond))
+	store.down.Store(now().UnixNano())
+	a.syncRound(ctx)
+	if got := passes(40); got > ownBurst {
+		t.Errorf("the first failures after a quiet 1.5 s: %d of 40 passed on the replica's own view, want ≤ %d (held to its spent lease and own share: the store is not yet taken for down)", got, ownBurst)
+	}
+	// The failures last: past outageAfter the store is down and the view
+	// decides (the other side: a replica is not refused for ever).
+	for range 24 {
+		set(now().Add(50 * time.Millisecond))
+		a.syncRound(ctx)
+	}
+	if got := passes(40); got != limit-share {
+		t.Errorf("after %v of failures: %d of 40 passed, want %d (the store is down: the replica's view decides)", 24*50*time.Millisecond, got, limit-share)
+	}
+}
+
 // slowTimeout sets the options of the slowAsks tests: the request timeout
 // of 30 ms (rounds then run under max(30 ms, 4 × 50 ms) = 200 ms).
 func slowTimeout(o *Options) { o.Timeout = slowAsksTimeout }
@@ -239,7 +302,7 @@ func TestSync_AClientUnderItsLimitPassesAcrossItsFirstWindowEdge(t *testing.T) {
 // and then (past redis.read_timeout behind a queue of asks), each such
 // failure flipped the replicas to their own counts until the next good
 // round, and a fixed window passed 93-121 of 50. A failed round is an
-// outage only when nothing has answered for outageAfter: here one
+// outage only when every call has failed for outageAfter: here one
 // exchange in four fails besides every ask, and three replicas flooded
 // round-robin still pass at most limit + 5 in every window (GCRA: one
 // replica + 5).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -237,6 +238,34 @@ func TestSyncMarker_ACallMergesOnceOnEveryStore(t *testing.T) {
 					t.Errorf("%v: a call past its last moment answered %+v, sent again %+v, resolved %+v; want Leased -1, nothing merged, Leased -1", op.Hit.Algorithm, tooLate[i], again2[i], resolved[i])
 				}
 			}
+			// A fixed window's call resolved after its window is over:
+			// neither its view nor its lease is in the state answered
+			// (Ended); resolved within it, both are, a call that leased
+			// nothing included (fresh attack pass 18 R01).
+			for i, among := range []int64{3, 0} {
+				h := Hit{Key: ks.RateLimit(name+"ended"+strconv.Itoa(i), "203.0.113.7"), Algorithm: FixedWindow, TTL: 300 * time.Millisecond, Limit: 30}
+				op := []SyncOp{{Hit: h, Local: KeyState{N: 3, TTL: h.TTL}, LeaseAmong: among}}
+				ran, within, over := make([]KeyState, 1), make([]KeyState, 1), make([]KeyState, 1)
+				ex := "ended" + strconv.Itoa(i)
+				if _, _, err := s.SyncRegister(ctx, op, ran, reg(ex, false)); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := s.SyncRegister(ctx, op, within, reg(ex, true)); err != nil {
+					t.Fatal(err)
+				}
+				for float64(time.Now().UnixMilli()) <= ran[0].End+5 {
+					time.Sleep(10 * time.Millisecond) // until the window has ended (the store's clock is this machine's)
+				}
+				if _, _, err := s.SyncRegister(ctx, op, over, reg(ex, true)); err != nil {
+					t.Fatal(err)
+				}
+				if within[0].Ended || within[0].Leased != ran[0].Leased || within[0].N != ran[0].N {
+					t.Errorf("lease among %d: resolved within its window: %+v, want the first answer %+v, not ended", among, within[0], ran[0])
+				}
+				if !over[0].Ended || over[0].Leased != 0 || over[0].present() {
+					t.Errorf("lease among %d: resolved after its window: %+v, want Ended, nothing leased, no state", among, over[0])
+				}
+			}
 			if ttl := rdb.PTTL(ctx, ks.RateLimitExchange(name)+"2:0").Val(); name != "cluster" && (ttl <= 0 || ttl > time.Minute) {
 				t.Errorf("marker TTL %v, want in (0, 1m]", ttl)
 			}
@@ -295,5 +324,73 @@ func TestExchangeMarkerSharesTheKeysSlot(t *testing.T) {
 	}
 	if got := exchangeMarker(Registration{}, 0, false, "k"); got != "" {
 		t.Errorf("an unmarked call got marker %q", got)
+	}
+}
+
+// loseNext is a fleet's store that loses the answer of the next call when
+// lose is set (the call runs; a connection reset after it).
+type loseNext struct {
+	*registeringMemory
+	lose atomic.Bool
+}
+
+func (s *loseNext) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
+	now, n, err := s.registeringMemory.SyncRegister(ctx, ops, out, reg)
+	if err == nil && s.lose.CompareAndSwap(true, false) {
+		return time.Time{}, 0, errors.New("read tcp 127.0.0.1:6379: connection reset by peer")
+	}
+	return now, n, err
+}
+
+// Fresh attack pass 18 R01 (one of its causes): a round that sent a fresh
+// share's view with the lease left of it ran, its answer was lost, and it
+// was resolved after that fixed window had ended. The replica took the
+// lease left for reserved in the window the answer showed, where the
+// store had never reserved it, and passed it there without asking while
+// the others leased the whole limit. Resolved after its window, a call
+// now leaves its replica no lease there: the next hit asks.
+func TestSync_ACallResolvedAfterItsWindowLeavesNoLease(t *testing.T) {
+	t.Parallel()
+	const limit, window = 48, time.Second
+	store := &loseNext{registeringMemory: newRegisteringMemory()}
+	var virt atomic.Int64
+	now := func() time.Time { return time.Unix(0, virt.Load()).UTC() }
+	store.SetClock(clock.Func(now))
+	virt.Store(driveStart.UnixNano())
+	opts := rulesConfig(burstRule(limit, window))
+	opts.Sync = 50 * time.Millisecond
+	opts.Timeout = time.Second
+	opts.Clock = clock.Func(now)
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	ls := make([]*Limiter, 3)
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {} // no early exchange: this test sends each call
+	}
+	registerFleet(t, ls)
+	ctx := context.Background()
+	a, s := ls[0], Subject{Route: "portal", IP: "203.0.113.72"}
+	virt.Add(int64(100 * time.Millisecond))
+	for range 5 {
+		if a.Decide(ctx, s).Blocked() {
+			t.Fatal("a request of a fresh share was refused")
+		}
+	}
+	store.lose.Store(true)
+	a.syncRound(ctx) // runs (the view and the 11 left reserved), its answer lost
+	if store.lose.Load() || len(a.sync.parked) != 1 {
+		t.Fatalf("the round's answer was not lost (parked calls: %d)", len(a.sync.parked))
+	}
+	virt.Add(int64(window + 100*time.Millisecond)) // that window is over
+	a.syncRound(ctx)                               // resolves the call
+	if n := len(a.sync.parked); n != 0 {
+		t.Fatalf("%d calls still parked after a round with the store answering", n)
+	}
+	asks := counterOf(t, a.sync.asks)
+	if a.Decide(ctx, s).Blocked() {
+		t.Fatal("the first request of the next window was refused")
+	}
+	if got := counterOf(t, a.sync.asks) - asks; got != 1 {
+		t.Errorf("the first request after the call was resolved asked %v times, want 1 (no lease of the replica is reserved in the new window)", got)
 	}
 }

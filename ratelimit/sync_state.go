@@ -30,6 +30,11 @@ type KeyState struct {
 	// and was cut back to it: the replicas together spent more than the
 	// bucket held.
 	Over bool
+	// Ended is, in the answer to a fixed-window call sent again
+	// (Registration.Resolve, or a marked call that had run), that the
+	// window the first call counted in and reserved its lease in is over:
+	// the state answered (the current window, or none) holds neither.
+	Ended bool
 	// Index, Cur and Prev are a SlidingWindow: the current window's
 	// number (unix ms / window), its count and the previous window's.
 	Index, Cur, Prev float64
