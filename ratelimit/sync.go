@@ -50,6 +50,14 @@ type syncer struct {
 	// queued asks behind rounds and other asks, and requests waited
 	// 110-340 ms with a 30 ms timeout).
 	flight chan struct{}
+	// asking holds, per key, the channel of the request asking the store
+	// for it now, closed when it has its answer (hitOnce): concurrent
+	// requests of a spent key wait for that one ask instead of queueing
+	// one each on flight (fresh attack pass 19: with the store 60 ms away
+	// and the timeout 30 ms, eight asks of one key at a time held flight
+	// for the whole timeout each, the rounds barely ran, and a replica
+	// heard nothing for a second). Under mu.
+	asking map[string]chan struct{}
 	// roundTimeout bounds each chunk of a round, an early exchange and
 	// the idle registration, which run off the request path:
 	// max(timeout, 4 × interval). An ask, on the request path, has
@@ -80,6 +88,7 @@ type syncer struct {
 	// an outage, and one replica passed 49 on its own view of a window of
 	// 50 with half the answers lost).
 	failingSince atomic.Int64
+	failedCalls  atomic.Int64 // the calls failed since the store last answered
 	asks         prometheus.Counter
 
 	// spawn runs an early exchange (sync_early.go) off the request path:
@@ -179,6 +188,7 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 		timeout:  timeout,
 		wake:     make(chan struct{}, 1),
 		flight:   make(chan struct{}, 1),
+		asking:   make(map[string]chan struct{}),
 
 		roundTimeout: max(timeout, 4*interval),
 		keys:         newSyncTable(),
@@ -209,8 +219,25 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 // reach the store (it is slow, not down), lets the view decide only within
 // the replica's own share of the limit and refuses past it, and the next
 // round asks for the lease (holdToLease); in an outage the view decides.
-// Otherwise it never waits on the store.
+// Otherwise it never waits on the store. One request at a time asks for
+// a key (syncKey's single flight, s.asking): a request that finds the key
+// asked by another waits for that ask's answer (within the timeout) and is
+// decided on what it brought, without an ask of its own.
 func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
+	at, wait := s.hitOnce(ctx, hits, out, false)
+	if wait != nil {
+		s.await(ctx, wait)
+		at, _ = s.hitOnce(ctx, hits, out, true)
+	}
+	return at
+}
+
+// hitOnce is hit's decision. When a key it must ask for is being asked by
+// another request it returns that ask's channel, deciding nothing, unless
+// followed (it waited for one already): then the request is held as a
+// failed ask holds it (within the replica's own share the view decides;
+// past it, refused to be retried at once).
+func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed bool) (time.Time, []chan struct{}) {
 	replicas := s.replicas.Load()
 	var taken uint64 // hits that took their share of the lease (bit j)
 	if replicas > 1 {
@@ -242,6 +269,40 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 				ask = append(ask, j)
 			}
 		}
+		var mine chan struct{}
+		if !refused && len(ask) > 0 {
+			var wait []chan struct{}
+			for _, j := range ask {
+				if ch, ok := s.asking[hits[j].Key]; ok {
+					wait = append(wait, ch)
+				}
+			}
+			switch {
+			case len(wait) > 0 && !followed:
+				s.mu.Unlock()
+				return time.Time{}, wait
+			case len(wait) > 0:
+				held := false
+				for _, j := range ask {
+					if k, ok := s.keys.get(hits[j].Key); !ok || !ownShareRoom(hits[j], k, nowM, replicas) {
+						held = true
+					}
+				}
+				if held {
+					for j, h := range hits {
+						out[j] = leaseRefusal(h)
+					}
+					s.mu.Unlock()
+					return now, nil
+				}
+				ask = nil // within its own share: the view decides
+			default:
+				mine = make(chan struct{})
+				for _, j := range ask {
+					s.asking[hits[j].Key] = mine
+				}
+			}
+		}
 		if !refused && len(ask) == 0 {
 			// Within their leases: each hit takes its share now, so
 			// concurrent requests cannot all pass on the same one (count
@@ -270,16 +331,49 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 		s.mu.Unlock()
 		if refused {
 			s.countRefused(hits)
-			return now
+			return now, nil
 		}
-		if len(ask) > 0 && s.ask(ctx, hits, ask, out) {
-			s.countRefused(hits)
-			return s.view.now()
+		if len(ask) > 0 {
+			decided := s.ask(ctx, hits, ask, out)
+			s.asked(hits, ask, mine)
+			if decided {
+				s.countRefused(hits)
+				return s.view.now(), nil
+			}
 		}
 	}
 	at, _ := s.view.Hit(context.Background(), hits, out) // the embedded store does not fail
 	s.count(hits, out, replicas, taken)
-	return at
+	return at, nil
+}
+
+// asked ends the single flight of the keys of hits[ask] that mine holds
+// (hitOnce): the requests waiting for it decide on what the ask brought.
+func (s *syncer) asked(hits []Hit, ask []int, mine chan struct{}) {
+	s.mu.Lock()
+	for _, j := range ask {
+		if s.asking[hits[j].Key] == mine {
+			delete(s.asking, hits[j].Key)
+		}
+	}
+	s.mu.Unlock()
+	close(mine)
+}
+
+// await waits until every ask of wait has been answered, or for the
+// timeout, or for ctx.
+func (s *syncer) await(ctx context.Context, wait []chan struct{}) {
+	t := time.NewTimer(s.timeout)
+	defer t.Stop()
+	for _, ch := range wait {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // countRefused counts, in the view, the fixed-window hits of a request
@@ -469,7 +563,8 @@ func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool
 }
 
 // outage reports whether the store is taken for down at now: the last
-// round failed, and every call has failed for outageAfter. One failed
+// round failed, and every call (asks aside) has failed for outageAfter,
+// outageCalls of them at least. One failed
 // round of a store that still answers (a chunk past redis.read_timeout
 // behind a queue of asks) is not an outage (fresh attack pass 16 R1: with
 // the store 60 ms away, a round timing out now and then flipped the
@@ -480,16 +575,34 @@ func (s *syncer) outage(now moment) bool {
 		return false
 	}
 	since := moment(s.failingSince.Load())
-	return since != 0 && now.sub(since) > s.outageAfter()
+	return since != 0 && now.sub(since) > s.outageAfter() && s.failedCalls.Load() >= outageCalls
 }
+
+// outageCalls is how many calls in a row, at least, must have failed for
+// the store to be taken for down (besides outageAfter): a second of
+// failures is a few calls when each waits out its deadline (a store 60 ms
+// away and loaded makes about five a second), and a store that loses some
+// answers fails a few in a row now and then (fresh attack pass 19: with
+// three answers in ten lost and the store 60 ms away, a run of four or
+// five lost answers made a replica decide alone, and a window passed 117
+// of 50). Eight in a row: 0.3^8 < 10^-4 of a store losing three answers in
+// ten; a store that is down fails eight within one to two seconds (the
+// rounds' calls, their parked calls and the idle registration each count).
+const outageCalls = 8
 
 // answered records that the store answered a call: the failures, if
 // any, have ended (failingSince).
-func (s *syncer) answered() { s.failingSince.Store(0) }
+func (s *syncer) answered() {
+	s.failingSince.Store(0)
+	s.failedCalls.Store(0)
+}
 
-// unanswered records a call the store did not answer: the first of a
-// run of failures starts failingSince.
+// unanswered records a call run under the round timeout (a round's, a
+// parked call's, an early exchange's, an idle registration; not an ask)
+// that the store did not answer: the first of a run of failures starts
+// failingSince.
 func (s *syncer) unanswered() {
+	s.failedCalls.Add(1)
 	s.failingSince.CompareAndSwap(0, max(int64(momentOf(s.view.now())), 1))
 }
 
@@ -807,7 +920,11 @@ func (s *syncer) send(ctx context.Context, c *chunkCall, merged map[string]KeySt
 	s.learn(at, sent, err)
 	cancel()
 	if err != nil {
-		s.unanswered()
+		if !c.ask {
+			// An ask's failure says the store is slower than the
+			// request's timeout, not that it is down.
+			s.unanswered()
+		}
 		s.fail(c)
 		return time.Time{}, calls, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -332,5 +333,135 @@ func TestSync_ARoundFailingNowAndThenIsNotAnOutage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// slowStore answers every sync call of a fleet's embedded store after
+// delay (a store that far away), counting the asks (calls that lease).
+type slowStore struct {
+	*registeringMemory
+	delay time.Duration
+	asks  atomic.Int64
+}
+
+func (s *slowStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeyState, reg Registration) (time.Time, int64, error) {
+	for _, op := range ops {
+		if op.LeaseAmong > 0 {
+			s.asks.Add(1)
+			break
+		}
+	}
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return time.Time{}, 0, ctx.Err()
+	case <-t.C: // the store's distance, not a wait before an assertion
+	}
+	return s.registeringMemory.SyncRegister(ctx, ops, out, reg)
+}
+
+// Fresh attack pass 19: with the store 60 ms away and the timeout 30 ms,
+// every concurrent request of a key whose lease was spent queued an ask
+// of its own on the replica's one exchange slot; each held it for the
+// whole timeout, the rounds barely ran, a replica heard nothing for a
+// second and took the store for down (a window passed 117 of 50 with
+// three in ten answers lost besides). One request at a time now asks for
+// a key; the others wait for its answer and decide on the lease it
+// brought: nine concurrent requests of a spent key send one ask, and all
+// pass on its lease.
+func TestSync_ConcurrentRequestsOfASpentKeyAskOnce(t *testing.T) {
+	t.Parallel()
+	const limit, window, share = 48, 10 * time.Second, 16
+	store := &slowStore{registeringMemory: newRegisteringMemory(), delay: 20 * time.Millisecond}
+	opts := rulesConfig(burstRule(limit, window))
+	opts.Sync = time.Hour // no round unless the test runs one
+	opts.Timeout = 2 * time.Second
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	ls := make([]*Limiter, 3)
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {} // no early exchange: this test sends each call
+	}
+	registerFleet(t, ls)
+	ctx := context.Background()
+	a, s := ls[0], Subject{Route: "portal", IP: "203.0.113.73"}
+	for range share {
+		if a.Decide(ctx, s).Blocked() {
+			t.Fatal("a request of the replica's fresh share was refused")
+		}
+	}
+	a.syncRound(ctx) // the store holds the share: 32 remain, a lease of 10
+	before := store.asks.Load()
+	var passed atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range 9 {
+		wg.Go(func() {
+			<-start
+			if !a.Decide(ctx, s).Blocked() {
+				passed.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := store.asks.Load() - before; got != 1 {
+		t.Errorf("nine concurrent requests of a spent key sent %d asks, want 1", got)
+	}
+	if got := passed.Load(); got != 9 {
+		t.Errorf("%d of 9 passed, want all (the one ask leased 10)", got)
+	}
+}
+
+// When the store is taken for down (outage): the last round failed, and
+// every call but the asks has failed for outageAfter since the first
+// failure, outageCalls of them at least; any answer ends it. A failed ask
+// says the store is slower than the request's timeout, not that it is
+// down: asks failing for seconds while the rounds answer are no outage
+// (TestSync_AFailedAskHoldsTheReplicaToItsLeaseWhileTheStoreAnswers).
+func TestSyncOutage_TakesASecondAndEightFailedCalls(t *testing.T) {
+	t.Parallel()
+	var virt atomic.Int64
+	virt.Store(driveStart.UnixNano())
+	now := func() time.Time { return time.Unix(0, virt.Load()).UTC() }
+	opts := rulesConfig(burstRule(48, time.Second))
+	opts.Sync = 50 * time.Millisecond
+	slowTimeout(&opts) // outageAfter: 1 s
+	opts.Clock = clock.Func(now)
+	l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), newRegisteringMemory())
+	s := l.sync
+	at := func() moment { return momentOf(s.view.now()) }
+	fail := func(n int) {
+		for range n {
+			s.unanswered()
+		}
+	}
+	s.roundsFailing.Store(true)
+	fail(1)
+	virt.Add(int64(2 * time.Second))
+	if s.outage(at()) {
+		t.Fatal("one failed call two seconds ago is an outage, want eight calls at least")
+	}
+	fail(outageCalls - 2)
+	if s.outage(at()) {
+		t.Fatalf("%d failed calls are an outage, want %d at least", outageCalls-1, outageCalls)
+	}
+	fail(1)
+	if !s.outage(at()) {
+		t.Fatalf("%d failed calls over two seconds, the last round failed: not an outage", outageCalls)
+	}
+	s.answered()
+	fail(outageCalls)
+	if s.outage(at()) {
+		t.Fatalf("after an answer, %d failures at once are an outage, want a second of them", outageCalls)
+	}
+	virt.Add(int64(1100 * time.Millisecond))
+	if !s.outage(at()) {
+		t.Fatalf("%d failures for 1.1 s since an answer: not an outage", outageCalls)
+	}
+	s.roundsFailing.Store(false)
+	if s.outage(at()) {
+		t.Fatal("the last round answered: still an outage")
 	}
 }
