@@ -27,6 +27,7 @@ type seenRequest struct {
 	Path       string // decoded
 	Header     http.Header
 	Body       string
+	Trailer    http.Header // the request's trailers, read after its body
 }
 
 // recorder is a stand-in upstream that records every request it gets and
@@ -46,7 +47,7 @@ func recordingUpstream(t *testing.T) *recorder {
 		r.mu.Lock()
 		r.seen = append(r.seen, seenRequest{
 			Method: req.Method, RequestURI: req.RequestURI, Path: req.URL.Path,
-			Header: req.Header.Clone(), Body: string(body),
+			Header: req.Header.Clone(), Body: string(body), Trailer: req.Trailer.Clone(),
 		})
 		r.mu.Unlock()
 		_, _ = io.WriteString(w, "upstream")

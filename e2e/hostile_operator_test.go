@@ -156,7 +156,9 @@ forward:
 	}
 	at := time.Now().UTC().Add(-time.Minute)
 	for _, id := range hostileDLQIDs {
-		body, err := envelope.New(id, "whatsapp", "application/json", nil, []byte(`{"event":"x"}`), at).Encode()
+		// The body holds bidi controls too (fresh attack pass 19 A35: its
+		// preview was shown raw, reordering what the operator read).
+		body, err := envelope.New(id, "whatsapp", "application/json", nil, []byte("{\"event\":\"x\u202ey\u2066z\"}"), at).Encode()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,8 +180,12 @@ forward:
 		if code != 0 || !strings.Contains(out, strconv.Quote(id)) {
 			t.Errorf("dlq list: exit %d, want %s printed:\n%s", code, strconv.Quote(id), out)
 		}
-		if sout, scode := secretsRun(t, cliEnv, "dlq", "show", "--config", cfgPath, strconv.Quote(id)); scode != 0 || !strings.Contains(sout, "id:                    "+strconv.Quote(id)) {
+		sout, scode := secretsRun(t, cliEnv, "dlq", "show", "--config", cfgPath, strconv.Quote(id))
+		if scode != 0 || !strings.Contains(sout, "id:                    "+strconv.Quote(id)) {
 			t.Errorf("dlq show %s (the form dlq list prints): exit %d:\n%s", strconv.Quote(id), scode, sout)
+		}
+		if strings.ContainsAny(sout, "\u202e\u2066") || !strings.Contains(sout, `x\u202ey\u2066z`) {
+			t.Errorf("dlq show %s: the body's bidi controls printed raw or not escaped:\n%q", strconv.Quote(id), sout)
 		}
 	}
 	if strings.ContainsAny(out, "\x1b\u202e\x00") {

@@ -16,7 +16,11 @@ import (
 //     but OPTIONS (net/http answers "OPTIONS *" itself) and CONNECT's
 //     authority-form ("CONNECT host:443", and CONNECT of any target):
 //     400, since a reverse proxy tunnels nothing. Absolute-form targets
-//     ("GET http://host/x") are left to routing.
+//     ("GET http://host/x") are left to routing;
+//   - a request target holding '#': a fragment is never part of a request
+//     (RFC 9112 §3.2: no form of request-target has one; browsers never
+//     send it) and net/http reads it into the query, which then reached
+//     the upstream (fresh attack pass 19 A52): 400, as Envoy refuses it.
 //
 // Both are client errors (borda_client_errors_total{kind="bad_request"}),
 // answered with Connection: close. It reports whether it answered.
@@ -26,6 +30,8 @@ func (s *Server) rejectTarget(w http.ResponseWriter, r *http.Request, ex *exchan
 	case r.ProtoMajor == 2 && r.Method == "PRI":
 		p = problemVersionNotSupported
 	case r.Method == http.MethodConnect:
+		p = problemBadTarget
+	case strings.IndexByte(r.RequestURI, '#') >= 0:
 		p = problemBadTarget
 	case r.URL.Scheme != "": // absolute-form ("GET http://host HTTP/1.1"), routed as before
 		return false

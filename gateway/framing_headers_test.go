@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -351,6 +352,111 @@ func TestProxyHeaderNeverReachesTheUpstream(t *testing.T) {
 				if strings.EqualFold(gk, "proxy") {
 					t.Errorf("peer %s: %q reached the upstream", peer, k)
 				}
+			}
+		}
+	}
+}
+
+// Fresh attack pass 19 A51: a chunked request announcing trailers had
+// them forwarded to the upstream after the body, past every header
+// policy (X-Forwarded-For, Authorization, Remote-User, an olp_auth cookie
+// on a route that forwards none). No request trailer reaches the
+// upstream, announced or not, on a chunked body of any size; the body
+// does, whole.
+func TestRequestTrailersNeverReachTheUpstream(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		body    string
+		trailer http.Header
+	}
+	got := make(chan seen, 16)
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{string(b), r.Trailer.Clone()}
+	})
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
+	addr := strings.TrimPrefix(h.front.URL, "http://")
+	trailers := "X-Forwarded-For: 198.51.100.7\r\nAuthorization: Bearer stolen\r\nRemote-User: admin\r\nCookie: olp_auth=x\r\nX-Custom: y\r\n"
+	for _, announce := range []string{"Trailer: X-Forwarded-For, Authorization, Remote-User, Cookie, X-Custom\r\n", "Trailer: x-custom\r\n", ""} {
+		for _, body := range []string{"", "body", strings.Repeat("b", 40000)} {
+			chunks := "0\r\n"
+			if body != "" {
+				chunks = fmt.Sprintf("%x\r\n%s\r\n0\r\n", len(body), body)
+			}
+			raw := "POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n" + announce + "\r\n" + chunks + trailers + "\r\n"
+			res, _, _ := rawRequest(t, addr, raw)
+			res.Body.Close()
+			if res.StatusCode != 200 {
+				t.Fatalf("%q, %d bytes: status %d", announce, len(body), res.StatusCode)
+			}
+			s := <-got
+			if len(s.trailer) != 0 {
+				t.Errorf("%q, %d bytes: the upstream got request trailers %v", announce, len(body), s.trailer)
+			}
+			if s.body != body {
+				t.Errorf("%q: the upstream got %d bytes of body, want %d", announce, len(s.body), len(body))
+			}
+			if v := up.last(t).Header.Get("Trailer"); v != "" {
+				t.Errorf("%q: the upstream got Trailer: %q", announce, v)
+			}
+		}
+	}
+}
+
+// Fresh attack pass 19 A52: "GET /x?a=1#frag" reached the upstream with
+// "#frag" in its target (net/http reads it into the query). A request
+// target holding '#' is refused 400 before routing, in every form and
+// place (path, query, absolute-form), and never reaches the upstream.
+func TestRequestTargetWithAFragmentIsRefused(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, routes(testRoute(t, "api", up.URL)))
+	addr := strings.TrimPrefix(h.front.URL, "http://")
+	for _, target := range []string{"/x#frag", "/x?a=1#frag", "/#", "/x?#", "/x#a?b=1", "http://x/y#frag"} {
+		res, _, _ := rawRequest(t, addr, "GET "+target+" HTTP/1.1\r\nHost: x\r\n\r\n")
+		res.Body.Close()
+		if res.StatusCode != http.StatusBadRequest {
+			t.Errorf("GET %s: status %d, want 400", target, res.StatusCode)
+		}
+	}
+	if n := up.calls(); n != 0 {
+		t.Errorf("%d requests with a fragment reached the upstream", n)
+	}
+	res, _, _ := rawRequest(t, addr, "GET /x?a=%23frag HTTP/1.1\r\nHost: x\r\n\r\n")
+	res.Body.Close()
+	if res.StatusCode != 200 || up.last(t).RequestURI != "/x?a=%23frag" {
+		t.Errorf("an escaped %%23 in the query: status %d, want it forwarded as is", res.StatusCode)
+	}
+}
+
+// Fresh attack pass 19 A58: a client's X-Borda-Source and X-Borda-Replay
+// reached the upstream, where the forwarder's own name the source of an
+// event and a replay. Every header in the gateway's namespace, in any
+// case and with '_' for '-', is dropped from every peer, a trusted proxy
+// included.
+func TestClientHeadersInTheGatewaysNamespaceNeverReachTheUpstream(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	h := newHarness(t, Options{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
+		Routes:         []Route{testRoute(t, "api", up.URL)},
+	})
+	for _, peer := range []string{"203.0.113.9:5555", "10.0.0.1:80"} {
+		for _, k := range []string{"X-Borda-Source", "x-borda-replay", "X-BORDA-REPLAY-FORCE", "X_Borda_Source", "X-Borda-Would-Block", "X-Borda-"} {
+			req := h.newRequest(t, http.MethodGet, "", "/")
+			req.Header[k] = []string{"evolution"}
+			req.Header.Set("X-Bordas", "kept")
+			if rr := h.serve(req, peer); rr.Code != 200 {
+				t.Fatalf("%s from %s: status %d", k, peer, rr.Code)
+			}
+			got := up.last(t).Header
+			for gk, vs := range got {
+				if isOwnHeader(gk) && slices.Contains(vs, "evolution") {
+					t.Errorf("%s from %s reached the upstream as %s: %q", k, peer, gk, vs)
+				}
+			}
+			if got.Get("X-Bordas") != "kept" {
+				t.Errorf("X-Bordas (not the namespace) was dropped along with %s", k)
 			}
 		}
 	}

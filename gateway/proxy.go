@@ -170,6 +170,15 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 		// else is replaced by the exchange's id.
 		h["X-Request-Id"] = ex.idVals[:]
 	}
+	// A request's trailers never reach the upstream: they would arrive
+	// after every header policy above ran (an upstream that merges
+	// trailers into its headers, as Apache's mod_headers did before
+	// CVE-2013-5704, then read the client's X-Forwarded-For,
+	// Authorization or olp_auth cookie as headers: fresh attack pass 19
+	// A51). No request of the portal or the webhooks needs one; nginx
+	// drops them too. The body is forwarded as it came.
+	out.Trailer = nil
+	delete(h, "Trailer")
 	delete(h, wouldBlockKey) // a client's copy never reaches the upstream
 	if ex.verdict.WouldBlock() {
 		h[wouldBlockKey] = []string{"true"}
@@ -188,16 +197,27 @@ func (p *routeProxy) rewrite(pr *httputil.ProxyRequest) {
 //     naming would read X_Forwarded_For as X-Forwarded-For and X_Real_IP
 //     as X-Real-IP, past the gateway's own values;
 //   - untrusted: from a peer that is not a trusted proxy, every
-//     X-Forwarded-* and clientClaimHeaders header (setForwarded).
+//     X-Forwarded-* and clientClaimHeaders header (setForwarded);
+//   - from every peer, the gateway's own namespace, X-Borda-* (any case,
+//     '_' for '-'): the forwarder names the source of an event it
+//     delivers in X-Borda-Source and a replay in X-Borda-Replay, so a
+//     client's copy would speak for Borda to an upstream (fresh attack
+//     pass 19 A58).
 func dropClientHeaders(h http.Header, underscores, untrusted bool) {
-	if !underscores && !untrusted {
-		return
-	}
 	for k := range h {
-		if (underscores && strings.IndexByte(k, '_') >= 0) || (untrusted && (isXForwarded(k) || isClientClaimHeader(k))) {
+		if (underscores && strings.IndexByte(k, '_') >= 0) || (untrusted && (isXForwarded(k) || isClientClaimHeader(k))) || isOwnHeader(k) {
 			delete(h, k)
 		}
 	}
+}
+
+// ownPrefix is the gateway's header namespace, in lower case.
+const ownPrefix = "x-borda-"
+
+// isOwnHeader reports whether the header name k is in the gateway's
+// namespace (ownPrefix), in any case and with '_' for '-'.
+func isOwnHeader(k string) bool {
+	return len(k) >= len(ownPrefix) && headerNameIs(k[:len(ownPrefix)], ownPrefix)
 }
 
 // setForwarded replaces the client-IP headers with the gateway's view

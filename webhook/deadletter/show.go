@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -148,7 +150,7 @@ func Preview(body []byte, max int) string {
 	if err := enc.Encode(redactSecrets(v)); err != nil {
 		return fmt.Sprintf("(%d bytes, not shown: %v)", len(body), err)
 	}
-	s := redact.URLs(strings.TrimSuffix(out.String(), "\n"))
+	s := escapeUnprintable(redact.URLs(strings.TrimSuffix(out.String(), "\n")))
 	if len(s) <= max {
 		return s
 	}
@@ -157,6 +159,33 @@ func Preview(body []byte, max int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// escapeUnprintable writes every rune of the JSON text s that is not
+// printable (unicode.IsPrint: bidi overrides and isolates, zero-width
+// and other format characters, line and paragraph separators) as a JSON
+// \uXXXX escape (a surrogate pair past U+FFFF), so the preview reads the
+// same and its text cannot be reordered or hidden on an operator's page
+// or terminal (fresh attack pass 19 A35: U+202E reversed what followed
+// it). Such runes only occur inside JSON strings, where the escape is
+// the same value.
+func escapeUnprintable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 func redactSecrets(v any) any {

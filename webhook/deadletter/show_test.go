@@ -2,7 +2,9 @@ package deadletter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -114,5 +116,28 @@ func TestPreviewRedactsAndCuts(t *testing.T) {
 		if got := Preview([]byte(c.body), c.max); got != c.want {
 			t.Errorf("Preview(%q, %d) = %q, want %q", c.body, c.max, got, c.want)
 		}
+	}
+}
+
+// Fresh attack pass 19 A35: a body holding U+202E (right-to-left
+// override) was previewed raw, and reversed on the operator's page what
+// followed it. Every rune that is not printable (bidi overrides and
+// isolates, zero-width and format characters, line separators, one past
+// U+FFFF) is previewed as its JSON escape: the same value, shown inert.
+func TestPreviewEscapesTextThatReordersOrHides(t *testing.T) {
+	t.Parallel()
+	for _, r := range []rune{0x202E, 0x202A, 0x2066, 0x2069, 0x200B, 0x200F, 0x061C, 0x2028, 0xFEFF, 0xE0001} {
+		body := fmt.Sprintf(`{"event":"a%cb"}`, r)
+		got := Preview([]byte(body), PreviewBytes)
+		if strings.ContainsRune(got, r) {
+			t.Errorf("U+%04X previewed raw: %q", r, got)
+		}
+		var v struct{ Event string }
+		if err := json.Unmarshal([]byte(got), &v); err != nil || v.Event != fmt.Sprintf("a%cb", r) {
+			t.Errorf("U+%04X: the preview %q does not read back as the same value (%q, %v)", r, got, v.Event, err)
+		}
+	}
+	if got := Preview([]byte(`{"a":"olá, ação ✓"}`), PreviewBytes); got != `{"a":"olá, ação ✓"}` {
+		t.Errorf("printable text was escaped: %q", got)
 	}
 }
