@@ -423,6 +423,19 @@ func (s *jitteringEnds) SyncRegister(ctx context.Context, ops []SyncOp, out []Ke
 	return now, n, err
 }
 
+// manualFleet builds n Limiters on store, registered with each other,
+// whose early exchanges do not run: the test sends every call itself.
+func manualFleet(t testing.TB, n int, opts Options, ks keyspace.Keyspace, store Store) []*Limiter {
+	t.Helper()
+	ls := make([]*Limiter, n)
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {}
+	}
+	registerFleet(t, ls)
+	return ls
+}
+
 // registerFleet registers every Limiter of ls with their shared store,
 // twice each (an idle round registers every half lifetime only: forced
 // here), and fails unless each then counts len(ls) replicas.

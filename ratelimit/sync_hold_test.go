@@ -176,12 +176,7 @@ func TestSync_AQuietReplicasFirstFailureIsNotAnOutage(t *testing.T) {
 	opts.Sync = 50 * time.Millisecond
 	slowTimeout(&opts) // outageAfter: 1 s
 	opts.Clock = clock.Func(now)
-	ls := make([]*Limiter, 3)
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, st)
-		ls[i].sync.spawn = func(func()) {} // no early exchange: this test sends each call
-	}
-	registerFleet(t, ls)
+	ls := manualFleet(t, 3, opts, ks, st)
 	ctx := context.Background()
 	a, s := ls[0], Subject{Route: "portal", IP: "203.0.113.71"}
 	passes := func(n int) int { // one request every 2 ms
@@ -378,12 +373,7 @@ func TestSync_ConcurrentRequestsOfASpentKeyAskOnce(t *testing.T) {
 	opts.Sync = time.Hour // no round unless the test runs one
 	opts.Timeout = 2 * time.Second
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
-	ls := make([]*Limiter, 3)
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {} // no early exchange: this test sends each call
-	}
-	registerFleet(t, ls)
+	ls := manualFleet(t, 3, opts, ks, store)
 	ctx := context.Background()
 	a, s := ls[0], Subject{Route: "portal", IP: "203.0.113.73"}
 	for range share {

@@ -362,12 +362,7 @@ func TestSync_ACallResolvedAfterItsWindowLeavesNoLease(t *testing.T) {
 	opts.Timeout = time.Second
 	opts.Clock = clock.Func(now)
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
-	ls := make([]*Limiter, 3)
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {} // no early exchange: this test sends each call
-	}
-	registerFleet(t, ls)
+	ls := manualFleet(t, 3, opts, ks, store)
 	ctx := context.Background()
 	a, s := ls[0], Subject{Route: "portal", IP: "203.0.113.72"}
 	virt.Add(int64(100 * time.Millisecond))
