@@ -508,9 +508,26 @@ func (l *Limiter) logStoreError(err error) {
 // open.
 const syncRoundFailedMsg = "rate-limit sync round failed; deciding on local counts until the store answers"
 
-// logSyncRoundError logs a failed sync round: the first of an outage at
-// warn, then a summary a minute (it was one line a second, ~60 a minute).
-func (l *Limiter) logSyncRoundError(err error) { l.syncOutage.Repeat(syncRoundFailedMsg, "err", err) }
+// logSyncRoundError logs a failed sync round. When the replica decides
+// on its own counts (it is alone, or the store is taken for down: the
+// syncer's outage), the first failed round of that outage at warn, then a
+// summary a minute (it was one line a second, ~60 a minute). Otherwise,
+// several replicas still sharing counts through the rounds that succeed
+// (a slow or lossy store), the round logs at debug: it said "deciding on
+// local counts" at warn for every failure, which was not what the
+// replicas did, four lines a second of a flaky store (fresh attack pass
+// 20 R07); borda_ratelimit_sync_rounds_total{result="error"} counts them.
+func (l *Limiter) logSyncRoundError(err error) {
+	if l.sync.replicas.Load() > 1 && !l.sync.outage(momentOf(l.sync.view.now())) {
+		l.log.Debug(syncRoundRetriedMsg, "err", err)
+		return
+	}
+	l.syncOutage.Repeat(syncRoundFailedMsg, "err", err)
+}
+
+// syncRoundRetriedMsg is what a failed sync round logs (at debug) while
+// the replicas still share counts: the counts go with the next round.
+const syncRoundRetriedMsg = "rate-limit sync round failed; its counts go with the next round"
 
 // syncRoundsResumed is what the first good round after failed ones logs.
 const syncRoundsResumed = "rate-limit sync rounds reach the store again; counts are shared across replicas"

@@ -5,9 +5,13 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -68,5 +72,64 @@ func TestSync_AnOutageOfRoundsIsLoggedOnceThenSummarized(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// Fresh attack pass 20 R07: with a flaky store (25 ms away, one answer
+// in five lost) every failed round of two replicas logged "deciding on
+// local counts" at warn, and "reach the store again" at the next good
+// round: 52 lines in two minutes, up to four a second, while the
+// replicas still shared their counts. Failed rounds that are not an
+// outage log at debug; the outage (every call failing for a second,
+// eight of them) logs once at warn, and its end.
+func TestSync_AFlakyStoresFailedRoundsAreNotLoggedAsAnOutage(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	var virt atomic.Int64
+	virt.Store(driveStart.UnixNano())
+	now := func() time.Time { return time.Unix(0, virt.Load()).UTC() }
+	store := &slowAsks{registeringMemory: newRegisteringMemory(), now: now}
+	store.SetClock(clock.Func(now))
+	opts := rulesConfig(burstRule(50, time.Second))
+	opts.Sync = 50 * time.Millisecond
+	slowTimeout(&opts) // outageAfter: 1 s
+	opts.Clock = clock.Func(now)
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ls := make([]*Limiter, 2)
+	for i := range ls {
+		var err error
+		if ls[i], err = New(opts, ks, store, prometheus.NewRegistry(), logger); err != nil {
+			t.Fatal(err)
+		}
+	}
+	registerFleet(t, ls)
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.74"}
+	for i := range 40 { // two seconds: every other round fails
+		virt.Add(int64(50 * time.Millisecond))
+		if i%2 == 0 {
+			store.down.Store(virt.Load())
+		} else {
+			store.down.Store(0)
+		}
+		ls[0].Decide(ctx, s)
+		ls[0].syncRound(ctx)
+		ls[1].syncRound(ctx) // registers (idle), so both count two replicas
+	}
+	if n := strings.Count(buf.String(), "level=WARN"); n != 0 {
+		t.Errorf("%d warn lines for rounds failing one in two (the replicas share counts), want 0:\n%s", n, buf.String())
+	}
+	store.down.Store(virt.Load()) // down for good
+	for range 40 {
+		virt.Add(int64(50 * time.Millisecond))
+		ls[0].Decide(ctx, s)
+		ls[0].syncRound(ctx)
+	}
+	store.down.Store(0)
+	ls[0].syncRound(ctx)
+	out := buf.String()
+	if n := strings.Count(out, "level=WARN"); n != 2 || !strings.Contains(out, syncRoundFailedMsg) || !strings.Contains(out, syncRoundsResumed) {
+		t.Errorf("an outage of two seconds: %d warn lines, want 2 (its start, its end):\n%s", n, out)
 	}
 }
