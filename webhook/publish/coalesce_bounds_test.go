@@ -71,7 +71,7 @@ func TestCoalescingConnKeepsOnlySmallBuffers(t *testing.T) {
 	for _, tc := range []struct {
 		size int
 		kept bool
-	}{{1 << 10, true}, {coalesceKeep / 2, true}, {coalesceKeep + 1 << 10, false}} {
+	}{{1 << 10, true}, {coalesceKeep / 2, true}, {coalesceKeep + 1<<10, false}} {
 		client, server := tcpPair(t)
 		go func() { _, _ = io.Copy(io.Discard, server) }()
 		c := newCoalescingConn(client)
