@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,13 +178,23 @@ type identityJWKS struct {
 	*httptest.Server
 	mu   sync.Mutex
 	keys map[string]*rsa.PrivateKey
+	// answer, when set, answers in place of the key set (a hostile key
+	// server); fetches counts the requests.
+	answer  func(http.ResponseWriter, *http.Request)
+	fetches atomic.Int64
 }
 
 func newIdentityJWKS(t *testing.T) *identityJWKS {
 	t.Helper()
 	j := &identityJWKS{keys: map[string]*rsa.PrivateKey{}}
 	j.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		j.fetches.Add(1)
 		j.mu.Lock()
+		if answer := j.answer; answer != nil {
+			j.mu.Unlock()
+			answer(w, r)
+			return
+		}
 		var parts []string
 		for kid, k := range j.keys {
 			parts = append(parts, fmt.Sprintf(`{"kty":"RSA","kid":%q,"alg":"RS256","use":"sig","n":%q,"e":"AQAB"}`,
@@ -263,6 +274,58 @@ func TestHostileKeyRemovedFromJWKSStopsVerifying(t *testing.T) {
 	jwks.set("k1", nil)
 	if !identityUntil(t, p.public, auth, 200, 15*time.Second) {
 		t.Error("a token of the key removed from the JWKS still verifies 15 s later (jwks_refresh 1s)")
+	}
+}
+
+// Fresh attack pass 21 through the real binary: a key server answering a
+// 64 MiB document (A14: 400 MB grew the gateway to 1.75 GB at every
+// refresh), a redirect to an internal address (A13: followed at every
+// refresh), or a 200 without "keys" (A46: every token turned anonymous).
+// Each leaves the last key set in use: the user's token still verifies
+// (its per-user limit still refuses), the redirect's target is never
+// fetched, and the gateway stays up.
+func TestHostileJWKSServerCannotWipeTheKeySetOrFloodTheGateway(t *testing.T) {
+	jwks := newIdentityJWKS(t)
+	k1 := identityRSAKey(t)
+	jwks.set("k1", k1)
+	var internal atomic.Int64
+	inner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { internal.Add(1) }))
+	t.Cleanup(inner.Close)
+	up := recordingUpstream(t)
+	p := startServe(t, minimalServe(up.URL, "    rate_limits: [peruser]\n",
+		identityLimited+"auth:\n  jwks_url: \""+jwks.URL+"\"\n  jwks_refresh: 1s\n"))
+	auth := "Authorization: Bearer " + identityRSAToken(t, k1, "k1", "u-kept")
+	if status, _, _ := identityGet(t, p.public, auth); status != 200 {
+		t.Fatalf("first request: %d", status)
+	}
+	answers := map[string]func(http.ResponseWriter, *http.Request){
+		"64 MiB": func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, `{"keys":[{"kty":"RSA","kid":"`)
+			chunk := strings.Repeat("A", 64<<10)
+			for range 1024 {
+				if _, err := io.WriteString(w, chunk); err != nil {
+					return
+				}
+			}
+			_, _ = io.WriteString(w, `"}]}`)
+		},
+		"redirect": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, inner.URL+"/internal", http.StatusFound)
+		},
+		"no keys": func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, `{"error":"maintenance"}`) },
+	}
+	for name, answer := range answers {
+		jwks.mu.Lock()
+		jwks.answer = answer
+		jwks.mu.Unlock()
+		from := jwks.fetches.Load()
+		eventually(t, 20*time.Second, name+": two refreshes", func() bool { return jwks.fetches.Load() >= from+2 })
+		if status, _, _ := identityGet(t, p.public, auth); status != http.StatusTooManyRequests {
+			t.Errorf("%s: the user's second request answered %d, want 429 (its token verifies with the last keys)", name, status)
+		}
+	}
+	if n := internal.Load(); n != 0 {
+		t.Errorf("the redirect's internal target was fetched %d times, want never", n)
 	}
 }
 

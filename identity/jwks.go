@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -28,6 +30,66 @@ const UnknownKIDRefetchEvery = 10 * time.Second
 
 // jwksHTTPTimeout bounds one JWKS fetch.
 const jwksHTTPTimeout = 5 * time.Second
+
+// JWKSMaxBytes bounds a JWKS document (1 MiB: a set of dozens of RSA keys
+// is tens of KiB). A larger one fails the fetch, the last keys kept: an
+// unbounded read let a key server grow every replica to 1.75 GB with a
+// 400 MB document, again at every refresh (fresh attack pass 21 A14).
+const JWKSMaxBytes = 1 << 20
+
+// jwksClient is the HTTP client of the JWKS fetches: response heads
+// bounded (egress.Transport), bodies bounded by JWKSMaxBytes, and no
+// redirect followed (a 3xx fails the fetch: a redirect to an internal
+// address, or from https to http, made the gateway fetch it at every
+// refresh, fresh attack pass 21 A13; the configured URL is the one
+// `config check` vets).
+func jwksClient() *http.Client {
+	return &http.Client{
+		Transport:     boundedBodies{egress.Transport(), JWKSMaxBytes},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// boundedBodies is a RoundTripper whose response bodies fail past max
+// bytes (*http.MaxBytesError) instead of being read whole, and whose 200
+// answers must be a JWK Set: a JSON object with a "keys" array (RFC 7517
+// §5), else errNotAKeySet. A 200 of anything else (`{"error":...}`) was
+// read as an empty set and made every token anonymous until the next good
+// fetch (fresh attack pass 21 A46); an explicit `{"keys":[]}` still
+// replaces the set (an issuer revoking its only key).
+type boundedBodies struct {
+	rt  http.RoundTripper
+	max int64
+}
+
+// errNotAKeySet: a JWKS URL answered 200 with a document that is not a
+// JWK Set.
+var errNotAKeySet = errors.New(`the JWKS answer is not a JWK Set (a JSON object with a "keys" array); the last keys are kept`)
+
+func (b boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := b.rt.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	body := http.MaxBytesReader(nil, res.Body, b.max)
+	if res.StatusCode != http.StatusOK {
+		res.Body = body
+		return res, nil
+	}
+	doc, err := io.ReadAll(body)
+	body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var set struct {
+		Keys *[]json.RawMessage `json:"keys"`
+	}
+	if json.Unmarshal(doc, &set) != nil || set.Keys == nil {
+		return nil, errNotAKeySet
+	}
+	res.Body = io.NopCloser(bytes.NewReader(doc))
+	return res, nil
+}
 
 // keySet is the JWKS key storage; every replacement that changes the keys
 // (a fetch that added, removed or altered one) starts a new generation,
@@ -77,7 +139,7 @@ func (k *keySet) KeyReplaceAll(ctx context.Context, given []jwkset.JWK) error {
 func (v *Verifier) loadJWKS(ctx context.Context, url string, logger *slog.Logger) error {
 	store, err := jwkset.NewStorageFromHTTP(url, jwkset.HTTPClientStorageOptions{
 		Ctx:                       ctx,
-		Client:                    &http.Client{Transport: egress.Transport()}, // jwkset's default reads 10 MB heads
+		Client:                    jwksClient(), // jwkset's default reads 10 MB heads, any body, and follows redirects
 		HTTPTimeout:               jwksHTTPTimeout,
 		NoErrorReturnFirstHTTPReq: true,
 		Storage:                   v.keys,

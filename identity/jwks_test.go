@@ -185,10 +185,86 @@ func TestKeySetGenerationChangesOnlyWithTheKeys(t *testing.T) {
 	}{{[]jwkset.JWK{a}, 1}, {[]jwkset.JWK{a}, 1}, {[]jwkset.JWK{a, b}, 2}, {[]jwkset.JWK{a, b}, 2}, {[]jwkset.JWK{b}, 3}, {nil, 4}}
 	for i, s := range steps {
 		if err := k.KeyReplaceAll(ctx, s.keys); err != nil {
-			t.Fatal(err)
+			t.Fatalf("step %d: %v", i, err)
 		}
 		if g := k.generation(); g != s.gen {
 			t.Errorf("step %d: generation %d, want %d", i, g, s.gen)
 		}
 	}
+}
+
+// Fresh attack pass 21, a hostile or broken key server: a 400 MB document
+// grew the gateway to 1.75 GB at every refresh (A14), a redirect was
+// followed to any address (A13), and a 200 without keys made every token
+// anonymous (A46). Each answer below fails the fetch and the last keys
+// stay: a token of the published key keeps verifying; the redirect's
+// target is never fetched; and the documents read are bounded. An
+// explicit empty set still revokes every key (an issuer's only key
+// compromised).
+func TestHostileJWKSAnswersKeepTheLastKeys(t *testing.T) {
+	t.Parallel()
+	key := rsaKey(t)
+	good := fmt.Sprintf(`{"keys":[{"kty":"RSA","kid":"k","alg":"RS256","use":"sig","n":%q,"e":"AQAB"}]}`, b64(key.N.Bytes()))
+	var target atomic.Int32
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		target.Add(1)
+		_, _ = fmt.Fprint(w, good)
+	}))
+	t.Cleanup(internal.Close)
+	var mode atomic.Value
+	mode.Store("good")
+	var fetches, sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		switch mode.Load().(string) {
+		case "good":
+			_, _ = fmt.Fprint(w, good)
+		case "huge": // a valid document with a 64 MiB kid
+			_, _ = fmt.Fprint(w, `{"keys":[{"kty":"RSA","alg":"RS256","use":"sig","e":"AQAB","n":"`+b64(key.N.Bytes())+`","kid":"`)
+			chunk := []byte(strings.Repeat("A", 64<<10))
+			for range 1024 {
+				n, err := w.Write(chunk)
+				sent.Add(int64(n))
+				if err != nil {
+					return
+				}
+			}
+			_, _ = fmt.Fprint(w, `"}]}`)
+		case "redirect":
+			http.Redirect(w, r, internal.URL+"/internal-secret", http.StatusFound)
+		case "no keys":
+			_, _ = fmt.Fprint(w, `{"error":"maintenance"}`)
+		case "keys not a list":
+			_, _ = fmt.Fprint(w, `{"keys":{"kty":"RSA"}}`)
+		case "empty":
+			_, _ = fmt.Fprint(w, `{"keys":[]}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	v := jwksVerifier(t, srv.URL, 20*time.Millisecond)
+	tok := sign(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "u-k", "exp": time.Now().Add(time.Hour).Unix()}, "k")
+	if _, ok := v.Verify(tok); !ok {
+		t.Fatal("the token of the published key did not verify")
+	}
+	for _, m := range []string{"huge", "redirect", "no keys", "keys not a list"} {
+		mode.Store(m)
+		gen := v.keys.generation()
+		from := fetches.Load()
+		eventually(t, m+": three refreshes", func() bool { return fetches.Load() >= from+3 })
+		if _, ok := v.Verify(tok); !ok || v.keys.generation() != gen {
+			t.Errorf("%s: the last keys were not kept (verifies %v, generation %d → %d)", m, ok, gen, v.keys.generation())
+		}
+	}
+	if n := target.Load(); n != 0 {
+		t.Errorf("the redirect's target was fetched %d times, want never", n)
+	}
+	if per := sent.Load() / 3; per > 16*JWKSMaxBytes {
+		t.Errorf("the server wrote %d bytes per huge fetch before the reader stopped, want about %d", per, JWKSMaxBytes)
+	}
+	mode.Store("empty")
+	eventually(t, "an explicit empty set did not revoke the key", func() bool {
+		_, ok := v.Verify(tok)
+		return !ok
+	})
 }
