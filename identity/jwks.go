@@ -46,7 +46,7 @@ const JWKSMaxBytes = 1 << 20
 func jwksClient() *http.Client {
 	return &http.Client{
 		Transport:     boundedBodies{egress.Transport(), JWKSMaxBytes},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		CheckRedirect: egress.NoRedirect,
 	}
 }
 

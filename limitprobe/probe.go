@@ -119,7 +119,7 @@ func (o Options) withDefaults(t Target) Options {
 		o.Client = &http.Client{
 			Transport:     egress.Transport(),
 			Timeout:       10 * time.Second,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			CheckRedirect: egress.NoRedirect,
 		}
 	}
 	if o.MaxRequests <= 0 {

@@ -24,3 +24,9 @@ func Transport() *http.Transport {
 	t.MaxResponseHeaderBytes = MaxResponseHeaderBytes
 	return t
 }
+
+// NoRedirect is the CheckRedirect of Borda's clients that must not follow
+// a redirect (the legacy endpoint, the management API, the limits probe,
+// JWKS): the 3xx is returned as the answer, so a server cannot send the
+// call to another address (an internal one) or from https to http.
+func NoRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

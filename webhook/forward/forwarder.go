@@ -205,7 +205,7 @@ func New(opts Options) (*Forwarder, error) {
 	}
 	client := opts.HTTPClient
 	if client == nil {
-		client = &http.Client{Transport: egress.Transport(), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		client = &http.Client{Transport: egress.Transport(), CheckRedirect: egress.NoRedirect}
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {

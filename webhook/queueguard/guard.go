@@ -127,7 +127,7 @@ func New(o Options) (*Guard, error) {
 	}
 	if g.client == nil {
 		g.client = &http.Client{Transport: egress.Transport(),
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+			CheckRedirect: egress.NoRedirect}
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
