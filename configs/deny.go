@@ -44,7 +44,8 @@ type Deny struct {
 
 // DenyFeed is a deny list fetched from a URL.
 type DenyFeed struct {
-	// URL answers 200 with one entry per line.
+	// URL answers 200 with one entry per line; a redirect is not followed
+	// (it fails the fetch: configure the final address).
 	URL string `yaml:"url"`
 	// Kind is ip (default) or user_agent.
 	Kind string `yaml:"kind"`

@@ -29,8 +29,8 @@ type FeedOptions struct {
 	Every time.Duration
 	// Timeout bounds one fetch (default 10 s).
 	Timeout time.Duration
-	// Client fetches (default: a client of its own with no redirects to
-	// other schemes than http(s), the standard library's default).
+	// Client fetches (default: egress.Client, which follows no redirect:
+	// a 3xx fails the fetch with the host it pointed to).
 	Client *http.Client
 	// Logger receives one line per failed fetch and per change of size
 	// (default slog.Default()).
@@ -67,7 +67,7 @@ func NewFeed(opts FeedOptions) *Feed {
 		opts.Timeout = 10 * time.Second
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Transport: egress.Transport()}
+		opts.Client = egress.Client(nil, 0)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -131,6 +131,9 @@ func (f *Feed) fetch(ctx context.Context) (*List, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if err := egress.RedirectError(resp); err != nil {
+		return nil, err
+	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %d", resp.StatusCode)
 	}

@@ -44,10 +44,7 @@ const JWKSMaxBytes = 1 << 20
 // refresh, fresh attack pass 21 A13; the configured URL is the one
 // `config check` vets).
 func jwksClient() *http.Client {
-	return &http.Client{
-		Transport:     boundedBodies{egress.Transport(), JWKSMaxBytes},
-		CheckRedirect: egress.NoRedirect,
-	}
+	return egress.Client(boundedBodies{egress.Transport(), JWKSMaxBytes}, 0)
 }
 
 // boundedBodies is a RoundTripper whose response bodies fail past max

@@ -116,11 +116,7 @@ func (r Result) Failed() []Check {
 
 func (o Options) withDefaults(t Target) Options {
 	if o.Client == nil {
-		o.Client = &http.Client{
-			Transport:     egress.Transport(),
-			Timeout:       10 * time.Second,
-			CheckRedirect: egress.NoRedirect,
-		}
+		o.Client = egress.Client(nil, 10*time.Second)
 	}
 	if o.MaxRequests <= 0 {
 		o.MaxRequests = int(min(4*t.Limit+20, 1_000_000))

@@ -61,7 +61,7 @@ func NewRESTStore(baseURL string, token string, httpClient *http.Client) (*RESTS
 	if httpClient == nil {
 		t := egress.Transport()
 		t.MaxIdleConnsPerHost = 64
-		httpClient = &http.Client{Transport: t}
+		httpClient = egress.Client(t, 0)
 	}
 	return &RESTStore{
 		base:   strings.TrimRight(u.String(), "/"),
@@ -89,6 +89,9 @@ func (s *RESTStore) Do(ctx context.Context, cmd ...any) (any, error) {
 		return nil, fmt.Errorf("calling upstash rest: %w", redact.Error(err))
 	}
 	defer resp.Body.Close()
+	if err := egress.RedirectError(resp); err != nil {
+		return nil, fmt.Errorf("upstash rest: %w", err)
+	}
 	reply, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, fmt.Errorf("reading the upstash rest reply: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,5 +82,33 @@ func TestNewRESTStore_RefusesBadURLAndEmptyToken(t *testing.T) {
 	}
 	if _, err := NewRESTStore("https://x.upstash.io", "", nil); err == nil {
 		t.Error("empty token accepted")
+	}
+}
+
+// TestRESTStore_ARedirectIsNeverFollowed: an endpoint that answers a
+// redirect (a misconfigured URL, a hostile proxy) fails the command with
+// the host it pointed to; the commands and the token never reach the
+// target.
+func TestRESTStore_ARedirectIsNeverFollowed(t *testing.T) {
+	t.Parallel()
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer target.Close()
+	for _, code := range []int{302, 307, 308} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/", code)
+		}))
+		s, err := NewRESTStore(srv.URL, "tok3n", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Ping(context.Background())
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), "redirect") || strings.Contains(err.Error(), "tok3n") {
+			t.Fatalf("a %d: Ping = %v; want a redirect error without the token", code, err)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the redirect's target was called %d times", n)
 	}
 }

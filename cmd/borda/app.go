@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -187,7 +186,7 @@ func (a *app) store(cfg configs.Config) (ratelimit.Store, error) {
 	case "memory":
 		a.log.Warn("no Redis configured: rate limits use the embedded in-memory store, which counts for this instance only")
 	}
-	return newStore(cfg, a.redis, &http.Client{Timeout: 2 * time.Second, Transport: egress.Transport()})
+	return newStore(cfg, a.redis, egress.Client(nil, 2*time.Second))
 }
 
 // aggregator builds the hourly aggregation when database.url and a shared

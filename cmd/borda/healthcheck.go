@@ -39,7 +39,7 @@ func runHealthcheck(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "borda healthcheck: building request: %v\n", err)
 		return 2
 	}
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil, MaxResponseHeaderBytes: egress.MaxResponseHeaderBytes}}
+	client := egress.Client(&http.Transport{DisableKeepAlives: true, Proxy: nil, MaxResponseHeaderBytes: egress.MaxResponseHeaderBytes}, 0)
 	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "borda healthcheck: probing %s: %v\n", url, err)

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestEveryOutboundClientBoundsResponseHeads (fresh attack pass A050):
@@ -59,6 +61,11 @@ func TestEveryOutboundClientBoundsResponseHeads(t *testing.T) {
 				case "Client":
 					if !hasField(x, "Transport") {
 						t.Errorf("%s: http.Client without a Transport reads 10 MB heads (use egress.Transport())", fset.Position(x.Pos()))
+					}
+					// TestEveryOutboundClientFollowsNoRedirect's rule, in
+					// the same walk.
+					if !hasField(x, "CheckRedirect") {
+						t.Errorf("%s: http.Client follows redirects (build it with egress.Client)", fset.Position(x.Pos()))
 					}
 				}
 			case *ast.SelectorExpr:
@@ -110,6 +117,111 @@ func hasField(c *ast.CompositeLit, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestEveryOutboundClientFollowsNoRedirect: the walk of
+// TestEveryOutboundClientBoundsResponseHeads also refuses an http.Client
+// literal without a CheckRedirect (Go's default follows ten redirects to
+// any address: a deny-list feed or an Upstash endpoint that redirected
+// sent Borda to an internal address, seventh session's read). This test
+// proves the walk sees such a literal: it runs the same check on a file
+// that holds one.
+func TestEveryOutboundClientFollowsNoRedirect(t *testing.T) {
+	src := `package p
+import h "net/http"
+var a = &h.Client{Transport: nil}
+var b = h.Client{Transport: nil, CheckRedirect: nil}
+`
+	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := httpName(f)
+	var without []int
+	ast.Inspect(f, func(n ast.Node) bool {
+		if x, ok := n.(*ast.CompositeLit); ok && typeName(x.Type, name) == "Client" && !hasField(x, "CheckRedirect") {
+			without = append(without, int(x.Pos()))
+		}
+		return true
+	})
+	if len(without) != 1 {
+		t.Fatalf("clients without CheckRedirect found: %d, want 1 (the first literal)", len(without))
+	}
+}
+
+// TestClientFollowsNoRedirect: a client from Client answers the 3xx
+// itself, the redirect's target never called, and RedirectError names
+// the target's host only.
+func TestClientFollowsNoRedirect(t *testing.T) {
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer target.Close()
+	for _, code := range []int{301, 302, 303, 307, 308} {
+		src := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/secret-path?token=s3cr3t", code)
+		}))
+		for _, c := range []*http.Client{Client(nil, 0), Client(Transport(), time.Second)} {
+			resp, err := c.Post(src.URL, "application/json", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatalf("%d: %v", code, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != code {
+				t.Fatalf("status %d, want the %d itself", resp.StatusCode, code)
+			}
+			err = RedirectError(resp)
+			if err == nil {
+				t.Fatalf("%d: RedirectError is nil", code)
+			}
+			host := strings.TrimPrefix(target.URL, "http://")
+			if msg := err.Error(); !strings.Contains(msg, host) || strings.Contains(msg, "secret-path") || strings.Contains(msg, "s3cr3t") {
+				t.Fatalf("%d: %q, want the host %s and neither the path nor the query", code, msg, host)
+			}
+		}
+		src.Close()
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the redirect's target was called %d times", n)
+	}
+}
+
+// TestRedirectErrorIsNilOutsideThree: only a 3xx is a redirect; a hostile
+// Location is never printed raw.
+func TestRedirectErrorIsNilOutsideThree(t *testing.T) {
+	for _, code := range []int{200, 204, 299, 400, 404, 500} {
+		if err := RedirectError(&http.Response{StatusCode: code, Header: http.Header{"Location": {"http://x/"}}}); err != nil {
+			t.Errorf("%d: %v, want nil", code, err)
+		}
+	}
+	for loc, want := range map[string]string{
+		"":                                  "no address",
+		"/relative":                         "the same host",
+		"http://a\u202eb.example/":          "",
+		"http://bad host/":                  "not a URL",
+		"https://u:p@ok.example:8443/x?k=v": "ok.example:8443",
+		"http://\xe2\x80\xaeevil/":          "",
+	} {
+		h := http.Header{}
+		if loc != "" {
+			h.Set("Location", loc)
+		}
+		err := RedirectError(&http.Response{StatusCode: 302, Header: h})
+		if err == nil {
+			t.Fatalf("%q: nil", loc)
+		}
+		msg := err.Error()
+		for _, r := range msg {
+			if r < ' ' || r >= 0x7f {
+				t.Errorf("%q: %q holds an unprintable rune", loc, msg)
+			}
+		}
+		if strings.Contains(msg, "u:p") || strings.Contains(msg, "k=v") {
+			t.Errorf("%q: %q shows the user or the query", loc, msg)
+		}
+		if want != "" && !strings.Contains(msg, want) {
+			t.Errorf("%q: %q, want it to name %q", loc, msg, want)
+		}
+	}
 }
 
 // TestTransportRefusesAHeadPastTheBound: a response head over

@@ -72,7 +72,7 @@ func NewClient(baseURL, token string, httpClient *http.Client, poolSize int, dia
 			t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 			t.TLSHandshakeTimeout = dialTimeout
 		}
-		httpClient = &http.Client{Transport: t}
+		httpClient = egress.Client(t, 0)
 	}
 	host := u.Host
 	if u.Port() == "" {
@@ -127,6 +127,9 @@ func (c *Client) post(ctx context.Context, path string, body []byte) (any, error
 	}
 	if len(raw) > maxReply {
 		return nil, fmt.Errorf("reading the upstash rest reply: longer than %d bytes", maxReply)
+	}
+	if err := egress.RedirectError(resp); err != nil {
+		return nil, fmt.Errorf("upstash rest: %w", err)
 	}
 	if resp.StatusCode >= 500 {
 		return nil, fmt.Errorf("upstash rest: HTTP %d", resp.StatusCode)

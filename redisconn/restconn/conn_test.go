@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -333,5 +336,30 @@ func TestTheSyncTokenOfAReplyIsSentBack(t *testing.T) {
 	}
 	if n := r.front.Stats().SyncTokens; n < 2 {
 		t.Fatalf("%d requests sent a sync token back, want 2 of 3 (all but the first)", n)
+	}
+}
+
+// An endpoint that answers a redirect fails the command with the host it
+// pointed to; the token and the commands never reach the target (Go's
+// default client resends a 307/308 POST, and its Authorization to the
+// same host).
+func TestARedirectingEndpointIsNeverFollowed(t *testing.T) {
+	t.Parallel()
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer target.Close()
+	for _, code := range []int{301, 307, 308} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/", code)
+		}))
+		c := servicetest.RESTClientWith(t, srv.URL, "tok3n", servicetest.RESTReadTimeout)
+		err := c.Ping(context.Background()).Err()
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), "redirect") || strings.Contains(err.Error(), "tok3n") {
+			t.Fatalf("a %d: PING = %v; want a redirect error without the token", code, err)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the redirect's target was called %d times", n)
 	}
 }

@@ -205,7 +205,7 @@ func New(opts Options) (*Forwarder, error) {
 	}
 	client := opts.HTTPClient
 	if client == nil {
-		client = &http.Client{Transport: egress.Transport(), CheckRedirect: egress.NoRedirect}
+		client = egress.Client(nil, 0)
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {

@@ -126,8 +126,7 @@ func New(o Options) (*Guard, error) {
 		g.every = DefaultEvery
 	}
 	if g.client == nil {
-		g.client = &http.Client{Transport: egress.Transport(),
-			CheckRedirect: egress.NoRedirect}
+		g.client = egress.Client(nil, 0)
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
