@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,9 +32,30 @@ func TestBodyAllowanceShrinksForATrickleAndNotForAFastUpload(t *testing.T) {
 			t.Errorf("%s: allowance %v, want %v", c.name, got, c.want)
 		}
 	}
-	off := &requestBody{idle: 10 * time.Second, minRate: 0, n: 1, waited: time.Hour}
-	if got := off.allowance(); got != 10*time.Second {
-		t.Errorf("body_min_rate 0: allowance %v, want the idle bound", got)
+	for _, off := range []*requestBody{
+		{idle: 10 * time.Second, minRate: 0, n: 1, waited: time.Hour},
+		{idle: 10 * time.Second, minRate: 0, n: 1, waited: 0},
+		{idle: 10 * time.Second, minRate: 0, n: 0, waited: 0},
+		{idle: 10 * time.Second, minRate: 0, n: 1 << 30, waited: 9 * time.Second},
+	} {
+		if got := off.allowance(); got != 10*time.Second {
+			t.Errorf("body_min_rate 0, %d bytes in %v: allowance %v, want the idle bound", off.n, off.waited, got)
+		}
+	}
+}
+
+// A read whose allowance is spent to exactly zero is refused as a body
+// timeout without touching the client (a zero deadline would read what
+// the client already sent, past the bound).
+func TestBodyReadWithNoAllowanceLeftIsATimeout(t *testing.T) {
+	b := &requestBody{inner: io.NopCloser(strings.NewReader("late")), armed: true,
+		idle: 10 * time.Second, minRate: 100, n: 0, waited: 10 * time.Second}
+	if a := b.allowance(); a != 0 {
+		t.Fatalf("allowance %v, want exactly 0 for this case", a)
+	}
+	n, err := b.Read(make([]byte, 8))
+	if n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) || b.kind != clientBodyTimeout {
+		t.Fatalf("Read = %d, %v (kind %q); want 0, a deadline error, a body timeout", n, err, b.kind)
 	}
 }
 

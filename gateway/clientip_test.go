@@ -39,6 +39,13 @@ func TestClientIP(t *testing.T) {
 		{"mapped peer", xff, "[::ffff:10.0.0.1]:1", map[string][]string{"X-Forwarded-For": {"198.51.100.6"}}, "198.51.100.6", true},
 		{"zone dropped", xff, "[fe80::1%eth0]:1", nil, "fe80::1", false},
 		{"trusted v6 proxy", xff, "[2001:db8:ffff::1]:1", map[string][]string{"X-Forwarded-For": {"2001:db8:1:2::1"}}, "2001:db8:1:2::1", true},
+		{"trusted: empty first entry", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {",198.51.100.8"}}, "198.51.100.8", true},
+		{"trusted: empty entries between", xff, "10.0.0.1:1", map[string][]string{"X-Forwarded-For": {"198.51.100.9, ,10.0.0.3,"}}, "198.51.100.9", true},
+		{"bare IPv4 peer", xff, "10.0.0.1", map[string][]string{"X-Forwarded-For": {"198.51.100.10"}}, "198.51.100.10", true},
+		{"bare IPv6 peer", xff, "2001:db8:ffff::2", map[string][]string{"X-Forwarded-For": {"198.51.100.11"}}, "198.51.100.11", true},
+		{"bracketed peer without a port", xff, "[2001:db8:ffff::3]", map[string][]string{"X-Forwarded-For": {"198.51.100.12"}}, "198.51.100.12", true},
+		{"peer with a named port", xff, "10.0.0.1:http", map[string][]string{"X-Forwarded-For": {"198.51.100.13"}}, "198.51.100.13", true},
+		{"unparsable peer", xff, "not-an-address", map[string][]string{"X-Forwarded-For": {"198.51.100.14"}}, "invalid IP", false},
 	}
 	for _, tc := range tests {
 		got, trusted := tc.c.resolve(tc.peer, http.Header(tc.headers))
