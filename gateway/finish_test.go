@@ -4,10 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,6 +229,157 @@ func TestExposedRouteCarriesTheLimitOnAllowedAnswers(t *testing.T) {
 		}
 		if tc.want != "" && res.Header.Get("X-RateLimit-Remaining") != "7" {
 			t.Errorf("%s: X-RateLimit-Remaining %q, want 7", tc.path, res.Header.Get("X-RateLimit-Remaining"))
+		}
+	}
+}
+
+// TestTraceIDIsReadOnlyFromAWellFormedTraceparent: the access log's
+// trace_id is the trace-id of a W3C traceparent
+// (00-<32 hex>-<16 hex>-<2 hex>), and nothing for a header of another
+// shape or the invalid all-zero id.
+func TestTraceIDIsReadOnlyFromAWellFormedTraceparent(t *testing.T) {
+	const id, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	for tp, want := range map[string]string{
+		"00-" + id + "-" + span + "-01":                       id,
+		"00-" + id + "-" + span + "-01-extra":                 id, // a later version's longer header
+		"":                                                    "",
+		"00-" + id + "-" + span + "-0":                        "", // 54 bytes
+		"00_" + id + "-" + span + "-01":                       "",
+		"00-" + id + "_" + span + "-01":                       "",
+		"00-" + id + "-" + span + "_01":                       "",
+		"00-" + id[:31] + "g-" + span + "-01":                 "",
+		"00-g" + id[1:] + "-" + span + "-01":                  "",
+		"00-00000000000000000000000000000000-" + span + "-01": "",
+	} {
+		if got := traceID(tp); got != want {
+			t.Errorf("traceID(%q) = %q, want %q", tp, got, want)
+		}
+	}
+}
+
+// TestClientIPHeaderOfAnySpellingNamesTheClient: client_ip_header,
+// spelled in any case, is read from a trusted proxy and names the client
+// the limiter counts; without it, the X-Forwarded-For walk does.
+func TestClientIPHeaderOfAnySpellingNamesTheClient(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	for _, tc := range []struct{ header, want string }{
+		{"x-real-ip", "198.51.100.20"},
+		{"X-REAL-IP", "198.51.100.20"},
+		{"", "198.51.100.21"},
+	} {
+		o := routes(testRoute(t, "api", up.URL))
+		o.TrustedProxies, o.ClientIPHeader = loopback, tc.header
+		h := newHarness(t, o)
+		req := h.newRequest(t, http.MethodGet, "", "/")
+		req.Header.Set("X-Real-Ip", "198.51.100.20")
+		req.Header.Set("X-Forwarded-For", "198.51.100.21")
+		h.do(t, req)
+		h.limiter.mu.Lock()
+		subjects := append([]ratelimitSubject(nil), h.limiter.subjects...)
+		h.limiter.mu.Unlock()
+		if len(subjects) != 1 || subjects[0].IP != tc.want {
+			t.Errorf("client_ip_header %q: limiter subjects %+v, want IP %s", tc.header, subjects, tc.want)
+		}
+	}
+}
+
+type degradedError struct{}
+
+func (degradedError) Error() string  { return "queues kept with the arguments of release 1.2" }
+func (degradedError) Degraded() bool { return true }
+
+// TestReadinessShowsDegradedComponentsAsWarnings: a check failing with a
+// Degraded() error leaves its component ready ("degraded"); the admin
+// listener lists its message under "warnings", beside the not-ready
+// components' "errors"; neither key is sent when it would be empty, and
+// the public listener never sends either.
+func TestReadinessShowsDegradedComponentsAsWarnings(t *testing.T) {
+	t.Parallel()
+	var brokerDown atomic.Bool
+	checks := map[string]func(context.Context) error{
+		"webhook": func(context.Context) error { return degradedError{} },
+		"store":   func(context.Context) error { return nil },
+		"broker": func(context.Context) error {
+			if brokerDown.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		},
+	}
+	h := newHarness(t, Options{}, func(d *Deps) { d.Checks = checks })
+	admin := httptest.NewServer(h.srv.AdminHandler())
+	t.Cleanup(admin.Close)
+	get := func(base, path string) (int, map[string]any) {
+		t.Helper()
+		res, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, body
+	}
+	for _, tc := range []struct {
+		down        bool
+		path        string
+		code        int
+		errs, warns bool // the admin listener's keys
+	}{
+		{false, "/readyz", 200, false, true},
+		{false, "/readyz/store", 200, false, false},
+		{true, "/readyz", 503, true, true},
+		{true, "/readyz/broker", 503, true, false},
+		{false, "/readyz/webhook", 200, false, true},
+	} {
+		brokerDown.Store(tc.down)
+		code, body := get(admin.URL, tc.path)
+		_, errs := body["errors"]
+		_, warns := body["warnings"]
+		if code != tc.code || errs != tc.errs || warns != tc.warns {
+			t.Errorf("admin %s (broker down %v) = %d %v; want %d, errors %v, warnings %v", tc.path, tc.down, code, body, tc.code, tc.errs, tc.warns)
+		}
+		if c, ok := body["components"].(map[string]any); ok && c["webhook"] != nil && c["webhook"] != "degraded" {
+			t.Errorf("admin %s: webhook is %v, want degraded", tc.path, c["webhook"])
+		}
+		code, body = get(h.front.URL, tc.path)
+		_, errs = body["errors"]
+		_, warns = body["warnings"]
+		if code != tc.code || errs || warns {
+			t.Errorf("public %s = %d %v; want %d without errors or warnings", tc.path, code, body, tc.code)
+		}
+	}
+}
+
+// TestProbeWithABodyClosesTheConnection: a probe never reads a body, so
+// one sent with a body is answered with Connection: close (its body is
+// never waited for); a probe without one keeps the connection.
+func TestProbeWithABodyClosesTheConnection(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, Options{})
+	for _, path := range []string{"/healthz", "/readyz", "/readyz/x"} {
+		for _, body := range []string{"", "hello"} {
+			var rd io.Reader
+			if body != "" {
+				rd = strings.NewReader(body)
+			}
+			req, err := http.NewRequest(http.MethodGet, h.front.URL+path, rd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := h.front.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if res.Close != (body != "") {
+				t.Errorf("%s with body %q: Connection close %v, want %v", path, body, res.Close, body != "")
+			}
 		}
 	}
 }

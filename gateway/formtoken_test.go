@@ -392,6 +392,17 @@ func TestFormEncodedBlankContentTypeIsAbsent(t *testing.T) {
 		{[]string{"text/plain"}, "POST", false}, {[]string{"", "text/plain"}, "POST", false},
 		{[]string{";charset=utf-8"}, "POST", false}, {[]string{"*/*"}, "POST", false},
 		{[]string{"", "application/x-www-form-urlencoded"}, "PUT", true},
+		// Spellings of the form type: mime.ParseMediaType's (any case,
+		// parameters, Unicode space around it: the ingress's parser) and
+		// PHP's and Rack's (the text before ';', ',' or whitespace).
+		{[]string{"Application/X-WWW-Form-Urlencoded; charset=utf-8"}, "PUT", true},
+		{[]string{"application/x-www-form-urlencoded "}, "PUT", true},
+		{[]string{"application/x-www-form-urlencoded, text/plain"}, "PUT", true},
+		{[]string{"	application/x-www-form-urlencoded;"}, "PUT", true},
+		{[]string{"text/plain", "application/x-www-form-urlencoded"}, "PUT", true},
+		{[]string{"application/json"}, "POST", false}, {[]string{"text/plain"}, "PUT", false},
+		{[]string{"application/x-www-form-urlencodedx"}, "POST", false},
+		{[]string{"multipart/form-data; boundary=x"}, "POST", false},
 	} {
 		h := http.Header{}
 		if tc.lines != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // capServer serves a 200 handler on a loopback listener wrapped by
@@ -219,5 +220,55 @@ func TestPerIPCapCountsAnIPv6PrefixAsOneClient(t *testing.T) {
 		if (ka == kb) != c.same {
 			t.Errorf("%s and %s with /%d: same client %v, want %v", c.a, c.b, c.bits, ka == kb, c.same)
 		}
+	}
+}
+
+// TestOpenConnectionsGaugeFollowsThePublicListener:
+// borda_http_connections_open counts the public listener's accepted
+// connections and returns to zero when they close; the admin listener
+// (not counted) accepts and serves without touching it.
+func TestOpenConnectionsGaugeFollowsThePublicListener(t *testing.T) {
+	t.Parallel()
+	s, addr := capServer(t, 10, 0)
+	gauge := func() float64 {
+		var m dto.Metric
+		_ = s.metrics.conns.Write(&m)
+		return m.GetGauge().GetValue()
+	}
+	var conns []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := gauge(); g != 3 {
+		t.Fatalf("borda_http_connections_open = %v with 3 connections served, want 3", g)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	if !eventually(t, 5*time.Second, func() bool { return gauge() == 0 }) {
+		t.Fatalf("borda_http_connections_open = %v after every connection closed, want 0", gauge())
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := &http.Server{Handler: s.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = admin.Serve(s.AdminListener(ln, 4)) }()
+	t.Cleanup(func() { admin.Close() })
+	res, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || gauge() != 0 {
+		t.Fatalf("admin /healthz = %d, gauge %v; want 200 and 0", res.StatusCode, gauge())
 	}
 }
