@@ -54,7 +54,7 @@ func (s *Server) newLimitListener(ln net.Listener, name string, n, perIP int, op
 	}
 	return &limitListener{Listener: ln, name: name, sem: make(chan struct{}, n), done: make(chan struct{}), s: s,
 		perIPCap: perIP, open: open, idle: map[*limitConn]time.Time{}, perIP: map[netip.Addr][]*limitConn{},
-		refusing: make(chan struct{}, maxRefusing), burst: newBurstRelease()}
+		refusing: make(chan struct{}, maxRefusing), linger: refuseLinger, burst: newBurstRelease()}
 }
 
 // maxRefusing bounds the connections being answered 503 at once; above
@@ -76,6 +76,7 @@ type limitListener struct {
 	open      prometheus.Gauge // nil: not counted
 	perIPCap  int              // 0: no per-IP cap
 	refusing  chan struct{}
+	linger    time.Duration // refuseLinger; tests lengthen it
 	burst     *burstRelease // memory back to the OS after a burst (listener_release.go)
 
 	mu         sync.Mutex
@@ -237,7 +238,7 @@ func (l *limitListener) refuse(c net.Conn, reason string) {
 	go func() {
 		defer func() { <-l.refusing }()
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(refuseLinger))
+		_ = c.SetDeadline(time.Now().Add(l.linger))
 		_, _ = c.Write(refusedAnswer)
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()

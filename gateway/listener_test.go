@@ -26,6 +26,14 @@ func capServer(t *testing.T, maxConns, perIP int) (*Server, string) {
 // capServerListener is capServer that also returns its limit listener.
 func capServerListener(t *testing.T, maxConns, perIP int) (*Server, string, *limitListener) {
 	t.Helper()
+	h, addr, lim := capHarness(t, maxConns, perIP, nil)
+	return h.srv, addr, lim
+}
+
+// capHarness is capServerListener with the harness (its logs), and tweak
+// (nil: none) applied to the listener before it serves.
+func capHarness(t *testing.T, maxConns, perIP int, tweak func(*limitListener)) (*harness, string, *limitListener) {
+	t.Helper()
 	h := newHarness(t, routes(testRoute(t, "api", "http://127.0.0.1:1")))
 	s := h.srv
 	s.maxConns, s.maxConnsPerIP = maxConns, perIP
@@ -37,10 +45,13 @@ func capServerListener(t *testing.T, maxConns, perIP int) (*Server, string, *lim
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, "ok")
 	}))
-	lim := s.Listener(ln)
+	lim := s.Listener(ln).(*limitListener)
+	if tweak != nil {
+		tweak(lim)
+	}
 	go func() { _ = srv.Serve(lim) }()
 	t.Cleanup(func() { srv.Close() })
-	return s, ln.Addr().String(), lim.(*limitListener)
+	return h, ln.Addr().String(), lim
 }
 
 // waitIdle waits until l holds at least n idle keep-alives (reclaimable
@@ -270,5 +281,89 @@ func TestOpenConnectionsGaugeFollowsThePublicListener(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != 200 || gauge() != 0 {
 		t.Fatalf("admin /healthz = %d, gauge %v; want 200 and 0", res.StatusCode, gauge())
+	}
+}
+
+// TestPerIPCapFreesTheSlotsOfClosedConnections: a client that reached
+// its cap and closed its connections opens as many again (a slot that
+// stayed counted after its connection closed refused the client for good).
+func TestPerIPCapFreesTheSlotsOfClosedConnections(t *testing.T) {
+	t.Parallel()
+	for _, perIP := range []int{1, 3} {
+		t.Run(fmt.Sprint(perIP), func(t *testing.T) {
+			_, addr, lim := capServerListener(t, 100, perIP)
+			for round := range 2 {
+				var held []net.Conn
+				for range perIP {
+					held = append(held, busyConn(t, addr))
+				}
+				var got int
+				eventually(t, 3*time.Second, func() bool { got = status(t, addr); return got == 503 })
+				if got != 503 {
+					t.Fatalf("round %d: over the cap: %d, want 503", round, got)
+				}
+				for _, c := range held {
+					c.Close()
+				}
+				if !eventually(t, 5*time.Second, func() bool {
+					lim.mu.Lock()
+					defer lim.mu.Unlock()
+					return len(lim.perIP) == 0
+				}) {
+					t.Fatalf("round %d: the closed connections still count against their IP", round)
+				}
+			}
+		})
+	}
+}
+
+// TestRefusedConnectionsAreLoggedOnceASecond: a client refused over and
+// over within a second is one warn line, not one per connection.
+func TestRefusedConnectionsAreLoggedOnceASecond(t *testing.T) {
+	t.Parallel()
+	h, addr, _ := capHarness(t, 100, 1, nil)
+	busyConn(t, addr)
+	start := time.Now()
+	refused := 0
+	for range 6 {
+		if status(t, addr) == 503 {
+			refused++
+		}
+	}
+	if refused < 5 {
+		t.Fatalf("%d of 6 connections refused, want at least 5", refused)
+	}
+	lines := strings.Count(h.logs.String(), "connection refused: over the per-client-IP connection cap")
+	// Each second may start one line: at least one, at most one per
+	// second begun since the first refusal.
+	if most := int(time.Since(start)/time.Second) + 1; lines < 1 || lines > most {
+		t.Fatalf("%d warn lines for %d refusals in %v, want 1 to %d", lines, refused, time.Since(start), most)
+	}
+}
+
+// TestRefusedConnectionIsHalfClosedAfterItsAnswer: the 503 is followed at
+// once by the end of the stream (a half-close), so the client reads the
+// answer and its end while the gateway still drains what it sent, instead
+// of waiting for the close (here an hour away).
+func TestRefusedConnectionIsHalfClosedAfterItsAnswer(t *testing.T) {
+	t.Parallel()
+	_, addr, _ := capHarness(t, 100, 1, func(l *limitListener) { l.linger = time.Hour })
+	busyConn(t, addr)
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	all, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatalf("reading the refusal to its end: %v (got %q)", err, all)
+	}
+	if !strings.HasPrefix(string(all), "HTTP/1.1 503 ") {
+		t.Fatalf("answer %q, want the 503", all)
+	}
+	if _, err := io.WriteString(c, "more"); err != nil {
+		t.Fatalf("the gateway stopped reading after its half-close: %v", err)
 	}
 }
