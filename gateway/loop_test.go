@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"bufio"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -34,5 +37,37 @@ func TestLoopedSeesOnlyThisProcessInVia(t *testing.T) {
 	}
 	if v := viaVersion(&http.Request{ProtoMajor: 2}); v != "2" {
 		t.Errorf("viaVersion(HTTP/2) = %q", v)
+	}
+}
+
+// TestResponseViaNamesTheUpstreamsProtocol: the Via entry added to an
+// upstream's response carries the version the response came in ("1.0"
+// from an HTTP/1.0 upstream, RFC 9110 §7.6.3), after the upstream's own.
+func TestResponseViaNamesTheUpstreamsProtocol(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = http.ReadRequest(bufio.NewReader(c))
+				_, _ = io.WriteString(c, "HTTP/1.0 200 OK\r\nVia: 1.0 legacy\r\nContent-Length: 2\r\n\r\nok")
+			}()
+		}
+	}()
+	h := newHarness(t, routes(testRoute(t, "api", "http://"+ln.Addr().String())))
+	res := h.do(t, h.newRequest(t, http.MethodGet, "", "/"))
+	via := res.Header.Values("Via")
+	want := "1.0 " + h.srv.via
+	if res.StatusCode != 200 || len(via) != 2 || via[0] != "1.0 legacy" || via[1] != want {
+		t.Fatalf("status %d, Via %q; want 200 and [\"1.0 legacy\" %q]", res.StatusCode, via, want)
 	}
 }
