@@ -116,6 +116,9 @@ func TestMatchPrefixSkipsPathParametersOfPrefixSegments(t *testing.T) {
 		{"/api;x%2Fadmin", "/api", "", true}, // one segment: the path policy refuses %2F
 		{"/api;/v2/z", "/api/v2", "/z", true},
 		{"/api%3/z", "/api", "", false},
+		{"/api%3", "/api", "", false},    // a truncated escape where a parameter could start
+		{"/api%3", "/api/v2", "", false}, // …and inside the prefix
+		{"/api%", "/api/v2", "", false},
 	} {
 		rest, ok := matchPrefix(tc.p, tc.prefix)
 		if ok != tc.ok || rest != tc.rest {
