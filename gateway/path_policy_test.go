@@ -170,6 +170,9 @@ func TestScanPathFindsEveryEscapedSlashSpelling(t *testing.T) {
 		{"/a%252f", false, pathDoubleEncoded}, {"/a%252E", false, pathDoubleEncoded},
 		{"/a%255C", false, pathDoubleEncoded}, {"/a%2525", false, pathDoubleEncoded}, {"/a%2500", false, pathDoubleEncoded},
 		{"/a%2541", false, pathOK}, {"/100%25", false, pathOK}, {"/a%2", false, pathOK},
+		// The control range's edges after a second decoding: 0x1f and 0x7f
+		// are refused, a space (0x20) and '~' (0x7e) are a name's.
+		{"/a%251F", false, pathDoubleEncoded}, {"/a%2520b", false, pathOK}, {"/a%257e", false, pathOK},
 		// The second pass's hex digits escaped themselves: one decoding
 		// makes "%2f", "%2e", "%5c", "%25", "%00" of them all the same.
 		{"/a%25%32%66", false, pathDoubleEncoded}, {"/a%25%32%65", false, pathDoubleEncoded},
