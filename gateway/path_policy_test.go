@@ -192,6 +192,7 @@ func TestScanPathFindsEveryEscapedSlashSpelling(t *testing.T) {
 		want  bool
 	}{
 		{"/a/b", true, false}, {"/a/..;/b", false, true}, {"/a/.;x", false, true}, {"/a/%2E%2e%3Bx/b", false, true},
+		{"/..;/b", false, true}, {"/.;x", false, true}, {"/%2e%2E;x/b", false, true}, // the first segment
 		{"/a/..%2fb", false, false}, {"/a/..%2fb", true, true}, {"/a%5C..", true, true}, {`/a\..\b`, true, true},
 		{"/a/b..;x", false, false}, {"/a;x/b", false, false}, {"/a/...;/b", false, false},
 	} {
@@ -249,4 +250,27 @@ func FuzzCleanPathLeavesNoDotSegmentForAnyUpstream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEscapeRawBytesEncodesWhatAPathMayNotHoldRaw: every byte outside
+// RFC 3986's pchar, '/' and '%' is percent-encoded (upper-case hex), the
+// rest kept as sent, short paths included.
+func TestEscapeRawBytesEncodesWhatAPathMayNotHoldRaw(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]string{
+		"/":                 "/",
+		"/a/b-c_d.e~f":      "/a/b-c_d.e~f",
+		"/%41%2f":           "/%41%2f",
+		"/{":                "/%7B",
+		`/a\b`:              "/a%5Cb",
+		"/a b":              "/a%20b",
+		"/\"x\"":            "/%22x%22",
+		"/\u00e9":           "/%C3%A9",
+		"/a:b@c!$&'()*+,;=": "/a:b@c!$&'()*+,;=",
+		"/a^`|<>":           "/a%5E%60%7C%3C%3E",
+	} {
+		if got := escapeRawBytes(p); got != want {
+			t.Errorf("escapeRawBytes(%q) = %q, want %q", p, got, want)
+		}
+	}
 }
