@@ -327,6 +327,11 @@ func TestHostileJWKSServerCannotWipeTheKeySetOrFloodTheGateway(t *testing.T) {
 	if n := internal.Load(); n != 0 {
 		t.Errorf("the redirect's internal target was fetched %d times, want never", n)
 	}
+	// Fresh attack pass 22 E2: the failed refresh says where the redirect
+	// pointed (its host), not only "invalid HTTP status code: 302".
+	if host := strings.TrimPrefix(inner.URL, "http://"); !strings.Contains(p.logs.String(), "a redirect to "+host) {
+		t.Errorf("no log line names the redirect's host %s", host)
+	}
 }
 
 // A token of a key the issuer just published (kid not in the key set the

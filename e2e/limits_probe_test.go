@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -101,5 +102,28 @@ func TestLimitsProbeRefusesAProductionConfig(t *testing.T) {
 	t.Logf("%s", out)
 	if code != 2 || !strings.Contains(out, "production") {
 		t.Fatalf("exit %d, want 2 refusing production:\n%s", code, out)
+	}
+}
+
+// Fresh attack pass 22 E7: a target that only redirects was reported as
+// "the rule does not apply", with no word of the redirect; the probe
+// follows none, and now says so with the host it pointed to (never the
+// Location's query).
+func TestLimitsProbeOfARedirectingTargetNamesTheRedirect(t *testing.T) {
+	config := minimalServe("http://127.0.0.1:1", "    rate_limits: [burst]\n", probeRules)
+	var reached atomic.Int64
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer target.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/login?token=CANARYLOCATION", http.StatusFound)
+	}))
+	defer redirecting.Close()
+	code, out := probeRun(t, config, redirecting.URL)
+	host := strings.TrimPrefix(target.URL, "http://")
+	if code != 1 || !strings.Contains(out, "a redirect to "+host) || strings.Contains(out, "CANARY") {
+		t.Fatalf("exit %d, want 1 naming the redirect to %s without its query:\n%s", code, host, out)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the probe followed the redirect %d times", n)
 	}
 }

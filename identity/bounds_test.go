@@ -132,3 +132,27 @@ func TestStopEndsTheVerifiersContext(t *testing.T) {
 		t.Errorf("Stop on nil: %v", err)
 	}
 }
+
+// TestJWKSRedirectIsLoggedWithItsHost: a JWKS URL that redirects fails the
+// fetch with a line naming the host it pointed to, never the Location's
+// query nor the configured URL's (fresh attack pass 22 E2: the line said
+// "invalid HTTP status code: 302" and no more).
+func TestJWKSRedirectIsLoggedWithItsHost(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://keys.internal.example:8443/jwks?token=CANARYLOCATION", http.StatusFound)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := authConfig()
+	cfg.Secret = nil
+	cfg.JWKSURL, cfg.JWKSRefresh = srv.URL+"/jwks?token=CANARYURL", time.Hour
+	var buf syncBuffer
+	v, err := NewVerifier(context.Background(), cfg, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err == nil {
+		t.Cleanup(func() { _ = v.Stop(context.Background()) })
+	}
+	logs := buf.String()
+	if !strings.Contains(logs, "a redirect to keys.internal.example:8443") || strings.Contains(logs, "CANARY") {
+		t.Errorf("log %q: want the redirect's host and no token", logs)
+	}
+}

@@ -68,6 +68,11 @@ func (b boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := egress.RedirectError(res); err != nil {
+		// jwkset would say "invalid HTTP status code: 302" and no more.
+		res.Body.Close()
+		return nil, err
+	}
 	body := http.MaxBytesReader(nil, res.Body, b.max)
 	if res.StatusCode != http.StatusOK {
 		res.Body = body

@@ -213,9 +213,10 @@ func Probe(ctx context.Context, o Options, t Target) Result {
 	var hit answer
 	for found := false; !found; {
 		if res.Requests >= o.MaxRequests {
-			return fail("limited", "no limit after %d requests (limit %d per %v): the rule does not apply to %s%s", res.Requests, t.Limit, t.Window, t.Host, t.Path)
+			return fail("limited", "no limit after %d requests (limit %d per %v): the rule does not apply to %s%s%s", res.Requests, t.Limit, t.Window, t.Host, t.Path, redirectHint(hit))
 		}
 		a, err := o.send(ctx, t)
+		hit = a
 		res.Requests++
 		if err != nil {
 			return fail("limited", "request %d: %v", res.Requests, err)
@@ -366,4 +367,14 @@ func members(list, rule string) []map[string]string {
 		out = append(out, params)
 	}
 	return out
+}
+
+// redirectHint explains a probe that found no limit when the last answer
+// was a redirect (the probe follows none): "; the last answer was status
+// 302, a redirect to …". Empty for any other answer.
+func redirectHint(a answer) string {
+	if err := egress.RedirectError(&http.Response{StatusCode: a.status, Header: a.header}); err != nil {
+		return "; the last answer was " + err.Error() + " (probe the path it redirects to)"
+	}
+	return ""
 }

@@ -123,3 +123,22 @@ func TestProbeReportsARuleThatNeverLimits(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 }
+
+// A target that only redirects (the probe follows none) is reported as
+// such, with the host it points to, beside the missing limit (fresh attack
+// pass 22 E7: "the rule does not apply" and no word of the redirect).
+func TestProbeNamesARedirectThatHidesTheLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://portal.example.org/login?next=CANARY", http.StatusFound)
+	}))
+	defer srv.Close()
+	base, _ := url.Parse(srv.URL)
+	r := Probe(context.Background(), Options{BaseURL: base, MaxRequests: 10}, Target{Rule: "burst", Scope: "ip", Limit: 5, Window: time.Second, Path: "/"})
+	if r.OK() || len(r.Failed()) == 0 {
+		t.Fatalf("got %+v, want a failed probe", r)
+	}
+	d := r.Failed()[0].Detail
+	if !strings.Contains(d, "status 302, a redirect to portal.example.org") || strings.Contains(d, "CANARY") {
+		t.Fatalf("detail %q: want the redirect and its host, without its query", d)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
@@ -132,6 +133,10 @@ func (p *poster) post(ctx context.Context, env envelope.Envelope, now time.Time)
 	r := classify(resp.StatusCode, resp.Header.Get("Retry-After"), head, now)
 	if r.Excerpt != "" {
 		r.Excerpt = p.excerpt(head)
+	}
+	if err := egress.RedirectError(resp); err != nil {
+		// Where it pointed (its host only), for the dead letter's reason.
+		r.Excerpt = p.excerpt([]byte(err.Error()))
 	}
 	return r
 }

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/olp-edu/borda/internal/egress"
 	"github.com/olp-edu/borda/internal/redact"
 	"github.com/olp-edu/borda/webhook/envelope"
 )
@@ -100,5 +102,33 @@ func TestLegacyReplyExcerptRedactsCredentialParameters(t *testing.T) {
 		if r.Status != 422 || r.Excerpt == "" || strings.Contains(r.Excerpt, "CANARY") {
 			t.Errorf("reply %q: excerpt %q (status %d), want it without the values", replies[n], r.Excerpt, r.Status)
 		}
+	}
+}
+
+// TestPostRedirectIsPermanentAndNamesItsHost: a legacy endpoint answering
+// a redirect is not followed (the client is egress's) and the event is
+// dead-lettered with a reason that names the host it pointed to, never
+// the Location's path or query, nor the legacy URL's own token (fresh
+// attack pass 22 E2: the reason said "3xx (HTTP 307)" and no more).
+func TestPostRedirectIsPermanentAndNamesItsHost(t *testing.T) {
+	t.Parallel()
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer target.Close()
+	for _, code := range []int{301, 302, 307, 308} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target.URL+"/internal?token=CANARYLOCATION", code)
+		}))
+		p := newSecretPoster(srv.URL+"/hook?token=CANARYTOKEN", "hmac-secret")
+		p.client = egress.Client(nil, 0)
+		r := p.post(context.Background(), envelope.Envelope{ID: "e1", Body: []byte("{}")}, time.Now())
+		srv.Close()
+		host := strings.TrimPrefix(target.URL, "http://")
+		if r.Kind != Permanent || r.Status != code || !strings.Contains(r.Excerpt, "redirect to "+host) || strings.Contains(r.Excerpt, "CANARY") {
+			t.Errorf("a %d: %+v; want a permanent failure whose excerpt names %s and no secret", code, r, host)
+		}
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the redirect's target was called %d times", n)
 	}
 }
