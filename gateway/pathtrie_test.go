@@ -114,6 +114,12 @@ func FuzzPathTrieMatchesScan(f *testing.F) {
 		{"/a/b\n/a", "/a%2Fb"},
 		{"/api\n/", "/api%"},
 		{"/ü\n/u", "/%C3%BC/x"},
+		// Found by mutation testing: the root declared first wins over a
+		// deeper prefix; a prefix segment that starts with ';'; an empty
+		// segment where the walk looks for the next one.
+		{"/\n/api\n/api/v1", "/api/v1/x"},
+		{"/;b\n/", "/;b/x"},
+		{"/a\n/a/b", "/a//b"},
 	} {
 		f.Add(tc[0], tc[1])
 	}
