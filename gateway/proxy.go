@@ -18,6 +18,12 @@ import (
 // errUpstreamTimeout is the cancel cause of a route timeout.
 var errUpstreamTimeout = errors.New("upstream timeout")
 
+// upstreamDialer dials upstreams: 5 s to connect, TCP keep-alive every
+// 30 s.
+func upstreamDialer() *net.Dialer {
+	return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+}
+
 // newTransport returns the shared upstream transport: keep-alive
 // connection pools sized for a gateway (1024 idle connections, 256 per
 // upstream host, 90 s idle), 5 s dial and TLS handshake timeouts, TCP
@@ -27,7 +33,7 @@ var errUpstreamTimeout = errors.New("upstream timeout")
 // timeout bounds the wait for response headers; bodies and upgraded
 // connections are not bounded (streams and WebSockets).
 func newTransport() *http.Transport {
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	d := upstreamDialer()
 	return &http.Transport{
 		DialContext:           d.DialContext,
 		ForceAttemptHTTP2:     true,
@@ -78,11 +84,6 @@ func (p *routeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if ex.w.body != nil {
 		ex.body.arm(p.s.bodyTimeout, p.s.bodyMinRate)
-	}
-	if ex.cancel == nil { // a request that did not pass through observe (tests)
-		ctx, cancel := context.WithCancelCause(r.Context())
-		defer cancel(nil)
-		ex.cancel, r = cancel, r.WithContext(ctx)
 	}
 	// The request's context is the exchange's (observe): the route timer
 	// cancels it with errUpstreamTimeout, and it ends with the request.
