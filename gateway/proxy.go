@@ -228,13 +228,7 @@ func isOwnHeader(k string) bool {
 // from a trusted proxy its X-Forwarded-Proto and X-Forwarded-Host are
 // believed, and the client IP comes from its headers (clientIP).
 func (s *Server) setForwarded(h http.Header, in *http.Request, ex *exchange) {
-	ip := ex.clientStr
-	if ip == "" { // an exchange built outside observe (tests)
-		ip = "unknown"
-		if ex.client.IsValid() {
-			ip = ex.client.String()
-		}
-	}
+	ip := ex.clientStr // set by observe, which every request passes
 	proto := "http"
 	if in.TLS != nil {
 		proto = "https"

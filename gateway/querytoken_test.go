@@ -121,7 +121,8 @@ func TestQueryTokenKeysEveryModelledParserReadsAsAccessToken(t *testing.T) {
 		}
 	}
 	// The precheck never hides a candidate.
-	for _, raw := range []string{"access.token=x", "ACCESS_TOKEN=x", "a=1&access+TOKEN=x", "access%5Btoken=x", "ToKeN"} {
+	for _, raw := range []string{"access.token=x", "ACCESS_TOKEN=x", "a=1&access+TOKEN=x", "access%5Btoken=x", "ToKeN",
+		"%61ccess_%74%6Fken=x", "%74oken"} { // an escape first, no literal "token"
 		if !mayHoldQueryToken(raw) {
 			t.Errorf("mayHoldQueryToken(%q) = false", raw)
 		}

@@ -126,3 +126,26 @@ func TestMatchPrefixSkipsPathParametersOfPrefixSegments(t *testing.T) {
 		}
 	}
 }
+
+// TestNormalizeHostStripsThePortOfEveryHostForm: the routing key of a Host
+// is its name in lower case without port or trailing dot: bracketed IPv6
+// literals lose their brackets, a bare IPv6 address (several colons, no
+// brackets) is kept whole, and a lone port leaves no name.
+func TestNormalizeHostStripsThePortOfEveryHostForm(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"API.Example.org.:8443": "api.example.org",
+		"api.example.org":       "api.example.org",
+		"api.example.org.":      "api.example.org",
+		"[::1]:80":              "::1",
+		"[2001:DB8::1]":         "2001:db8::1",
+		"2001:db8::1":           "2001:db8::1",
+		"127.0.0.1:8080":        "127.0.0.1",
+		":80":                   "",
+		"":                      "",
+	} {
+		if got := normalizeHost(in); got != want {
+			t.Errorf("normalizeHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

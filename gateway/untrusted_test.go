@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -180,6 +181,9 @@ func TestUntrustedRouteNeverReceivesThePortalsVerifiedCredential(t *testing.T) {
 		{"/mapas/t", "Authorization: Bearer third-party-key", "/mapas/t", "Bearer third-party-key"},
 		{"/mapas/t?access_token=third-party-key", "", "/mapas/t?access_token=third-party-key", ""},
 		{"/mapas/t", "Authorization: Basic dTpw", "/mapas/t", "Basic dTpw"},
+		// The portal's token in the query beside the client's own Basic
+		// credential: the token goes, the Basic stays (mutation testing).
+		{"/mapas/t?access_token=" + tok, "Authorization: Basic dTpw", "/mapas/t", "Basic dTpw"},
 		// a route that forwards the session keeps it
 		{"/api/t?access_token=" + tok, "", "/api/t?access_token=" + tok, ""},
 		{"/api/t", "Authorization: Bearer " + tok, "/api/t", "Bearer " + tok},
@@ -224,7 +228,8 @@ func TestUntrustedSetCookieIsConfinedToTheRoute(t *testing.T) {
 	if len(h["Set-Cookie"]) != 0 {
 		t.Error("an unusable route path kept a Set-Cookie")
 	}
-	for prefix, want := range map[string]string{"/third": "/third", "/": "/", "/a b": "/a%20b", "/a;b": "", "/ação": "/a%C3%A7%C3%A3o"} {
+	for prefix, want := range map[string]string{"/third": "/third", "/": "/", "/a b": "/a%20b", "/a;b": "", "/ação": "/a%C3%A7%C3%A3o",
+		"/a!b": "/a%21b", "/~user": "/~user", "/a,b": "", "": "/"} { // the printable range's edges
 		if got := cookiePathFor(prefix); got != want {
 			t.Errorf("cookiePathFor(%q) = %q, want %q", prefix, got, want)
 		}
@@ -284,6 +289,54 @@ func TestUntrustedSecHeadersStayOnlyAsTheHandshakesOn101(t *testing.T) {
 		}
 		if h.Get("Content-Type") != "text/html" {
 			t.Errorf("status %d: Content-Type removed", status)
+		}
+	}
+}
+
+// TestUntrustedRouteVerifiesAtMostFourValuesAndDropsTheRest: a request to
+// a route that forwards no session pays for at most maxVerifiedValues
+// signature checks; a JWS-shaped value past them is dropped unverified
+// (it could be the portal's token), the ones checked and not verifying
+// pass.
+func TestUntrustedRouteVerifiesAtMostFourValuesAndDropsTheRest(t *testing.T) {
+	t.Parallel()
+	up := newRecordingUpstream(t, nil)
+	mapas := under(testRoute(t, "mapas", up.URL), "/mapas")
+	mapas.Cookies.Forward = []cookies.Forward{}
+	h := newHarness(t, routes(mapas), withVerifier(t))
+	var q []string
+	for i := range maxVerifiedValues + 1 {
+		q = append(q, fmt.Sprintf("k%d=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4In0.bm90LXZlcmlmaWVk%d", i, i))
+	}
+	if res, body := rawGet(t, h, "/mapas/t?"+strings.Join(q, "&")); res.StatusCode != 200 {
+		t.Fatalf("%d %s", res.StatusCode, body)
+	}
+	want := "/mapas/t?" + strings.Join(q[:maxVerifiedValues], "&")
+	if got := up.last(t).RequestURI; got != want {
+		t.Fatalf("upstream got %q, want the %d values checked (not verifying) and no more: %q", got, maxVerifiedValues, want)
+	}
+}
+
+// TestJWSWordsAreEveryThreePartBase64URLWord: a JWS-shaped word is three
+// non-empty parts of base64url characters (A-Z, a-z, 0-9, '-', '_', each
+// range's edges included) joined by two dots, found in keys and values,
+// decoded (%2E is a dot), once each.
+func TestJWSWordsAreEveryThreePartBase64URLWord(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string][]string{
+		"t=az.AZ.09":                     {"az.AZ.09"},
+		"t=A-_.Z_-.a9":                   {"A-_.Z_-.a9"},
+		"AAA.BBB.CCC=1":                  {"AAA.BBB.CCC"},
+		"t=x%2Ey%2ez":                    {"x.y.z"},
+		"a=Bearer%20hh.ii.jj&b=hh.ii.jj": {"hh.ii.jj"},
+		"t=a..b":                         nil,
+		"t=.a.b":                         nil,
+		"t=a.b.":                         nil,
+		"t=a.b":                          nil,
+		"t=a.b.c.d":                      nil,
+	} {
+		if got := jwsWords(raw); !slices.Equal(got, want) {
+			t.Errorf("jwsWords(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }

@@ -186,3 +186,54 @@ func FuzzConnectionHeader(f *testing.F) {
 		}
 	})
 }
+
+// TestA100BeforeTheAnswerIsNotTheFinalStatus: an informational status,
+// 100 Continue included, passes through without becoming the exchange's
+// status; the answer after it is.
+func TestA100BeforeTheAnswerIsNotTheFinalStatus(t *testing.T) {
+	for _, info := range []int{100, 102, 103, 199} {
+		var w responseWriter
+		w.reset(httptest.NewRecorder(), 0)
+		w.WriteHeader(info)
+		w.WriteHeader(http.StatusCreated)
+		if got := w.statusOr(0); got != http.StatusCreated {
+			t.Errorf("%d then 201: status %d, want 201", info, got)
+		}
+	}
+}
+
+// TestSendTimeoutEndsAnExchangeWhoseClientStopsReading: with
+// server.send_timeout a client that reads nothing of a large answer fails
+// the gateway's write, which ends the exchange and the upstream's
+// response (attack pass A83), instead of holding both for ever.
+func TestSendTimeoutEndsAnExchangeWhoseClientStopsReading(t *testing.T) {
+	t.Parallel()
+	ended := make(chan error, 1)
+	up := newRecordingUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for range 4096 { // 256 MiB, far more than the socket buffers hold
+			if _, err := w.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+		ended <- nil
+	})
+	h := newHarness(t, Options{SendTimeout: 200 * time.Millisecond, Routes: []Route{testRoute(t, "api", up.URL)}})
+	c, err := net.Dial("tcp", h.front.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select { // the client never reads
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the upstream wrote 256 MiB to a client that reads nothing")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the exchange was still open 20 s after the client stopped reading")
+	}
+}
