@@ -186,8 +186,8 @@ func TestAnAnswerBeforeTheBodyReleasesTheConnectionAtOnce(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	if res.StatusCode != http.StatusNotFound {
-		t.Fatalf("status %d, want 404", res.StatusCode)
+	if res.StatusCode != http.StatusNotFound || !res.Close {
+		t.Fatalf("status %d, Connection: close %v; want 404 announcing the close", res.StatusCode, res.Close)
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("after the answer: %v, want the server to close the connection (EOF)", err)

@@ -118,23 +118,14 @@ func TestBurstReleaseStartsAtAQuarterOfAPeakOfAtLeastMin(t *testing.T) {
 // connections left open after each close, so closing 6 of a peak of 8
 // (2 left, a quarter) starts the release.
 func TestBurstReleaseCountsTheConnectionThatCloses(t *testing.T) {
-	h := newHarness(t, routes(testRoute(t, "api", "http://127.0.0.1:1")))
-	s := h.srv
-	s.maxConnsPerIP = 0
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := s.Listener(ln).(*limitListener)
 	released := make(chan struct{}, 4)
-	lim.burst.min = 8
-	lim.burst.release = func() { released <- struct{}{} }
-	srv := s.HTTPServer("", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
-	go func() { _ = srv.Serve(lim) }()
-	t.Cleanup(func() { srv.Close() })
+	_, addr, lim := capHarness(t, 0, 0, func(l *limitListener) {
+		l.burst.min = 8
+		l.burst.release = func() { released <- struct{}{} }
+	})
 	conns := make([]net.Conn, 0, 8)
 	for range 8 {
-		c, _ := idleConn(t, ln.Addr().String())
+		c, _ := idleConn(t, addr)
 		conns = append(conns, c)
 	}
 	for _, c := range conns[:6] {
