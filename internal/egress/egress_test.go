@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -46,43 +47,55 @@ func TestEveryOutboundClientBoundsResponseHeads(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		http := httpName(f)
-		if http == "" {
-			return nil
+		for _, finding := range clientFindings(fset, f) {
+			t.Error(finding)
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch x := n.(type) {
-			case *ast.CompositeLit:
-				switch typeName(x.Type, http) {
-				case "Transport":
-					if !hasField(x, "MaxResponseHeaderBytes") {
-						t.Errorf("%s: http.Transport without MaxResponseHeaderBytes (use egress.MaxResponseHeaderBytes)", fset.Position(x.Pos()))
-					}
-				case "Client":
-					if !hasField(x, "Transport") {
-						t.Errorf("%s: http.Client without a Transport reads 10 MB heads (use egress.Transport())", fset.Position(x.Pos()))
-					}
-					// TestEveryOutboundClientFollowsNoRedirect's rule, in
-					// the same walk.
-					if !hasField(x, "CheckRedirect") {
-						t.Errorf("%s: http.Client follows redirects (build it with egress.Client)", fset.Position(x.Pos()))
-					}
-				}
-			case *ast.SelectorExpr:
-				if id, ok := x.X.(*ast.Ident); ok && id.Name == http {
-					switch x.Sel.Name {
-					case "DefaultClient", "DefaultTransport", "Get", "Head", "Post", "PostForm":
-						t.Errorf("%s: http.%s reads 10 MB heads (use egress.Transport())", fset.Position(x.Pos()), x.Sel.Name)
-					}
-				}
-			}
-			return true
-		})
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// clientFindings are the outbound-client rules' breaches in f, one
+// message each: an http.Transport literal without MaxResponseHeaderBytes,
+// an http.Client literal without a Transport or without a redirect policy
+// (CheckRedirect: Go's default follows ten redirects to any address), and
+// any use of http.DefaultClient, http.DefaultTransport or the
+// package-level http.Get/Head/Post/PostForm.
+func clientFindings(fset *token.FileSet, f *ast.File) []string {
+	http := httpName(f)
+	if http == "" {
+		return nil
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch x := n.(type) {
+		case *ast.CompositeLit:
+			switch typeName(x.Type, http) {
+			case "Transport":
+				if !hasField(x, "MaxResponseHeaderBytes") {
+					out = append(out, fmt.Sprintf("%s: http.Transport without MaxResponseHeaderBytes (use egress.MaxResponseHeaderBytes)", fset.Position(x.Pos())))
+				}
+			case "Client":
+				if !hasField(x, "Transport") {
+					out = append(out, fmt.Sprintf("%s: http.Client without a Transport reads 10 MB heads (use egress.Transport())", fset.Position(x.Pos())))
+				}
+				if !hasField(x, "CheckRedirect") {
+					out = append(out, fmt.Sprintf("%s: http.Client follows redirects (build it with egress.Client)", fset.Position(x.Pos())))
+				}
+			}
+		case *ast.SelectorExpr:
+			if id, ok := x.X.(*ast.Ident); ok && id.Name == http {
+				switch x.Sel.Name {
+				case "DefaultClient", "DefaultTransport", "Get", "Head", "Post", "PostForm":
+					out = append(out, fmt.Sprintf("%s: http.%s reads 10 MB heads (use egress.Transport())", fset.Position(x.Pos()), x.Sel.Name))
+				}
+			}
+		}
+		return true
+	})
+	return out
 }
 
 // httpName is the name net/http is imported under in f ("" when it is not).
@@ -119,33 +132,35 @@ func hasField(c *ast.CompositeLit, name string) bool {
 	return false
 }
 
-// TestEveryOutboundClientFollowsNoRedirect: the walk of
-// TestEveryOutboundClientBoundsResponseHeads also refuses an http.Client
-// literal without a CheckRedirect (Go's default follows ten redirects to
-// any address: a deny-list feed or an Upstash endpoint that redirected
-// sent Borda to an internal address, seventh session's read). This test
-// proves the walk sees such a literal: it runs the same check on a file
-// that holds one.
+// TestEveryOutboundClientFollowsNoRedirect: clientFindings, the check
+// TestEveryOutboundClientBoundsResponseHeads runs on every file of the
+// module, refuses an http.Client literal without a CheckRedirect (Go's
+// default follows ten redirects to any address: a deny-list feed or an
+// Upstash endpoint that redirected sent Borda to an internal address),
+// beside its other rules; run here on a file that breaks each, and not on
+// the literal that keeps them.
 func TestEveryOutboundClientFollowsNoRedirect(t *testing.T) {
 	src := `package p
 import h "net/http"
 var a = &h.Client{Transport: nil}
 var b = h.Client{Transport: nil, CheckRedirect: nil}
+var c = &h.Transport{}
+var d = h.DefaultClient
 `
-	f, err := parser.ParseFile(token.NewFileSet(), "p.go", src, 0)
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := httpName(f)
-	var without []int
-	ast.Inspect(f, func(n ast.Node) bool {
-		if x, ok := n.(*ast.CompositeLit); ok && typeName(x.Type, name) == "Client" && !hasField(x, "CheckRedirect") {
-			without = append(without, int(x.Pos()))
+	got := clientFindings(fset, f)
+	want := []string{"p.go:3:10: http.Client follows redirects", "p.go:5:10: http.Transport without MaxResponseHeaderBytes", "p.go:6:9: http.DefaultClient"}
+	if len(got) != len(want) {
+		t.Fatalf("findings %q, want %d: %q", got, len(want), want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(got[i], w) {
+			t.Errorf("finding %d = %q, want it to start with %q", i, got[i], w)
 		}
-		return true
-	})
-	if len(without) != 1 {
-		t.Fatalf("clients without CheckRedirect found: %d, want 1 (the first literal)", len(without))
 	}
 }
 
