@@ -218,6 +218,9 @@ func (g *Guard) get(ctx context.Context, name string) (QueueInfo, error) {
 		return QueueInfo{}, err // a *url.Error naming the URL, which has no userinfo
 	}
 	defer resp.Body.Close()
+	if err := egress.RedirectError(resp); err != nil {
+		return QueueInfo{}, fmt.Errorf("GET %s: %w", u.Path, err)
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return QueueInfo{}, fmt.Errorf("GET %s: reading the answer: %w", u.Path, err)

@@ -322,3 +322,31 @@ func TestGuardNamesSettingsItCannotReadAgain(t *testing.T) {
 		t.Errorf("Stale = %v after a good read", got)
 	}
 }
+
+// TestGuardNamesAManagementAPIThatRedirects: a management URL that
+// redirects (a proxy in front of the API, a moved host) is not followed;
+// the error names where it pointed, never the credentials or the
+// Location's query, and the target is never called.
+func TestGuardNamesAManagementAPIThatRedirects(t *testing.T) {
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached.Add(1) }))
+	defer target.Close()
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/api?token=CANARY", http.StatusMovedPermanently)
+	})
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	g, err := New(Options{ManagementURL: strings.Replace(srv.URL, "http://", "http://mon:s3cret@", 1) + "/",
+		Vhost: "v", Queues: []Queue{{Name: "fwd", Routes: []Route{{Exchange: "ex", Binding: "k"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.get(context.Background(), "fwd")
+	host := strings.TrimPrefix(target.URL, "http://")
+	if err == nil || !strings.Contains(err.Error(), "a redirect to "+host) || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "CANARY") {
+		t.Fatalf("get = %v; want the redirect's host, without the password or the query", err)
+	}
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the redirect's target was called %d times", n)
+	}
+}
