@@ -71,10 +71,13 @@ func TestCoalescingConnKeepsOnlySmallBuffers(t *testing.T) {
 	for _, tc := range []struct {
 		size int
 		kept bool
-	}{{1 << 10, true}, {coalesceKeep / 2, true}, {coalesceKeep + 1<<10, false}} {
+	}{{1 << 10, true}, {coalesceKeep / 2, true}, {coalesceKeep, true}, {coalesceKeep + 1<<10, false}} {
 		client, server := tcpPair(t)
 		go func() { _, _ = io.Copy(io.Discard, server) }()
 		c := newCoalescingConn(client)
+		c.mu.Lock()
+		c.pending = make([]byte, 0, tc.size) // the batch's capacity is its size: coalesceKeep itself is kept
+		c.mu.Unlock()
 		if _, err := c.Write(make([]byte, tc.size)); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +159,8 @@ func TestPublisherReplacesAChannelClosedByTheBroker(t *testing.T) {
 	t.Parallel()
 	cfg := testOptions(t)
 	cfg.Channels = 1
+	tape := &logTape{}
+	cfg.Logger = slog.New(slog.NewTextHandler(tape, nil))
 	p := newTestPublisher(t, cfg)
 	a := brokertest.NewAdmin(t)
 	ch := a.Channel()
@@ -192,6 +195,17 @@ func TestPublisherReplacesAChannelClosedByTheBroker(t *testing.T) {
 	if p.conn != conn {
 		t.Error("the connection was replaced; only the channel should be")
 	}
+	if len(p.chans) != cfg.Channels {
+		t.Errorf("%d channels after the replacement, want %d (the closed one dropped)", len(p.chans), cfg.Channels)
+	}
+	for _, c := range p.chans {
+		if c.closedErr() != nil {
+			t.Errorf("a closed channel is still in the pool: %v", c.closedErr())
+		}
+	}
+	if strings.Contains(tape.String(), "redeclaring webhook topology for a new channel") {
+		t.Errorf("a successful redeclare was logged as a failure:\n%s", tape)
+	}
 	if n := a.Count(cfg.Topology.ForwardQueue); n != 1 {
 		t.Errorf("forward queue holds %d, want 1", n)
 	}
@@ -221,5 +235,68 @@ func TestPickPrefersTheFirstOpenChannel(t *testing.T) {
 	closedB, closedC := ch(false), ch(false)
 	if got := pick([]*confirmChannel{closedA, closedB, closedC}); got != closedA {
 		t.Fatal("with every channel closed, pick should return the first (its publish fails as unavailable)")
+	}
+	// A nacked channel is being retired (S04): an open one never nacked
+	// comes first; with every open one nacked, the first of those, never
+	// a closed one.
+	nackedB, nackedC := ch(true), ch(true)
+	nackedB.nacked.Store(true)
+	nackedC.nacked.Store(true)
+	if got := pick([]*confirmChannel{nackedB, c}); got != c {
+		t.Fatal("pick chose a nacked channel over an open one never nacked")
+	}
+	if got := pick([]*confirmChannel{closedA, nackedB, nackedC}); got != nackedB {
+		t.Fatal("with every open channel nacked, pick should return the first open one")
+	}
+}
+
+// Stop waits for the confirms of the publishes already in flight: with
+// the broker's answers delayed past the close handshake's bound
+// (closeTimeout, 1 s) but within confirm_timeout, every publish that held
+// a slot when Stop was called is acked (nil), not failed as unavailable by
+// a connection closed under it.
+func TestStopWaitsForTheConfirmsOfPublishesInFlight(t *testing.T) {
+	t.Parallel()
+	cfg := testOptions(t)
+	proxy := withProxy(t, &cfg)
+	p := newTestPublisher(t, cfg)
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(
+		`{"name":"slow-confirms","type":"latency","stream":"downstream","attributes":{"latency":1500}}`)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- p.Publish(context.Background(), Message{ID: fmt.Sprint("inflight-", i), Body: []byte(`{}`)})
+		}()
+	}
+	brokertest.Eventually(t, 5*time.Second, "every publish in flight", func() bool { return len(p.slots) == n })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop = %v", err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("a publish in flight when Stop was called = %v, want its ack", err)
+		}
+	}
+}
+
+// The returns buffer holds the in-flight cap plus one: with a cap of one
+// publish, a return still reaches settle before its ack (an unbuffered
+// notification would hold amqp091-go's reader until its 5 s drop, then
+// the ack would pass for a confirm of a message that reached no queue).
+func TestUnroutableWithOneSlotInFlightIsNeverAcked(t *testing.T) {
+	t.Parallel()
+	cfg := testOptions(t)
+	cfg.Channels, cfg.MaxInFlight = 1, 1
+	p := newTestPublisher(t, cfg)
+	for i := range 3 {
+		err := p.Publish(context.Background(), Message{ID: fmt.Sprint("lost-", i), RoutingKey: "webhook.unknown", Body: []byte(`{}`)})
+		if !errors.Is(err, ErrUnroutable) {
+			t.Fatalf("unroutable publish %d with one slot = %v, want ErrUnroutable", i, err)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package publish
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,12 +84,17 @@ func TestPublisher_DeletedForwardQueueIsRefusedUntilItIsBack(t *testing.T) {
 
 // TestPublisher_DeletedForwardQueueIsRedeclaredAtOnce: a publisher that
 // declares the topology (`borda serve`) brings a deleted forward queue
-// back when its check finds it missing, within the check's bound rather
-// than the 5 s redeclare.
+// back when its check finds it missing, before recording it missing: no
+// publish is refused for it and nothing is logged, where waiting for the
+// 5 s redeclare would answer 503 FORWARD_QUEUE_MISSING meanwhile. The
+// check logs transitions only: a check that finds what the last one found
+// logs nothing.
 func TestPublisher_DeletedForwardQueueIsRedeclaredAtOnce(t *testing.T) {
 	opts := testOptions(t)
 	top := *opts.Topology
 	opts.CheckQueue, opts.CheckBinding = top.ForwardQueue, top.RoutingKey
+	tape := &logTape{}
+	opts.Logger = slog.New(slog.NewTextHandler(tape, nil))
 	p := newTestPublisher(t, opts)
 	admin := brokertest.NewAdmin(t)
 	ch := admin.Channel()
@@ -102,6 +109,14 @@ func TestPublisher_DeletedForwardQueueIsRedeclaredAtOnce(t *testing.T) {
 		return err == nil
 	})
 	brokertest.WaitReady(t, p, queueCheckBound)
+	for _, line := range []string{"the forward queue does not exist", "the forward queue exists again"} {
+		if strings.Contains(tape.String(), line) {
+			t.Errorf("the check logged %q: the queue was recorded missing instead of redeclared at once\n%s", line, tape)
+		}
+	}
+	if got := value(t, p.metrics.queueMissing); got != 0 {
+		t.Errorf("borda_webhook_forward_queue_missing = %v after the redeclare, want 0", got)
+	}
 }
 
 func TestTopicMatch(t *testing.T) {
@@ -122,4 +137,39 @@ func TestTopicMatch(t *testing.T) {
 
 func msgPublishing() amqp.Publishing {
 	return amqp.Publishing{Body: []byte(`{}`), DeliveryMode: amqp.Persistent}
+}
+
+// A publisher that declares the topology asserts the forward binding again
+// after redeclaring when the broker refuses it (the exchange was deleted
+// under it): the binding is back before it is ever recorded unbound, so no
+// publish is refused (503 FORWARD_UNBOUND) and nothing is logged.
+func TestPublisher_DeletedExchangeIsRedeclaredBeforeTheBindingCountsAsLost(t *testing.T) {
+	opts := testOptions(t)
+	top := *opts.Topology
+	opts.CheckQueue, opts.CheckBinding = top.ForwardQueue, top.RoutingKey
+	tape := &logTape{}
+	opts.Logger = slog.New(slog.NewTextHandler(tape, nil))
+	p := newTestPublisher(t, opts)
+	admin := brokertest.NewAdmin(t)
+	ch := admin.Channel()
+	if err := ch.ExchangeDelete(top.Exchange, false, false); err != nil {
+		t.Fatal(err)
+	}
+	ch.Close()
+	brokertest.Eventually(t, queueCheckBound, "the exchange redeclared", func() bool {
+		c := admin.Channel()
+		defer c.Close()
+		return c.ExchangeDeclarePassive(top.Exchange, "topic", true, false, false, false, nil) == nil
+	})
+	brokertest.WaitReady(t, p, queueCheckBound)
+	// Transitions only: a binding never recorded lost is never "asserted
+	// again" either.
+	for _, line := range []string{"binding cannot be asserted", "binding is asserted again"} {
+		if strings.Contains(tape.String(), line) {
+			t.Errorf("the check logged %q: the binding was recorded lost instead of asserted again after the redeclare\n%s", line, tape)
+		}
+	}
+	if got := value(t, p.metrics.unbound); got != 0 {
+		t.Errorf("borda_webhook_forward_unbound = %v after the redeclare, want 0", got)
+	}
 }
