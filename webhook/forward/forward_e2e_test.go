@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/olp-edu/borda/internal/breaker"
 	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/webhook/envelope"
 	"github.com/olp-edu/borda/webhook/topology"
 )
@@ -87,7 +89,7 @@ func TestForward_EmojiAndFormBodiesArriveByteExact(t *testing.T) {
 func TestForward_400IsDeadLetteredAtOnceWithStatusAndExcerpt(t *testing.T) {
 	end := newLegacy(t, always(action{status: 400, body: "{\"error\":\"campo inválido\"}\n\x00\x1b[31m"}))
 	h := newHarness(t, end, nil)
-	h.start(nil)
+	f := h.start(nil)
 	h.publish(jsonEnvelope("bad-1", `{"x":1}`))
 
 	d := h.dlq(1, 10*time.Second)[0]
@@ -106,6 +108,14 @@ func TestForward_400IsDeadLetteredAtOnceWithStatusAndExcerpt(t *testing.T) {
 			t.Errorf("DLQ header %s missing: %v", k, d.Headers)
 		}
 	}
+	// The first failure is the POST's answer, not the letter's reason.
+	if got := StringHeader(d.Headers, HeaderFirstReason); !strings.HasSuffix(got, "(HTTP 400)") {
+		t.Errorf("first failure reason %q, want the POST's status", got)
+	}
+	eventually(t, 10*time.Second, "borda_forward_attempts observed once", func() bool {
+		n, sum := observed(f.m.attempts)
+		return n == 1 && sum == 1
+	})
 	// The key keeps the terminal state (a later copy is a duplicate; only
 	// a replay takes it over: TestForward_ASecondCopyOfADeadLetteredEventIsADuplicate).
 	// Marked once the dead letter is published (which the test read):
@@ -138,6 +148,9 @@ func TestForward_5xxClimbsTheLadderThenDeadLetters(t *testing.T) {
 	eventually(t, 10*time.Second, "dead_lettered{5xx} = 1", func() bool {
 		return value(f.m.outcomes.WithLabelValues("dead_lettered", "5xx")) == 1
 	})
+	if n, sum := observed(f.m.attempts); n != 1 || sum != 3 {
+		t.Errorf("borda_forward_attempts: %d observations summing %v, want one of 3", n, sum)
+	}
 }
 
 func TestForward_TimeoutDropAnd429AreRetriedThenDelivered(t *testing.T) {
@@ -155,7 +168,10 @@ func TestForward_TimeoutDropAnd429AreRetriedThenDelivered(t *testing.T) {
 	h := newHarness(t, end, func(c *harnessConfig) {
 		c.Topology.Retry = []topology.Delay{{Name: "100ms", TTL: 100 * time.Millisecond}, {Name: "150ms", TTL: 150 * time.Millisecond}, {Name: "200ms", TTL: 200 * time.Millisecond}}
 	})
-	f := h.start(nil)
+	var tape servicetest.LogBuffer
+	f := h.start(func(f *Forwarder) {
+		f.log = slog.New(slog.NewTextHandler(&tape, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	h.publish(jsonEnvelope("flaky-1", `{"x":1}`))
 	eventually(t, 15*time.Second, "delivery", func() bool { return end.delivered()["flaky-1"] == 1 })
 	if got := len(end.all()); got != 4 {
@@ -164,6 +180,20 @@ func TestForward_TimeoutDropAnd429AreRetriedThenDelivered(t *testing.T) {
 	// The event's last outcome is recorded before its ack: once it is
 	// "delivered" it can no longer be dead-lettered (no fixed grace).
 	eventually(t, 5*time.Second, "the delivered outcome", func() bool { return outcomeTotal(t, f, "delivered") == 1 })
+	if n, sum := observed(f.m.attempts); n != 1 || sum != 4 {
+		t.Errorf("borda_forward_attempts: %d observations summing %v, want one of 4", n, sum)
+	}
+	// Three retries and an ack, each of which worked: no warning, and the
+	// delivery's debug line names its attempt.
+	log := tape.String()
+	for _, warn := range []string{"releasing the lease before a retry", "acking a delivered event"} {
+		if strings.Contains(log, warn) {
+			t.Errorf("logged %q though it worked:\n%s", warn, log)
+		}
+	}
+	if !strings.Contains(log, "event delivered") || !strings.Contains(log, "attempt=4") {
+		t.Errorf("no debug line for the delivery at attempt 4:\n%s", log)
+	}
 	if n := outcomeTotal(t, f, "dead_lettered"); n != 0 {
 		t.Errorf("dead_lettered outcomes = %v, want 0", n)
 	}
@@ -175,7 +205,7 @@ func TestForward_TimeoutDropAnd429AreRetriedThenDelivered(t *testing.T) {
 func TestForward_MalformedAndDigestMismatchAreDeadLetteredWithoutPost(t *testing.T) {
 	end := newLegacy(t, always(action{status: 200}))
 	h := newHarness(t, end, nil)
-	h.start(nil)
+	f := h.start(nil)
 	h.publishRaw("junk", []byte("not json"))
 	env := jsonEnvelope("tampered", `{"x":1}`)
 	env.Body = []byte(`{"x":2}`)
@@ -183,12 +213,22 @@ func TestForward_MalformedAndDigestMismatchAreDeadLetteredWithoutPost(t *testing
 	h.publishRaw("tampered", b)
 
 	got := h.dlq(2, 10*time.Second)
-	reasons := map[string]string{}
+	reasons, first := map[string]string{}, map[string]string{}
 	for _, d := range got {
 		reasons[d.MessageId] = StringHeader(d.Headers, HeaderDLQReason)
+		first[d.MessageId] = StringHeader(d.Headers, HeaderFirstReason)
 	}
 	if reasons["junk"] != "undecodable envelope" || reasons["tampered"] != "sha256 mismatch" {
 		t.Errorf("reasons %v", reasons)
+	}
+	// Never POSTed: the first failure is the letter's own reason, and no
+	// attempt is observed.
+	if first["junk"] != "undecodable envelope" || first["tampered"] != "sha256 mismatch" {
+		t.Errorf("first failure reasons %v, want the letters' reasons", first)
+	}
+	eventually(t, 10*time.Second, "both dead letters counted", func() bool { return outcomeTotal(t, f, "dead_lettered") == 2 })
+	if n, _ := observed(f.m.attempts); n != 0 {
+		t.Errorf("borda_forward_attempts observed %d times for letters never POSTed, want 0", n)
 	}
 	if n := len(end.all()); n != 0 {
 		t.Errorf("POSTs = %d, want 0", n)
@@ -313,7 +353,11 @@ func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
 		c.Options.Prefetch = 1
 		c.Topology.Retry = []topology.Delay{{Name: "5s", TTL: 5 * time.Second}}
 	})
-	f := h.start(func(f *Forwarder) { fw.Store(f) })
+	var tape servicetest.LogBuffer
+	f := h.start(func(f *Forwarder) {
+		f.log = slog.New(slog.NewTextHandler(&tape, nil))
+		fw.Store(f)
+	})
 	for i := range 8 {
 		h.publish(jsonEnvelope(fmt.Sprintf("b-%d", i), `{}`))
 	}
@@ -326,6 +370,16 @@ func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
 	eventually(t, 5*time.Second, "five messages waiting while open", func() bool {
 		return h.depth(h.top.ForwardQueue) == 5 && f.breaker.State() == breaker.StateOpen
 	})
+	// The breaker's opening stopped the consumer (not deliveries taken and
+	// given back over and over while it is open).
+	eventually(t, 5*time.Second, "the consumer stopped while open", func() bool { return !f.consuming.Load() })
+	if log := tape.String(); !strings.Contains(log, `why="breaker open"`) || strings.Contains(log, "cancelling consumer") {
+		t.Errorf("the consumer was not cancelled cleanly for the open breaker:\n%s", log)
+	}
+	// Readiness names the cause, not its consequence as well.
+	if r := f.Readiness(); len(r) != 1 || !strings.HasPrefix(r[0], "breaker: open") {
+		t.Errorf("Readiness while open = %q, want the open breaker alone", r)
+	}
 	if n := len(end.all()); n != opened {
 		t.Errorf("%d POSTs while the clock stood in the open period, want none", n-opened)
 	}
@@ -402,6 +456,8 @@ func TestForward_GracefulStopFinishesInFlightAndLosesNothing(t *testing.T) {
 	// Each delivery takes a while after its POST, so the stop lands
 	// mid-delivery: in-flight ones must still be acked.
 	f.afterMark = func(*amqp.Channel) { time.Sleep(300 * time.Millisecond) }
+	var tape servicetest.LogBuffer
+	f.log = slog.New(slog.NewTextHandler(&tape, nil))
 	const n = 10
 	for i := range n {
 		h.publish(jsonEnvelope(fmt.Sprintf("gs-%d", i), `{}`))
@@ -425,5 +481,10 @@ func TestForward_GracefulStopFinishesInFlightAndLosesNothing(t *testing.T) {
 	}
 	if d := h.depth(h.top.DLQ); d != 0 {
 		t.Errorf("DLQ depth %d, want 0", d)
+	}
+	// The stop was clean: the consumer cancelled and the republishing
+	// connection closed without a warning.
+	if log := tape.String(); strings.Contains(log, "level=WARN") || strings.Contains(log, "level=ERROR") || !strings.Contains(log, `why=shutdown`) {
+		t.Errorf("a graceful stop logged a warning or no consumer stop:\n%s", log)
 	}
 }

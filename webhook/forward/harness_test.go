@@ -395,6 +395,16 @@ func jsonEnvelope(id string, body string) envelope.Envelope {
 }
 
 // value reads a counter or gauge.
+// observed returns a histogram's count and sum (-1, -1 when it cannot be
+// read).
+func observed(m prometheus.Metric) (count uint64, sum float64) {
+	var out dto.Metric
+	if err := m.Write(&out); err != nil || out.Histogram == nil {
+		return 0, -1
+	}
+	return out.Histogram.GetSampleCount(), out.Histogram.GetSampleSum()
+}
+
 func value(m prometheus.Metric) float64 {
 	var out dto.Metric
 	if err := m.Write(&out); err != nil {

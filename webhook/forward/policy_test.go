@@ -52,6 +52,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Thu, 01 Jan 2026 07:00:00 GMT", 10 * time.Minute},
 		{"Thu, 01 Jan 2026 06:00:00 GMT", 0},
 		{"99999999999999999999", 0},
+		{"31536000", 365 * 24 * time.Hour}, // a year: the bound, kept
+		{"31536001", 0},                    // past a year: a broken header
 	}
 	for _, tt := range tests {
 		if got := ParseRetryAfter(tt.in, now); got != tt.want {

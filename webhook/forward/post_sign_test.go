@@ -53,3 +53,20 @@ func TestPostSignatureVersions(t *testing.T) {
 		t.Error("v3 is not a signature version")
 	}
 }
+
+// X-Borda-Source names the event's source when it has one; an envelope
+// without one (an earlier release's) sends no such header rather than an
+// empty one.
+func TestPostNamesTheSourceOnlyWhenThereIsOne(t *testing.T) {
+	t.Parallel()
+	p := newPoster(http.DefaultClient, Options{HMACSecret: []byte(testSecret)})
+	now := time.Unix(1767225600, 0)
+	h := p.headers(envelope.Envelope{ID: "evt-1", Source: "zapster", Body: []byte(`{}`)}, now)
+	if got := h.Values("X-Borda-Source"); len(got) != 1 || got[0] != "zapster" {
+		t.Errorf("X-Borda-Source = %q, want [zapster]", got)
+	}
+	h = p.headers(envelope.Envelope{ID: "evt-1", Body: []byte(`{}`)}, now)
+	if got, ok := h["X-Borda-Source"]; ok {
+		t.Errorf("X-Borda-Source sent for an event without a source: %q", got)
+	}
+}

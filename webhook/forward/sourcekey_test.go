@@ -3,7 +3,9 @@ package forward
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,7 +65,8 @@ func TestForward_DuplicateIsLoggedCountedAndShown(t *testing.T) {
 	overEachTransport(t, func(t *testing.T, transport string) {
 		end := newLegacy(t, always(action{status: 200}))
 		h := newHarness(t, end, over(transport))
-		f := h.start(nil)
+		var tape servicetest.LogBuffer
+		f := h.start(func(f *Forwarder) { f.log = slog.New(slog.NewTextHandler(&tape, nil)) })
 		requests := func() int { return h.front.Stats().TotalRequests() }
 		if h.front == nil {
 			requests = func() int { return 0 }
@@ -92,6 +95,17 @@ func TestForward_DuplicateIsLoggedCountedAndShown(t *testing.T) {
 		s := f.Status()
 		if s.Duplicates != 1 || s.LastDuplicate.Key != h.keys.ForwardEvent("whatsapp", "dup-1") || s.LastDuplicate.Source != "whatsapp" {
 			t.Errorf("status duplicates %d, last %+v", s.Duplicates, s.LastDuplicate)
+		}
+		// The log line names the source and the key; legacy_key only when
+		// the duplicate was found under a key of an earlier version.
+		var line string
+		for _, l := range strings.Split(tape.String(), "\n") {
+			if strings.Contains(l, "acked without a POST (duplicate)") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "source=whatsapp") || !strings.Contains(line, "key="+h.keys.ForwardEvent("whatsapp", "dup-1")) || strings.Contains(line, "legacy_key") {
+			t.Errorf("duplicate log line = %q, want source and key and no legacy_key", line)
 		}
 	})
 }
