@@ -397,6 +397,11 @@ func TestForward_BreakerOpenConsumesNothingThenProbesOnce(t *testing.T) {
 	if n := whileOpen.Load(); n != 0 {
 		t.Errorf("%d POSTs arrived while the breaker was open, want none", n)
 	}
+	// The probe ran on the same session: nothing was redialled for it.
+	eventually(t, 5*time.Second, "the probe's delivery settled", func() bool { return h.depth(h.top.ForwardQueue) == 4 })
+	if log := tape.String(); strings.Contains(log, "forward session ended") {
+		t.Errorf("the session ended around the half-open probe:\n%s", log)
+	}
 }
 
 // outcomeTotal sums borda_forward_outcomes_total{outcome} over its classes.
@@ -425,6 +430,10 @@ func TestForward_SamplesQueueAgeAndDLQDepth(t *testing.T) {
 	f := h.start(nil)
 	h.publish(jsonEnvelope("dl-1", `{}`))
 	eventually(t, 5*time.Second, "DLQ depth 1", func() bool { return value(f.m.dlqDepth) == 1 })
+	// The operator page reads the same gauges through Status.
+	if s := f.Status(); s.DLQDepth != 1 || s.QueueDepth != int64(value(f.m.queueDepth)) {
+		t.Errorf("Status depths: DLQ %d, forward %d; want 1 and the gauge's %v", s.DLQDepth, s.QueueDepth, value(f.m.queueDepth))
+	}
 }
 
 func TestForward_RetryAfterLongerThanTheRungPicksALaterRung(t *testing.T) {

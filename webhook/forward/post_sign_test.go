@@ -70,3 +70,17 @@ func TestPostNamesTheSourceOnlyWhenThereIsOne(t *testing.T) {
 		t.Errorf("X-Borda-Source sent for an event without a source: %q", got)
 	}
 }
+
+// validFieldValue follows RFC 9110 §5.5 at each edge: a space and a tab
+// are allowed, every other control byte and DEL are not, obs-text is.
+func TestValidFieldValueEdges(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{
+		"a b": true, "a\tb": true, "~": true, "caf\xc3\xa9": true, "": true,
+		"\x1f": false, "a\x00": false, "\r\n": false, "\x7f": false,
+	} {
+		if got := validFieldValue(v); got != want {
+			t.Errorf("validFieldValue(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

@@ -36,10 +36,21 @@ func TestForward_SamplingKeepsTheHeadOfTheQueue(t *testing.T) {
 	for range 3 {
 		f.sampleOnce(ch)
 	}
+	// Nothing taken yet: the lag is unknown, and not made up.
+	if age := value(f.m.oldestAge); age != 0 {
+		t.Errorf("lag = %.0fs before the worker took any event, want 0", age)
+	}
+	// The events queue (bound to the same key) is sampled too.
+	if d, c := value(f.m.eventsDepth), value(f.m.eventsConsumers); d != float64(h.depth(h.top.EventsQueue)) || d < 3 || c != 0 {
+		t.Errorf("events queue gauges: depth %v, consumers %v; want its %d messages and no consumer", d, c, h.depth(h.top.EventsQueue))
+	}
 	f.observeTaken(old) // the worker took an event received an hour ago
 	f.sampleOnce(ch)
-	if age := value(f.m.oldestAge); age < 3590 {
-		t.Errorf("lag = %.0fs while messages wait, want ≥ 3590s", age)
+	if age := value(f.m.oldestAge); age < 3590 || age > 3700 {
+		t.Errorf("lag = %.0fs while messages wait, want about 3600s", age)
+	}
+	if age := f.Status().OldestAge; age < 59*time.Minute || age > 62*time.Minute {
+		t.Errorf("Status().OldestAge = %v, want about an hour", age)
 	}
 	d, ok, err := ch.Get(h.top.ForwardQueue, true)
 	if err != nil || !ok || d.MessageId != "head-0" {

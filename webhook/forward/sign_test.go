@@ -25,6 +25,8 @@ func TestVerify(t *testing.T) {
 		{"valid", ts, sig, body, now, [][]byte{secret}, nil},
 		{"valid during rotation", ts, sig, body, now, [][]byte{[]byte("new"), secret}, nil},
 		{"4m59s old", ts, sig, body, now.Add(299 * time.Second), [][]byte{secret}, nil},
+		{"exactly 5 minutes old", ts, sig, body, now.Add(MaxSignatureAge), [][]byte{secret}, nil},
+		{"exactly 5 minutes ahead", ts, sig, body, now.Add(-MaxSignatureAge), [][]byte{secret}, nil},
 		{"older than 5 minutes", ts, sig, body, now.Add(301 * time.Second), [][]byte{secret}, ErrStaleTimestamp},
 		{"from the future", ts, sig, body, now.Add(-301 * time.Second), [][]byte{secret}, ErrStaleTimestamp},
 		{"body changed", ts, sig, []byte(`{"a":1.0,"t":"Gold 🥇"}`), now, [][]byte{secret}, ErrBadSignature},
