@@ -58,13 +58,17 @@ func TestStore_DedupStateMachine(t *testing.T) {
 			if c.before != "" {
 				h.rdb.Set(ctx, key, c.before, retention)
 			}
-			claim, l, _, err := s.Acquire(ctx, "evolution", id, "tok", c.forced, c.replay)
+			claim, l, held, err := s.Acquire(ctx, "evolution", id, "tok", c.forced, c.replay)
 			if err != nil {
 				t.Fatalf("%s: Acquire: %v", c.name, err)
 			}
 			if claim != c.want {
 				t.Errorf("%s: claim %d, want %d", c.name, claim, c.want)
 				continue
+			}
+			// Held says for how long: the other lease's remaining TTL.
+			if claim == Held && (held <= retention-time.Minute || held > retention) {
+				t.Errorf("%s: held for %v, want the other lease's TTL (about %v)", c.name, held, retention)
 			}
 			want := c.after
 			if want == "lease" {

@@ -26,6 +26,7 @@ func TestRunSummaryLogsWhatTheIntervalDid(t *testing.T) {
 	m.outcomes.WithLabelValues("delivered", "2xx").Add(2)
 	m.outcomes.WithLabelValues("duplicate", "none").Inc()
 	m.outcomes.WithLabelValues("dead_lettered", "4xx").Inc()
+	m.outcomes.WithLabelValues("retried", "5xx").Inc() // before the baseline: not this interval's
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	f.log = log
@@ -55,5 +56,30 @@ func TestRunSummaryLogsWhatTheIntervalDid(t *testing.T) {
 	<-done
 	if !strings.Contains(buf.String(), "level=INFO msg=\"forward summary\"") {
 		t.Errorf("the summary is not at info:\n%s", buf.String())
+	}
+}
+
+// RunSummary's every of 0 means DefaultSummaryEvery (a zero ticker would
+// panic): it runs until its ctx ends and logs nothing before a minute.
+func TestRunSummaryWithoutAnIntervalUsesTheDefault(t *testing.T) {
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf servicetest.LogBuffer
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	f := &Forwarder{m: m, log: log, now: time.Now, breaker: newBreaker(3, time.Minute, senderSet{}, nil, m.breaker, log)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		f.RunSummary(ctx, 0)
+	}()
+	cancel()
+	if p := <-done; p != nil {
+		t.Fatalf("RunSummary(ctx, 0) panicked: %v", p)
+	}
+	if buf.String() != "" {
+		t.Errorf("RunSummary logged before its interval:\n%s", buf.String())
 	}
 }
