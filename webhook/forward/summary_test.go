@@ -16,20 +16,14 @@ import (
 // a delivery or a duplicate; RunSummary logs, at info, the interval's
 // delivered, duplicates, retried and dead-lettered counts and the breaker.
 func TestRunSummaryLogsWhatTheIntervalDid(t *testing.T) {
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf servicetest.LogBuffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
-	f := &Forwarder{m: m, log: log, now: time.Now, breaker: newBreaker(3, time.Minute, senderSet{}, nil, m.breaker, log)}
+	f, buf := summaryForwarder(t)
+	m := f.m
 	m.outcomes.WithLabelValues("delivered", "2xx").Add(2)
 	m.outcomes.WithLabelValues("duplicate", "none").Inc()
 	m.outcomes.WithLabelValues("dead_lettered", "4xx").Inc()
 	m.outcomes.WithLabelValues("retried", "5xx").Inc() // before the baseline: not this interval's
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	f.log = log
 	go func() { f.RunSummary(ctx, 5*time.Millisecond); close(done) }()
 	// The totals before the first tick are the baseline: once a line
 	// shows it, count more and wait for a line that has them.
@@ -62,13 +56,7 @@ func TestRunSummaryLogsWhatTheIntervalDid(t *testing.T) {
 // RunSummary's every of 0 means DefaultSummaryEvery (a zero ticker would
 // panic): it runs until its ctx ends and logs nothing before a minute.
 func TestRunSummaryWithoutAnIntervalUsesTheDefault(t *testing.T) {
-	m, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf servicetest.LogBuffer
-	log := slog.New(slog.NewTextHandler(&buf, nil))
-	f := &Forwarder{m: m, log: log, now: time.Now, breaker: newBreaker(3, time.Minute, senderSet{}, nil, m.breaker, log)}
+	f, buf := summaryForwarder(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan any, 1)
 	go func() {
@@ -82,4 +70,17 @@ func TestRunSummaryWithoutAnIntervalUsesTheDefault(t *testing.T) {
 	if buf.String() != "" {
 		t.Errorf("RunSummary logged before its interval:\n%s", buf.String())
 	}
+}
+
+// summaryForwarder is a Forwarder with what RunSummary reads (metrics, a
+// closed breaker) logging into the returned buffer.
+func summaryForwarder(t *testing.T) (*Forwarder, *servicetest.LogBuffer) {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := &servicetest.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(buf, nil))
+	return &Forwarder{m: m, log: log, now: time.Now, breaker: newBreaker(3, time.Minute, senderSet{}, nil, m.breaker, log)}, buf
 }

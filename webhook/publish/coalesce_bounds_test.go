@@ -20,15 +20,7 @@ func TestCoalescingConnRoomEndsAtTheLimit(t *testing.T) {
 		queued int
 		room   bool
 	}{{coalesceLimit - 1, true}, {coalesceLimit, false}, {coalesceLimit + 1, false}} {
-		c := newCoalescingConn(&stalledConn{closed: make(chan struct{})})
-		if _, err := c.Write([]byte("x")); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, "the flusher inside its stalled write", func() bool {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			return c.writing && len(c.pending) == 0
-		})
+		c := stalledSocket(t)
 		if _, err := c.Write(make([]byte, tc.queued)); err != nil {
 			t.Fatal(err)
 		}

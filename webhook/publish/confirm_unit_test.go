@@ -13,10 +13,9 @@ import (
 	"github.com/olp-edu/borda/internal/servicetest"
 )
 
-// fullSocket returns a coalescing socket whose flusher is stuck in a
-// write (the broker stopped reading) with coalesceLimit bytes queued
-// behind it: no room.
-func fullSocket(t *testing.T) *coalescingConn {
+// stalledSocket returns a coalescing socket whose flusher is stuck in a
+// write (the broker stopped reading), with nothing queued behind it.
+func stalledSocket(t *testing.T) *coalescingConn {
 	t.Helper()
 	c := newCoalescingConn(&stalledConn{closed: make(chan struct{})})
 	t.Cleanup(func() { c.Close() })
@@ -28,6 +27,13 @@ func fullSocket(t *testing.T) *coalescingConn {
 		defer c.mu.Unlock()
 		return c.writing && len(c.pending) == 0
 	})
+	return c
+}
+
+// fullSocket is a stalledSocket with coalesceLimit bytes queued: no room.
+func fullSocket(t *testing.T) *coalescingConn {
+	t.Helper()
+	c := stalledSocket(t)
 	if _, err := c.Write(make([]byte, coalesceLimit)); err != nil {
 		t.Fatal(err)
 	}

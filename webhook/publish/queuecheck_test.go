@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/olp-edu/borda/webhook/internal/brokertest"
+	"github.com/olp-edu/borda/webhook/topology"
 )
 
 // queueCheckBound is how long a deleted forward queue may go unnoticed in
@@ -90,12 +91,7 @@ func TestPublisher_DeletedForwardQueueIsRefusedUntilItIsBack(t *testing.T) {
 // check logs transitions only: a check that finds what the last one found
 // logs nothing.
 func TestPublisher_DeletedForwardQueueIsRedeclaredAtOnce(t *testing.T) {
-	opts := testOptions(t)
-	top := *opts.Topology
-	opts.CheckQueue, opts.CheckBinding = top.ForwardQueue, top.RoutingKey
-	tape := &logTape{}
-	opts.Logger = slog.New(slog.NewTextHandler(tape, nil))
-	p := newTestPublisher(t, opts)
+	p, top, tape := checkingPublisher(t)
 	admin := brokertest.NewAdmin(t)
 	ch := admin.Channel()
 	if _, err := ch.QueueDelete(top.ForwardQueue, false, false, false); err != nil {
@@ -109,11 +105,8 @@ func TestPublisher_DeletedForwardQueueIsRedeclaredAtOnce(t *testing.T) {
 		return err == nil
 	})
 	brokertest.WaitReady(t, p, queueCheckBound)
-	for _, line := range []string{"the forward queue does not exist", "the forward queue exists again"} {
-		if strings.Contains(tape.String(), line) {
-			t.Errorf("the check logged %q: the queue was recorded missing instead of redeclared at once\n%s", line, tape)
-		}
-	}
+	notLogged(t, tape, "the queue was recorded missing instead of redeclared at once",
+		"the forward queue does not exist", "the forward queue exists again")
 	if got := value(t, p.metrics.queueMissing); got != 0 {
 		t.Errorf("borda_webhook_forward_queue_missing = %v after the redeclare, want 0", got)
 	}
@@ -144,12 +137,7 @@ func msgPublishing() amqp.Publishing {
 // under it): the binding is back before it is ever recorded unbound, so no
 // publish is refused (503 FORWARD_UNBOUND) and nothing is logged.
 func TestPublisher_DeletedExchangeIsRedeclaredBeforeTheBindingCountsAsLost(t *testing.T) {
-	opts := testOptions(t)
-	top := *opts.Topology
-	opts.CheckQueue, opts.CheckBinding = top.ForwardQueue, top.RoutingKey
-	tape := &logTape{}
-	opts.Logger = slog.New(slog.NewTextHandler(tape, nil))
-	p := newTestPublisher(t, opts)
+	p, top, tape := checkingPublisher(t)
 	admin := brokertest.NewAdmin(t)
 	ch := admin.Channel()
 	if err := ch.ExchangeDelete(top.Exchange, false, false); err != nil {
@@ -164,12 +152,31 @@ func TestPublisher_DeletedExchangeIsRedeclaredBeforeTheBindingCountsAsLost(t *te
 	brokertest.WaitReady(t, p, queueCheckBound)
 	// Transitions only: a binding never recorded lost is never "asserted
 	// again" either.
-	for _, line := range []string{"binding cannot be asserted", "binding is asserted again"} {
-		if strings.Contains(tape.String(), line) {
-			t.Errorf("the check logged %q: the binding was recorded lost instead of asserted again after the redeclare\n%s", line, tape)
-		}
-	}
+	notLogged(t, tape, "the binding was recorded lost instead of asserted again after the redeclare",
+		"binding cannot be asserted", "binding is asserted again")
 	if got := value(t, p.metrics.unbound); got != 0 {
 		t.Errorf("borda_webhook_forward_unbound = %v after the redeclare, want 0", got)
+	}
+}
+
+// checkingPublisher is a publisher that declares the test's topology and
+// checks its forward queue and binding, logging into the returned tape.
+func checkingPublisher(t *testing.T) (*Publisher, topology.Topology, *logTape) {
+	t.Helper()
+	opts := testOptions(t)
+	top := *opts.Topology
+	opts.CheckQueue, opts.CheckBinding = top.ForwardQueue, top.RoutingKey
+	tape := &logTape{}
+	opts.Logger = slog.New(slog.NewTextHandler(tape, nil))
+	return newTestPublisher(t, opts), top, tape
+}
+
+// notLogged fails the test for each of lines the tape holds.
+func notLogged(t *testing.T, tape *logTape, why string, lines ...string) {
+	t.Helper()
+	for _, line := range lines {
+		if strings.Contains(tape.String(), line) {
+			t.Errorf("logged %q: %s\n%s", line, why, tape)
+		}
 	}
 }
