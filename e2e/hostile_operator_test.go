@@ -162,15 +162,22 @@ forward:
 		if err != nil {
 			t.Fatal(err)
 		}
-		dc, err := ch.PublishWithDeferredConfirm("", dlq, true, false, amqp.Publishing{
+		msg := amqp.Publishing{
 			MessageId: id, DeliveryMode: amqp.Persistent, ContentType: envelope.ContentType, Body: body,
 			Headers: amqp.Table{forward.HeaderDLQReason: "4xx", forward.HeaderFirstReason: "4xx", forward.HeaderDLQStatus: int32(422),
 				forward.HeaderDLQExcerpt: "no\u202e\x1b[2J", forward.HeaderAttempt: int32(1),
 				forward.HeaderDeadLetteredAt: at.Format(time.RFC3339Nano), forward.HeaderSource: "whatsapp"},
-		})
-		if err != nil || !dc.Wait() {
-			t.Fatalf("publishing %q: %v", id, err)
 		}
+		// A quorum queue exists (the passive declare above) a moment before
+		// its leader runs; a publish in between is nacked (RabbitMQ 3.10,
+		// seen in CI on 2026-12-07): publish until the broker confirms.
+		eventually(t, 10*time.Second, "the letter "+strconv.Quote(id)+" confirmed into the DLQ", func() bool {
+			dc, err := ch.PublishWithDeferredConfirm("", dlq, true, false, msg)
+			if err != nil {
+				t.Fatalf("publishing %q: %v", id, err)
+			}
+			return dc.Wait()
+		})
 	}
 	cliEnv := append(cleanEnv(), env...)
 

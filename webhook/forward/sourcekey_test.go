@@ -98,12 +98,15 @@ func TestForward_DuplicateIsLoggedCountedAndShown(t *testing.T) {
 		}
 		// The log line names the source and the key; legacy_key only when
 		// the duplicate was found under a key of an earlier version.
-		var line string
-		for _, l := range strings.Split(tape.String(), "\n") {
-			if strings.Contains(l, "acked without a POST (duplicate)") {
-				line = l
+		var line string // logged right after the counts: wait for it
+		eventually(t, 5*time.Second, "the duplicate's log line", func() bool {
+			for _, l := range strings.Split(tape.String(), "\n") {
+				if strings.Contains(l, "acked without a POST (duplicate)") {
+					line = l
+				}
 			}
-		}
+			return line != ""
+		})
 		if !strings.Contains(line, "source=whatsapp") || !strings.Contains(line, "key="+h.keys.ForwardEvent("whatsapp", "dup-1")) || strings.Contains(line, "legacy_key") {
 			t.Errorf("duplicate log line = %q, want source and key and no legacy_key", line)
 		}
