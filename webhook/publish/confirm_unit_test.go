@@ -161,15 +161,7 @@ func TestSettleReportsAReturnAndANackAndTellsThePublisher(t *testing.T) {
 // marks the channel closed before it resolves the confirmations).
 func TestSettleOnAClosedChannelIsUnavailableEvenBeforeItsReasonIsKnown(t *testing.T) {
 	t.Parallel()
-	conn, err := amqp.Dial(servicetest.AMQPURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ch := servicetest.AMQPChannel(t, servicetest.AMQPURL(t))
 	if err := ch.Close(); err != nil {
 		t.Fatal(err)
 	}
