@@ -11,7 +11,7 @@
 #   scripts/mutation.sh cookies identity     # some of them
 #
 # Slow (minutes per package, the whole test suite of the package runs per
-# mutant), so it is not part of .ci/run. It runs niced, one worker;
+# mutant), so it is not part of .ci/run. It runs niced, one worker by default;
 # BORDA_MUTATION_TIMEOUT_COEFFICIENT (default 3) scales gremlins' per-test
 # timeout, BORDA_MUTATION_TAGS passes build tags, and each package's run is
 # bounded by BORDA_MUTATION_MAX (default 10m, a `timeout` duration): a run
@@ -31,6 +31,13 @@
 # (through GOFLAGS): a package whose tests wait on clocks and servers more
 # than they compute (ratelimit: 27 s at the default of one per CPU, 10 s
 # at 16 on two cores) costs less per mutant.
+#
+# BORDA_MUTATION_WORKERS=N (default 1) runs N mutants at once (gremlins
+# --workers; each worker builds in its own copy of the module): a package
+# whose tests mostly wait on servers and timers goes nearly N times faster
+# on two cores. A test that fails falsely on a loaded machine would count
+# a mutant as killed, so use it only for a package whose -short suite is
+# green run beside another copy of itself.
 #
 # BORDA_MUTATION_SHORT=1 runs the tests with -short (through GOFLAGS),
 # which skips the few real-time soak tests (each says so in its skip
@@ -55,6 +62,8 @@ fi
 out=${BORDA_MUTATION_OUT:-$root/.mutation}
 mkdir -p "$out"
 coef=${BORDA_MUTATION_TIMEOUT_COEFFICIENT:-3}
+workers=${BORDA_MUTATION_WORKERS:-1}
+case "$workers" in *[!0-9]* | "" | 0) echo "BORDA_MUTATION_WORKERS must be a positive number" >&2; exit 2 ;; esac
 max=${BORDA_MUTATION_MAX:-10m}
 tags=${BORDA_MUTATION_TAGS:-}
 if [ "${BORDA_MUTATION_SHORT:-}" = 1 ]; then
@@ -80,7 +89,7 @@ for p in "${pkgs[@]}"; do
 	json=$out/$(echo "$p" | tr / _).json
 	rm -f "$json"
 	echo "== $p" >&2
-	args=(unleash --workers 1 --timeout-coefficient "$coef" --output "$json")
+	args=(unleash --workers "$workers" --timeout-coefficient "$coef" --output "$json")
 	[ -z "$tags" ] || args+=(--tags "$tags")
 	if nice -n 10 timeout "$max" "$gremlins" "${args[@]}" "./$p" >&2 && [ -s "$json" ]; then
 		r=$(row "$p" "$json")
