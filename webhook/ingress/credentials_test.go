@@ -90,6 +90,13 @@ func TestParseTarget(t *testing.T) {
 		{"", "token=a+b/messages-upsert", "", "a+b", "messages-upsert", true},
 		{"", "x=1&token=abc", "", "abc", "", true},
 		{"/a/b", "", "", "", "b", false},
+		// A URL configured with an empty query ("…/evo?") gets the event
+		// appended right after the "?": the query is just "/{event}".
+		{"", "/messages-upsert", "", "", "messages-upsert", false},
+		{"/t/abc", "/connection-update", "abc", "", "connection-update", false},
+		// An unset token variable ("?token=" + "/{event}"): an empty token,
+		// which presents nothing, never "/messages-upsert" as the token.
+		{"", "token=/messages-upsert", "", "", "messages-upsert", true},
 	}
 	for _, tt := range tests {
 		got := parseTarget(tt.rest, tt.query)

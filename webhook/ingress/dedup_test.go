@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"hash/maphash"
+	"math"
 	"reflect"
 	"strconv"
 	"sync"
@@ -317,4 +318,34 @@ func pointerPath(typ reflect.Type) string {
 		return ""
 	}
 	return typ.Kind().String()
+}
+
+// A late confirm (its claim expired and another request claimed the id)
+// never takes the id from the newer claim while that claim lives, through
+// its last instant: the id stays IN_FLIGHT, the newer request's.
+func TestDedupLateConfirmLeavesANewerClaimThroughItsLastInstant(t *testing.T) {
+	d, clock := newTestDedup(10, time.Minute)
+	late := mustBegin(t, d, "s", "a", stateNew)
+	clock.advance(2 * time.Minute)
+	newer := mustBegin(t, d, "s", "a", stateNew)
+	clock.advance(time.Minute) // the newer claim's last instant
+	d.confirm(late)
+	mustBegin(t, d, "s", "a", stateInFlight)
+	d.forget(newer)
+	mustBegin(t, d, "s", "a", stateNew)
+}
+
+// The table's size is clamped to what int32 slots can index, and to at
+// least one entry.
+func TestDedupSizeIsClampedToItsSlots(t *testing.T) {
+	for _, c := range []struct{ size, want int }{
+		{-5, 1}, {0, 1}, {1, 1}, {1 << 20, 1 << 20},
+		{math.MaxInt32 - 1, math.MaxInt32 - 1},
+		{math.MaxInt32, math.MaxInt32 - 1},
+		{math.MaxInt, math.MaxInt32 - 1},
+	} {
+		if got := newDedup(c.size, time.Minute).size; got != c.want {
+			t.Errorf("newDedup(%d).size = %d, want %d", c.size, got, c.want)
+		}
+	}
 }

@@ -32,6 +32,8 @@ func TestEventIDOrder(t *testing.T) {
 		{"object leaf → body digest", nil, []byte(`{"id":{"a":1}}`), true, splitFields([]string{"id"}), "d05480223b37fbae30f23edd7f5b729ced1ba7f82ca785ea3fbc951c6b11de3e"},
 		{"form body → digest", nil, []byte("payload=%7B%7D"), false, evolution, "c9a9ff8126e94878114d12a11cc665fe257672fcff145d4b658f9c443ad3e945"},
 		{"array body → digest", nil, []byte(`[1]`), true, evolution, "080a9ed428559ef602668b4c00f114f1a11c3f6b02a435f0bdc154578e4d7f22"},
+		// No fields configured: the JSON body's digest (printf '%s' '{"a":1}' | sha256sum), never an empty join.
+		{"no fields → body digest", nil, []byte(`{"a":1}`), true, nil, "015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"},
 		{"long header id → derived", map[string]string{"Webhook-Id": strings.Repeat("x", 300)}, body, true, nil, "sha256:0d4e2ca9e9cbced7a7a5380eb29e1a3783b9b6d0db72de36a1051038e1c1fbc7"},
 	}
 	for _, tt := range tests {
@@ -203,6 +205,37 @@ func TestDeliveryIDHeadersAreCanonical(t *testing.T) {
 	for _, name := range deliveryIDHeaders {
 		if c := http.CanonicalHeaderKey(name); c != name {
 			t.Errorf("deliveryIDHeaders holds %q, want its canonical form %q (Get canonicalises, and allocates, otherwise)", name, c)
+		}
+	}
+}
+
+// TestJSONStringDecodesEscapesLosingNothing: a pair of surrogate escapes is
+// one code point (UTF-8), an unpaired one its 3-byte WTF-8 form, and the
+// edges of both ranges are exact. Expected bytes from Python:
+// s.encode("utf-8", "surrogatepass").
+func TestJSONStringDecodesEscapesLosingNothing(t *testing.T) {
+	for _, c := range []struct {
+		raw, want string
+		ok        bool
+	}{
+		{`""`, "", true},
+		{`"\ud800\udc00"`, "\xf0\x90\x80\x80", true},   // the lowest pair
+		{`"\udbff\udfff"`, "\xf4\x8f\xbf\xbf", true},   // the highest pair
+		{`"a\ud83d\ude00"`, "a\xf0\x9f\x98\x80", true}, // a pair that ends the string
+		{`"\ud83d\ude00"`, "\xf0\x9f\x98\x80", true},
+		{`"\udc00\udc00"`, "\xed\xb0\x80\xed\xb0\x80", true}, // two lows are no pair
+		{`"\ud800\ud800"`, "\xed\xa0\x80\xed\xa0\x80", true}, // nor two highs
+		{`"\udfff"`, "\xed\xbf\xbf", true},
+		{`"\ud7ff"`, "\xed\x9f\xbf", true}, // below the surrogates
+		{`"\ue000"`, "\xee\x80\x80", true}, // above them
+		{`"\ud83d\ude0"`, "", false},       // a truncated second escape
+		{`"\\"`, `\`, true},                // an escaped backslash
+		{`"a\\\\b"`, `a\\b`, true},
+		{"\"\x80\"", "\x80", true}, // invalid UTF-8 kept as it is
+	} {
+		got, ok := jsonString([]byte(c.raw))
+		if got != c.want || ok != c.ok {
+			t.Errorf("jsonString(%s) = %q, %v; want %q, %v", c.raw, got, ok, c.want, c.ok)
 		}
 	}
 }

@@ -24,6 +24,15 @@ var jsonValidCases = []string{
 	strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000),
 	strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001),
 	strings.Repeat("[", 100),
+	// Input ending right after a complete value inside a container.
+	`[1`, `[1 `, `{"a":1`, `[[]`, `[true`, `{"a":{}`, `["x"`, `{"a":null `,
+	// Input ending inside a key, an escape or a literal; a member without
+	// a key; every hex digit's case in an escape.
+	`{"a"`, `{"a" `, `{1}`, `{ 1 }`, `"\`, `{"a":"\`, `"\u123`, `["\u12`, `[tru`, `[1,2,nul`, `[fals`,
+	`"\u0FFF"`, `"\uFFFF"`, `"\uffff"`, `"\uAbCd"`, `"\u9a0F"`,
+	// A refused value whose second byte starts a whitespace-only tail (the
+	// fuzzer's "\"\r"): a scanner that resumed there would accept it.
+	"\"\r", "\"\t", "\"\n ", "t ", "n\r\n", "f\t", "[\"\r]",
 }
 
 func TestJSONValidMatchesEncodingJSON(t *testing.T) {
@@ -37,7 +46,9 @@ func TestJSONValidMatchesEncodingJSON(t *testing.T) {
 		cases = append(cases, string(b))
 	}
 	for _, c := range cases {
-		if got, want := jsonValid([]byte(c)), json.Valid([]byte(c)); got != want {
+		b := []byte(c)
+		b = b[:len(b):len(b)] // no capacity past the input: a read past its end panics
+		if got, want := jsonValid(b), json.Valid(b); got != want {
 			t.Errorf("jsonValid(%.60q) = %v, json.Valid = %v", c, got, want)
 		}
 	}
@@ -159,6 +170,44 @@ func BenchmarkEventIDFields(b *testing.B) {
 	for b.Loop() {
 		if _, ok := fieldsID(body, fields); !ok {
 			b.Fatal("no id")
+		}
+	}
+}
+
+// TestJSONMemberNeverReadsPastATruncatedObject: jsonMember's contract on
+// input that is not valid JSON is "any answer, no panic, no read out of
+// bounds": every prefix of a few objects, with no capacity past its end.
+func TestJSONMemberNeverReadsPastATruncatedObject(t *testing.T) {
+	for _, obj := range []string{
+		` { "id" : "a\"b" , "n" : [1, {"x": null}] , "id":-1.5e3 } `,
+		`{"instance":"i1","event":"messages.upsert","data":{"key":{"id":"K1"}}}`,
+		`{"\u0069d":true,"":{}}`,
+	} {
+		for n := 0; n <= len(obj); n++ {
+			b := []byte(obj[:n])
+			for _, key := range []string{"id", "n", "data", ""} {
+				jsonMember(b[:n:n], key)
+			}
+		}
+	}
+}
+
+// TestJSONMemberFindsKeysAfterEscapedBackslashes: a string ending in an
+// even run of backslashes ends at its quote ("x\\"), an odd run escapes
+// it; keys are compared as encoding/json decodes them.
+func TestJSONMemberFindsKeysAfterEscapedBackslashes(t *testing.T) {
+	for _, c := range []struct{ obj, key, want string }{
+		{`{"k":"x\\","id":"y"}`, "id", `"y"`},
+		{`{"k":"x\\\\","id":"y"}`, "id", `"y"`},
+		{`{"k":"x\\\"","id":"y"}`, "id", `"y"`},
+		{`{"a\\":1,"id":2}`, "id", `2`},
+		{`{"a\\":1,"id":2}`, `a\`, `1`},
+		{`{"\u0069d":3}`, "id", `3`},
+		{"{\"\x80\":4}", "\uFFFD", `4`}, // invalid UTF-8 in a key decodes to U+FFFD
+		{`{"\u00e9":5}`, "é", `5`},
+	} {
+		if got, ok := jsonMember([]byte(c.obj), c.key); !ok || string(got) != c.want {
+			t.Errorf("jsonMember(%s, %q) = %s, %v; want %s", c.obj, c.key, got, ok, c.want)
 		}
 	}
 }

@@ -71,3 +71,18 @@ func TestRedactFieldsEveryJSONSpelling(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyIsJSONReadsNothingPastTheBody: a body of other media that is
+// empty or only whitespace is not JSON, and deciding so reads nothing past
+// its last byte.
+func TestBodyIsJSONReadsNothingPastTheBody(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		want bool
+	}{{"", false}, {"   ", false}, {"\r\n", false}, {" {}", true}, {"{", false}, {"[]", false}} {
+		b := []byte(c.body)
+		if got := bodyIsJSON(mediaForm, b[:len(b):len(b)]); got != c.want {
+			t.Errorf("bodyIsJSON(form, %q) = %v, want %v", c.body, got, c.want)
+		}
+	}
+}

@@ -50,3 +50,18 @@ func TestWebhookNumberOutOfRangeIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestTopLevelScalarBodiesAreJudged: a body that is one number, string
+// or literal (valid JSON) is judged like any value inside an object,
+// reading nothing past the body's last byte.
+func TestTopLevelScalarBodiesAreJudged(t *testing.T) {
+	for body, want := range map[string]string{
+		"12": "", "-0.5e-3": "", "1e999999": ReasonNumberOutOfRange, "-1e400": ReasonNumberOutOfRange,
+		`"x"`: "", `"\ud83d"`: ReasonInvalidUTF8, `"\ud83d\ude00"`: "", "true": "", "null": "",
+	} {
+		b := []byte(body)
+		if got := jsonRefused(b[:len(b):len(b)]); got != want {
+			t.Errorf("jsonRefused(%s) = %q, want %q", body, got, want)
+		}
+	}
+}

@@ -206,3 +206,55 @@ func TestScratchIsNotReusedWhilePublishing(t *testing.T) {
 		t.Fatalf("%d envelopes changed while Publish held them: a scratch buffer was reused too early", pub.changed)
 	}
 }
+
+// TestKeepHoldsTheLargerBufferUpToScratchKeep: of the buffer an event
+// used and the one the scratch had, the pool keeps the larger, emptied,
+// as long as it is at most scratchKeep; a larger one is let go.
+func TestKeepHoldsTheLargerBufferUpToScratchKeep(t *testing.T) {
+	buf := func(c int) []byte { return make([]byte, 1, c) }
+	const (
+		usedOne = iota
+		oldOne
+		none
+	)
+	for _, c := range []struct {
+		used, old int // capacities; -1: nil
+		want      int
+	}{
+		{-1, 100, oldOne},
+		{100, 50, usedOne},
+		{50, 100, oldOne},
+		{100, 100, usedOne}, // a tie keeps the newer
+		{scratchKeep, 100, usedOne},
+		{scratchKeep + 1, 100, oldOne},
+		{-1, scratchKeep, oldOne},
+		{-1, scratchKeep + 1, none},
+		{scratchKeep + 1, scratchKeep + 1, none},
+	} {
+		var used, old []byte
+		if c.used >= 0 {
+			used = buf(c.used)
+		}
+		if c.old >= 0 {
+			old = buf(c.old)
+		}
+		got := keep(used, old)
+		if len(got) != 0 {
+			t.Errorf("keep(cap %d, cap %d) has length %d, want it emptied", c.used, c.old, len(got))
+		}
+		var which int
+		switch {
+		case got == nil:
+			which = none
+		case used != nil && &got[:1][0] == &used[0]:
+			which = usedOne
+		case old != nil && &got[:1][0] == &old[0]:
+			which = oldOne
+		default:
+			t.Fatalf("keep(cap %d, cap %d) returned a buffer that is neither", c.used, c.old)
+		}
+		if which != c.want {
+			t.Errorf("keep(cap %d, cap %d) kept %d, want %d (0 used, 1 old, 2 none)", c.used, c.old, which, c.want)
+		}
+	}
+}

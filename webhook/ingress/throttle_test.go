@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // rawReq sends a POST whose headers are given as lines (so a field can
@@ -180,3 +182,54 @@ func TestBadSignatureFloodIsThrottled(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestDefaultClientIsTheAddressNotTheConnection: without SetClientIP (or
+// when its function names no client) a request's client is the host of
+// RemoteAddr, never host:port, which would make every connection a new
+// client with a fresh failed-authentication allowance and body share.
+func TestDefaultClientIsTheAddressNotTheConnection(t *testing.T) {
+	for remote, want := range map[string]string{
+		"10.0.0.1:1234":       "10.0.0.1",
+		"10.0.0.1:4321":       "10.0.0.1",
+		"[2001:db8::1]:443":   "2001:db8::1",
+		"@unix-socket-client": "@unix-socket-client",
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/webhooks/x", nil)
+		r.RemoteAddr = remote
+		if got := peerIP(r); got != want {
+			t.Errorf("peerIP(%q) = %q, want %q", remote, got, want)
+		}
+		i := &Ingress{clientIP: peerIP}
+		i.SetClientIP(func(*http.Request) string { return "" })
+		if got := i.clientIP(r); got != want {
+			t.Errorf("clientIP(%q) with a resolver that names nothing = %q, want %q", remote, got, want)
+		}
+	}
+}
+
+// TestAuthFailureLimitsTakeTheirSmallestValues: New accepts the smallest
+// throttle (one failure per IP and per source, one client tracked, a 1 ns
+// window) and refuses anything below it, naming the setting.
+func TestAuthFailureLimitsTakeTheirSmallestValues(t *testing.T) {
+	smallest := AuthFailures{PerIP: 1, PerSource: 1, MaxClients: 1, Window: time.Nanosecond}
+	cfg := unitConfig()
+	cfg.AuthFailures = smallest
+	if _, err := New(cfg, &fakePublisher{}, discardLogger(), prometheus.NewRegistry()); err != nil {
+		t.Fatalf("New with the smallest auth-failure throttle: %v", err)
+	}
+	for name, below := range map[string]func(*AuthFailures){
+		"per_ip 0":      func(a *AuthFailures) { a.PerIP = 0 },
+		"per_source 0":  func(a *AuthFailures) { a.PerSource = 0 },
+		"max_clients 0": func(a *AuthFailures) { a.MaxClients = 0 },
+		"window 0":      func(a *AuthFailures) { a.Window = 0 },
+		"window -1s":    func(a *AuthFailures) { a.Window = -time.Second },
+	} {
+		cfg := unitConfig()
+		cfg.AuthFailures = smallest
+		below(&cfg.AuthFailures)
+		_, err := New(cfg, &fakePublisher{}, discardLogger(), prometheus.NewRegistry())
+		if err == nil || !strings.Contains(err.Error(), "auth failures") {
+			t.Errorf("%s: New = %v, want the auth-failures error", name, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -340,7 +341,8 @@ func TestJSONBodyWithALoneSurrogateIsRefused(t *testing.T) {
 	t.Parallel()
 	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
 	lone := []string{`\ud83d`, `\uD83D`, `\udc00`, `\uDFFF`, `\ud800\u0041`, `\udbff\ud800`, `\ude00\ud83d`, `a\ud83d`, `\ud83dx`,
-		`\ud83d\`, `\\\ud83d`, `\ud83d\n`}
+		`\ud83d\`, `\\\ud83d`, `\ud83d\n`,
+		`\ud800\ue000`, `\udbff\udbff`, `\ud800\udbff`} // a high one before the first and past the last low one
 	for _, bad := range lone {
 		for _, body := range []string{`{"text":"` + bad + `"}`, `{"` + bad + `":1}`, `{"data":["ok","` + bad + `"]}`} {
 			if !json.Valid([]byte(body)) {
@@ -349,7 +351,7 @@ func TestJSONBodyWithALoneSurrogateIsRefused(t *testing.T) {
 			expectInvalid(t, req{target: "/webhooks/whatsapp", body: body, headers: bearer("test-token")}.do(i), ReasonInvalidUTF8, body)
 		}
 	}
-	for _, ok := range []string{`\ud83d\ude00`, `\uD83D\uDE00`, `\\ud83d`, `\\\\ud83d`, `\u00e9`, `x\\u`, `\udbff\udfff`} {
+	for _, ok := range []string{`\ud83d\ude00`, `\uD83D\uDE00`, `\\ud83d`, `\\\\ud83d`, `\u00e9`, `x\\u`, `\udbff\udfff`, `\ud800\udc00`, `\udbff\udc00`, `\ud800\udfff`} {
 		expect(t, req{target: "/webhooks/whatsapp", body: `{"text":"` + ok + `"}`, headers: bearer("test-token")}.do(i), http.StatusOK, StatusPublishedConfirmed)
 	}
 }
@@ -377,6 +379,7 @@ var (
 		`{"a":"id","id":"a"}`, `{"x":"\"id\":1,\"id\":2"}`, `{"a b":1,"ab":2}`,
 		`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k18":18}`,
 		`{"a":{"x":1,"y":2},"b":{"x":1,"y":2}}`,
+		`{"":1,"\"\"":2}`, `{"\"":1,"":2}`, // the empty name is not its quotes
 	}
 )
 
@@ -700,5 +703,21 @@ func TestConfiguredTokenPastTheSegmentBoundNeverReachesTheLog(t *testing.T) {
 	}
 	if got := i.RedactPath(deep(0, 100, "")); !strings.HasSuffix(got, "/"+redactedSegment) || strings.Count(got, "/") != maxRedactSegments {
 		t.Errorf("a path past the bound: %q", got)
+	}
+}
+
+// TestFoldNameAgreesWithEqualFold: foldName(x) == foldName(y) exactly
+// when bytes.EqualFold(x, y), at the edges of the ASCII letters, for runes
+// with no case, and for bytes that are not UTF-8.
+func TestFoldNameAgreesWithEqualFold(t *testing.T) {
+	names := []string{"a", "A", "z", "Z", "`", "@", "{", "[", "s", "S", "ſ", "k", "K", "\u212a", "σ", "ς", "Σ",
+		"中", "中文", "é", "É", "1", "_", "\x80", "\xff", "\xc3", "ı", "i", "I", "ß", "ss"}
+	for _, x := range names {
+		for _, y := range names {
+			same := string(foldName([]byte(x))) == string(foldName([]byte(y)))
+			if want := bytes.EqualFold([]byte(x), []byte(y)); same != want {
+				t.Errorf("foldName(%q) == foldName(%q) is %v, bytes.EqualFold says %v", x, y, same, want)
+			}
+		}
 	}
 }
