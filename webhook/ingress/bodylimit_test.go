@@ -187,3 +187,42 @@ func TestUnauthorizedCarriesWWWAuthenticate(t *testing.T) {
 		t.Errorf("401 without WWW-Authenticate: %d %v", w.Code, w.Header())
 	}
 }
+
+// TestZeroBodyTimeoutBoundsNothing: body_timeout 0 means no bound (its
+// documented meaning), not a deadline of now: a body whose bytes arrive
+// after the handler started, in three parts, is read whole and published.
+func TestZeroBodyTimeoutBoundsNothing(t *testing.T) {
+	cfg := flatOptions("tok")
+	cfg.BodyTimeout = 0
+	pub := &fakePublisher{}
+	i, err := New(cfg, pub, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(i)
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	body := `{"event":"x","n":1}`
+	fmt.Fprintf(c, "POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	for _, part := range []string{body[:5], body[5:10], body[10:]} {
+		time.Sleep(30 * time.Millisecond) // the parts arrive after the headers: the handler is reading the connection
+		if _, err := c.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("answer %d, want 200: body_timeout 0 must not bound the read", resp.StatusCode)
+	}
+	if len(pub.messages()) != 1 {
+		t.Errorf("%d messages published, want 1", len(pub.messages()))
+	}
+}

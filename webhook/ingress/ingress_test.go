@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -463,5 +464,45 @@ func TestPanicWhilePublishingReleasesTheEventID(t *testing.T) {
 	post()
 	if w := post(); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), StatusPublishedConfirmed) {
 		t.Errorf("retry after a panic: %d %s, want 200 PUBLISHED_CONFIRMED", w.Code, w.Body.String())
+	}
+}
+
+// TestRefusedPublishLogsAWarningOnlyForTheTopology: a 503 is logged per
+// request as a warning only when the reason points at the topology or the
+// broker's judgement (unroutable, nack, forward queue missing or unbound);
+// broker outages are logged once by the publisher, so their per-request
+// lines are debug.
+func TestRefusedPublishLogsAWarningOnlyForTheTopology(t *testing.T) {
+	for _, tc := range []struct {
+		err   error
+		level string
+	}{
+		{publish.ErrUnroutable, "WARN"},
+		{publish.ErrNack, "WARN"},
+		{publish.ErrQueueMissing, "WARN"},
+		{publish.ErrForwardUnbound, "WARN"},
+		{fmt.Errorf("%w: dial", publish.ErrBrokerUnavailable), "DEBUG"},
+		{publish.ErrBrokerBlocked, "DEBUG"},
+		{fmt.Errorf("%w: 3s", publish.ErrConfirmTimeout), "DEBUG"},
+	} {
+		var logs bytes.Buffer
+		logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		i, err := New(unitConfig(), &fakePublisher{fn: func(publish.Message) error { return tc.err }}, logger, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := req{target: "/webhooks/whatsapp", headers: bearer("test-token"), body: `{"x":1}`}.do(i)
+		if w.Code != http.StatusServiceUnavailable {
+			t.Fatalf("%v: answer %d, want 503", tc.err, w.Code)
+		}
+		var line string
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "webhook not published") {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "level="+tc.level+" ") {
+			t.Errorf("%v: logged %q, want level %s", tc.err, line, tc.level)
+		}
 	}
 }

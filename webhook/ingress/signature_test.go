@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,19 @@ func TestSigningSecretsAnyoneCanSignWithAreRefused(t *testing.T) {
 	}
 	if _, err := newVerifier("standard", []string{"whsec_c2VjcmV0c2VjcmV0c2VjcmV0"}, time.Minute); err != nil {
 		t.Errorf("a good whsec_ secret: %v", err)
+	}
+}
+
+// TestSignatureTimestampToleranceIncludesItsEdges: a timestamp exactly
+// the tolerance away, in the past or the future, is accepted; one second
+// more is refused.
+func TestSignatureTimestampToleranceIncludesItsEdges(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	const tol = 5 * time.Minute
+	for offset, ok := range map[int64]bool{-300: true, 300: true, 0: true, -301: false, 301: false} {
+		ts := strconv.FormatInt(now.Unix()+offset, 10)
+		if err := checkTimestamp(ts, now, tol); (err == nil) != ok {
+			t.Errorf("timestamp now%+d s with a %s tolerance: %v, want accepted=%v", offset, tol, err, ok)
+		}
 	}
 }

@@ -233,3 +233,28 @@ func TestAuthFailureLimitsTakeTheirSmallestValues(t *testing.T) {
 		}
 	}
 }
+
+// TestFailureRefusedByTheSourceIsNotChargedToTheIP: a failure the
+// source's limit refuses costs the client's own allowance nothing, and
+// no more than nothing: afterwards the client has exactly what it had.
+func TestFailureRefusedByTheSourceIsNotChargedToTheIP(t *testing.T) {
+	a := newAuthThrottle(2, 3, 10, time.Minute) // 30 s per IP failure, 20 s per source failure
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, client := range []string{"a", "b", "c"} { // the source's three
+		if v := a.fail("src", client, t0); v.wait != 0 {
+			t.Fatalf("failure %s at t0 refused: %+v", client, v)
+		}
+	}
+	if v := a.fail("src", "a", t0); v.scope != "source" || v.wait != 20*time.Second {
+		t.Fatalf("a's second failure at t0 = %+v, want refused by the source for 20s", v)
+	}
+	// 20 s on the source has room for one; a has used one of its two.
+	t1 := t0.Add(20 * time.Second)
+	if v := a.fail("src", "a", t1); v.wait != 0 {
+		t.Fatalf("a's failure at t0+20s = %+v, want it counted", v)
+	}
+	// a has now used both: the next is the IP's refusal, 10 s to wait.
+	if v := a.fail("src", "a", t1); v.scope != "ip" || v.wait != 10*time.Second {
+		t.Errorf("a's third counted failure = %+v, want refused by its IP limit for 10s", v)
+	}
+}

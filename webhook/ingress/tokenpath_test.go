@@ -240,3 +240,41 @@ func TestRedactPathNeverLogsALettersOnlyTokenGluedToLetters(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenMarkerSpellings: every spelling of the "t" that introduces a
+// path token to some parser is a marker, up to 32 bytes; anything else,
+// or longer, is not.
+func TestTokenMarkerSpellings(t *testing.T) {
+	for seg, want := range map[string]bool{
+		"t": true, "T": true, "t;x": true, "%74": true, "%54": true, "%74;x": true, ".t": true, "t.": true, " t ": true,
+		"t" + strings.Repeat(".", 31): true, "t" + strings.Repeat(".", 32): false,
+		"": false, ";t": false, ";x": false, "tt": false, "%7": false, "%zz": false, "x": false, "%2e": false,
+	} {
+		if got := tokenMarker(seg); got != want {
+			t.Errorf("tokenMarker(%q) = %v, want %v", seg, got, want)
+		}
+	}
+}
+
+// TestCutBaseReadsNothingPastThePath: a path shorter than the base, or
+// ending inside a segment's parameters, is answered without reading past
+// its last byte.
+func TestCutBaseReadsNothingPastThePath(t *testing.T) {
+	base := baseSegments("/webhooks/whatsapp")
+	for _, c := range []struct {
+		path, rest string
+		ok         bool
+	}{
+		{"/webhooks", "", false},
+		{"/webhooks/", "", false},
+		{"/webhooks/whatsapp", "", true},
+		{"/webhooks/whatsapp;x", "", true},
+		{"/webhooks;v=1/whatsapp;x=2/t/abc", "/t/abc", true},
+		{"/webhooks/whatsappx", "", false},
+	} {
+		rest, ok := cutBase(c.path, base, false)
+		if rest != c.rest || ok != c.ok {
+			t.Errorf("cutBase(%q) = %q, %v; want %q, %v", c.path, rest, ok, c.rest, c.ok)
+		}
+	}
+}
