@@ -278,3 +278,68 @@ func TestCutBaseReadsNothingPastThePath(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactPathExactForms pins what each rule of the path redaction
+// prints, one row per rule: the token after a marker (even one spelled
+// like a marker), a tail segment with parameters, a segment equal to the
+// token once trimmed, one holding it or held by it (6 bytes or more), a
+// bare parameter, the source's spelling normalized on the clean path, and
+// event names up to eventMax (24 with the unit tokens) kept.
+func TestRedactPathExactForms(t *testing.T) {
+	i, _ := newUnitIngress(t, unitConfig(), &fakePublisher{})
+	if got := i.known.eventMax(); got != 24 {
+		t.Fatalf("eventMax = %d, want 24 (the rows below assume it)", got)
+	}
+	const base = "/webhooks/whatsapp"
+	letters := func(n int) string { return strings.Repeat("e", n) }
+	for in, want := range map[string]string{
+		base + "/t/t/x/y":                              base + "/[redacted]/[redacted]/[redacted]/[redacted]", // the token "t", and the marker equal to it
+		base + "/t/abc/messages-upsert;k=v":            base + "/t/[redacted]/[redacted]",
+		base + "/t/abc/abc.":                           base + "/t/[redacted]/[redacted]",
+		base + "/t/abcdefgh/abcdef":                    base + "/t/[redacted]/[redacted]",
+		base + "/t/abcdef/abcdefgh":                    base + "/t/[redacted]/[redacted]",
+		base + "/t/abcdefgh/abcde":                     base + "/t/[redacted]/abcde",
+		base + "/;token=abc":                           base + "/;[redacted]",
+		"/Webhooks/WhatsApp/messages-upsert":           base + "/messages-upsert",
+		base + "/" + letters(24):                       base + "/" + letters(24),
+		base + "/" + letters(25):                       base + "/[redacted]",
+		base + "/t/abc/" + letters(24):                 base + "/t/[redacted]/" + letters(24),
+		base + "/messages-upsert/" + letters(25) + ";": base + "/messages-upsert/[redacted]",
+	} {
+		if got := i.RedactPath(in); got != want {
+			t.Errorf("RedactPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestTokenSegmentsMarksEverythingPastSixtyFourSegments: up to 64
+// segments the pairwise pass marks only what matches a token; past 64 it
+// marks every segment that is no marker (bounded work), event names too.
+func TestTokenSegmentsMarksEverythingPastSixtyFourSegments(t *testing.T) {
+	for _, n := range []int{64, 65} {
+		segs := []string{"", "t", "abc", "messages-upsert"}
+		for len(segs) < n {
+			segs = append(segs, "")
+		}
+		marked := tokenSegments(segs)
+		if want := n > 64; marked[3] != want {
+			t.Errorf("%d segments: the event name marked %v, want %v", n, marked[3], want)
+		}
+		if !marked[2] || marked[1] {
+			t.Errorf("%d segments: marks %v, want the token marked and the marker not", n, marked[:4])
+		}
+	}
+}
+
+// TestEventNameIsAtMostSixtyFourLettersDashesUnderscoresDots.
+func TestEventNameIsAtMostSixtyFourLettersDashesUnderscoresDots(t *testing.T) {
+	for seg, want := range map[string]bool{
+		strings.Repeat("a", 64): true, strings.Repeat("a", 65): false,
+		"messages-upsert": true, "CONNECTION_UPDATE": true, "messages.upsert": true, "": true,
+		"x9": false, "a b": false, "a;b": false, "a/b": false, "ção": false,
+	} {
+		if got := eventName(seg); got != want {
+			t.Errorf("eventName(%q) = %v, want %v", seg, got, want)
+		}
+	}
+}
