@@ -148,7 +148,10 @@ func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
 	ctx := context.Background()
 	hit := Hit{Key: ks.RateLimit("burst", "203.0.113.5"), Algorithm: FixedWindow, TTL: time.Minute, Limit: 10}
 	ops := []SyncOp{{Hit: hit, Local: KeyState{N: 1, TTL: time.Minute}}}
-	life := 300 * time.Millisecond
+	// A lifetime no loaded machine outlasts between the two calls (300 ms
+	// did: r0 expired before r1 registered); the expiry is checked below
+	// with a short one, which only makes the loop wait less.
+	life := 30 * time.Second
 	stores := []RegisteringSyncer{NewRedisStore(rdb), rest}
 	var seen []int64
 	for i, s := range stores {
@@ -164,10 +167,12 @@ func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
 	if ttl := rdb.PTTL(ctx, ks.RateLimitReplicas()).Val(); ttl <= 0 || ttl > life {
 		t.Fatalf("registry TTL %v, want in (0, %v]", ttl, life)
 	}
-	// r0 is not seen again: after the lifetime only r1 counts.
-	deadline := time.Now().Add(5 * time.Second)
+	// r0 is not seen again: once it is older than the lifetime r1 gives,
+	// only r1 counts.
+	short := 300 * time.Millisecond
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		_, n, err := rest.SyncRegister(ctx, nil, nil, Registration{ID: "r1", Key: ks.RateLimitReplicas(), TTL: life})
+		_, n, err := rest.SyncRegister(ctx, nil, nil, Registration{ID: "r1", Key: ks.RateLimitReplicas(), TTL: short})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +180,7 @@ func TestSyncRegister_CountsReplicasWithATTLOnEveryStore(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a replica not seen for %v still counted (%d)", life, n)
+			t.Fatalf("a replica not seen for %v still counted (%d)", short, n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
