@@ -295,6 +295,7 @@ func TestRedactPathExactForms(t *testing.T) {
 	for in, want := range map[string]string{
 		base + "/t/t/x/y":                              base + "/[redacted]/[redacted]/[redacted]/[redacted]", // the token "t", and the marker equal to it
 		base + "/t/abc/messages-upsert;k=v":            base + "/t/[redacted]/[redacted]",
+		base + "/t/abc/messages-upsert/extra":          base + "/t/[redacted]/[redacted]/[redacted]", // more than one segment after the token: all of them
 		base + "/t/abc/abc.":                           base + "/t/[redacted]/[redacted]",
 		base + "/t/abcdefgh/abcdef":                    base + "/t/[redacted]/[redacted]",
 		base + "/t/abcdef/abcdefgh":                    base + "/t/[redacted]/[redacted]",
