@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -77,5 +78,29 @@ func TestSync_OnlyAHotNewKeyIsExchangedEarly(t *testing.T) {
 	}
 	if len(spawned) != 1 {
 		t.Errorf("%d early exchanges of one share, want 1", len(spawned))
+	}
+}
+
+// TestStopWaitsForTheEarlyExchangesOnTheWire: Stop returns only once no
+// early exchange is on the wire, or with its context's error when one is
+// still there at the deadline.
+func TestStopWaitsForTheEarlyExchangesOnTheWire(t *testing.T) {
+	t.Parallel()
+	cfg := rulesConfig(burstRule(10, time.Minute))
+	cfg.Sync = time.Hour
+	l, _ := newTestLimiter(t, cfg, keyspace.MustNew("olp-dev:tearly:"), NewMemoryStore(0))
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	l.sync.earlyRun.goRun(func() { <-release })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := l.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop with an early exchange still on the wire = %v, want context.DeadlineExceeded", err)
+	}
+	close(release)
+	if err := l.sync.earlyRun.wait(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -70,3 +70,33 @@ func TestSync_AReplicaJoiningCutsTheLeasesTakenAlone(t *testing.T) {
 		t.Errorf("the window passed %d of a limit of 10 after a replica joined, want ≤ %d", passed, bound)
 	}
 }
+
+// TestSync_StartRegistersBeforeTheFirstRequest: Start registers the
+// replica in the shared registry before it returns (bounded by the sync
+// timeout), so the first window is already shared: a second replica
+// started after it counts two replicas at once, before any request or
+// round of its own.
+func TestSync_StartRegistersBeforeTheFirstRequest(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	ks := keyspace.MustNew(prefix)
+	opts := rulesConfig(burstRule(10, 30*time.Second))
+	opts.Sync = time.Hour // no round of its own during the test
+	opts.Timeout = 5 * time.Second
+	var replicas []int64
+	for range 2 {
+		l, _ := newTestLimiterWith(t, opts, ks, NewRedisStore(rdb))
+		if err := l.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Stop(context.Background()) })
+		replicas = append(replicas, l.sync.replicas.Load())
+	}
+	if n := rdb.ZCard(context.Background(), ks.RateLimitReplicas()).Val(); n != 2 {
+		t.Errorf("registry holds %d replicas after two Starts, want 2", n)
+	}
+	if replicas[1] != 2 {
+		t.Errorf("the second replica counted %d replicas when Start returned, want 2", replicas[1])
+	}
+}
