@@ -54,6 +54,23 @@ type confirmChannel struct {
 	mu      sync.Mutex
 	closed  error              // non-nil once the channel is gone
 	pending map[string]*waiter // unsettled publishes by correlation id
+	// retiring is set once the channel's replacement is in the pool
+	// (retireChannel): no publish enters it any more (publish answers
+	// errChannelRetiring and the caller picks again), so when pending is
+	// empty nothing is on its way in and the channel can close.
+	retiring bool
+}
+
+// errChannelRetiring is publish's answer on a channel being retired: it
+// sent nothing and kept the waiter's slot, for the caller to publish on
+// the channel that replaced it.
+var errChannelRetiring = errors.New("publish: the channel is being retired")
+
+// retire marks c retiring (see confirmChannel.retiring).
+func (c *confirmChannel) retire() {
+	c.mu.Lock()
+	c.retiring = true
+	c.mu.Unlock()
 }
 
 // waiter is one publish waiting for its confirm.
@@ -151,6 +168,11 @@ func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publ
 		unlock()
 		w.release()
 		return nil, err
+	}
+	if c.retiring {
+		c.mu.Unlock()
+		unlock()
+		return nil, errChannelRetiring // the slot stays the caller's
 	}
 	c.pending[w.corID] = w
 	c.mu.Unlock()

@@ -183,3 +183,36 @@ func TestSettleOnAClosedChannelIsUnavailableEvenBeforeItsReasonIsKnown(t *testin
 		}
 	}
 }
+
+// A publish that reaches a channel being retired (its replacement in the
+// pool already) sends nothing, registers nothing and keeps its in-flight
+// slot, for the publisher to publish on the replacement: closing the old
+// channel once its pending publishes settled can then never cut one that
+// was on its way in (a loaded machine answered such a publish 503).
+func TestPublishIntoARetiringChannelSendsNothingAndKeepsItsSlot(t *testing.T) {
+	t.Parallel()
+	c := &confirmChannel{lock: make(chan struct{}, 1), pending: map[string]*waiter{}, done: make(chan struct{})}
+	c.retire()
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{}
+	w := newWaiter("1", slots)
+	d := newDeadline(context.Background(), time.Second)
+	defer d.stop()
+	if _, err := c.publish(d, "x", "k", msgPublishing(), w); !errors.Is(err, errChannelRetiring) {
+		t.Fatalf("publish into a retiring channel = %v, want errChannelRetiring", err)
+	}
+	if len(slots) != 1 {
+		t.Error("the publish gave its in-flight slot back: the retry on the replacement would run uncounted")
+	}
+	if len(c.pending) != 0 {
+		t.Error("the publish is registered as pending on the retiring channel")
+	}
+	if !c.oldestPending().IsZero() {
+		t.Error("the retiring channel reports a pending publish")
+	}
+	select {
+	case c.lock <- struct{}{}:
+	default:
+		t.Error("the publish kept the channel's lock")
+	}
+}

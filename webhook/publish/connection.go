@@ -237,6 +237,10 @@ func (p *Publisher) retireChannel(conn *amqp.Connection, sock *coalescingConn, o
 	}
 	p.metrics.retired.Inc()
 	p.logger.Info("webhook publishing channel replaced after a broker nack")
+	// A publish that picked old before the swap and has not registered
+	// yet now picks the replacement, so an empty pending means no publish
+	// is on its way into old (a loaded machine closed it under one: 503).
+	old.retire()
 	go func() {
 		deadline := time.Now().Add(p.confirmTimeout)
 		for !old.oldestPending().IsZero() && time.Now().Before(deadline) {

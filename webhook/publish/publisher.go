@@ -429,7 +429,21 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 	}
 	c := pick(chans)
 	msg.CorrelationId = strconv.FormatUint(p.seq.Add(1), 36)
-	w, err := c.publish(d, exchange, key, msg, newWaiter(msg.CorrelationId, p.slots))
+	waiting := newWaiter(msg.CorrelationId, p.slots)
+	w, err := c.publish(d, exchange, key, msg, waiting)
+	// The channel picked was retired meanwhile (its replacement is in the
+	// pool already): nothing was sent, publish on the pool as it is now.
+	for tries := 1; errors.Is(err, errChannelRetiring); tries++ {
+		p.mu.RLock()
+		chans = p.chans
+		p.mu.RUnlock()
+		if len(chans) == 0 || tries == maxRetiringTries {
+			waiting.release()
+			return fmt.Errorf("%w: %w", ErrBrokerUnavailable, err)
+		}
+		c = pick(chans)
+		w, err = c.publish(d, exchange, key, msg, waiting)
+	}
 	if err != nil {
 		return err
 	}
@@ -455,6 +469,11 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 		return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
 	}
 }
+
+// maxRetiringTries bounds how many retiring channels one publish picks
+// before it answers unavailable (each retirement puts a replacement in
+// the pool first, so the second pick finds it).
+const maxRetiringTries = 3
 
 // pick returns the first channel still open: publishes share one channel
 // while it lives, and the others stand by, so one closed by the broker
