@@ -131,19 +131,7 @@ func TestUnauthenticatedContentLengthDoesNotReserveTheBody(t *testing.T) {
 func TestTrickledBodyAnswers408ByTheBodyTimeout(t *testing.T) {
 	cfg := flatOptions("tok")
 	cfg.BodyTimeout = 300 * time.Millisecond
-	pub := &fakePublisher{}
-	i, err := New(cfg, pub, discardLogger(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(i)
-	defer srv.Close()
-	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c, pub := dialIngress(t, cfg)
 	fmt.Fprint(c, "POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 	stop := make(chan struct{})
 	defer close(stop)
@@ -194,19 +182,7 @@ func TestUnauthorizedCarriesWWWAuthenticate(t *testing.T) {
 func TestZeroBodyTimeoutBoundsNothing(t *testing.T) {
 	cfg := flatOptions("tok")
 	cfg.BodyTimeout = 0
-	pub := &fakePublisher{}
-	i, err := New(cfg, pub, discardLogger(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(i)
-	defer srv.Close()
-	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c, pub := dialIngress(t, cfg)
 	body := `{"event":"x","n":1}`
 	fmt.Fprintf(c, "POST /webhooks/whatsapp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 	for _, part := range []string{body[:5], body[5:10], body[10:]} {
@@ -225,4 +201,25 @@ func TestZeroBodyTimeoutBoundsNothing(t *testing.T) {
 	if len(pub.messages()) != 1 {
 		t.Errorf("%d messages published, want 1", len(pub.messages()))
 	}
+}
+
+// dialIngress serves an ingress built from cfg on a test server and
+// returns a raw connection to it (10 s deadline, closed at cleanup) and
+// the ingress's publisher.
+func dialIngress(t *testing.T, cfg Options) (net.Conn, *fakePublisher) {
+	t.Helper()
+	pub := &fakePublisher{}
+	i, err := New(cfg, pub, discardLogger(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(i)
+	t.Cleanup(srv.Close)
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, pub
 }
