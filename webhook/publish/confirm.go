@@ -162,17 +162,17 @@ func (c *confirmChannel) publish(d deadline, exchange, key string, msg amqp.Publ
 
 	w.sentAt = d.start
 	c.mu.Lock()
+	if c.retiring { // before closed: the retirement may have closed it already
+		c.mu.Unlock()
+		unlock()
+		return nil, errChannelRetiring // the slot stays the caller's
+	}
 	if c.closed != nil {
 		err := c.closed
 		c.mu.Unlock()
 		unlock()
 		w.release()
 		return nil, err
-	}
-	if c.retiring {
-		c.mu.Unlock()
-		unlock()
-		return nil, errChannelRetiring // the slot stays the caller's
 	}
 	c.pending[w.corID] = w
 	c.mu.Unlock()
@@ -217,9 +217,19 @@ func (c *confirmChannel) waitLock(d deadline, w *waiter) error {
 		w.release()
 		return fmt.Errorf("%w: waiting for a publishing channel: %w", ErrConfirmTimeout, d.err())
 	case <-c.done:
+		if c.isRetiring() {
+			return errChannelRetiring // the slot stays the caller's
+		}
 		w.release()
 		return fmt.Errorf("%w: publishing channel closed", ErrBrokerUnavailable)
 	}
+}
+
+// isRetiring reports whether retire was called on c.
+func (c *confirmChannel) isRetiring() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.retiring
 }
 
 // settle gives the outcome of a publish whose dc is done and frees its

@@ -441,6 +441,10 @@ func (p *Publisher) PublishTo(ctx context.Context, exchange, key string, msg amq
 			waiting.release()
 			return fmt.Errorf("%w: %w", ErrBrokerUnavailable, err)
 		}
+		if d.passed() { // the first try waited (for the lock or the socket): never send past the deadline
+			waiting.release()
+			return fmt.Errorf("%w after %s: %w", ErrConfirmTimeout, p.confirmTimeout, d.err())
+		}
 		c = pick(chans)
 		w, err = c.publish(d, exchange, key, msg, waiting)
 	}
