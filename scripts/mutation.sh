@@ -40,9 +40,11 @@
 # green run beside another copy of itself.
 #
 # BORDA_MUTATION_EXCLUDE=REGEXP leaves out the files it matches (gremlins
-# --exclude-files, on the path from the module root): a package too large
-# for one sitting is measured in parts, each recorded on its own row
-# ("`ratelimit` without `sync`"); the parts' rows add up to the package.
+# --exclude-files, on the file's path under the package's directory:
+# "limiter.go", "relaxaudit/apply.go"): a package too large for one
+# sitting is measured in parts, each recorded on its own row, named
+# BORDA_MUTATION_PART when set ("`ratelimit` part `sync`"), else by the
+# expression ("`ratelimit` without `sync`"); the parts add up to the package.
 #
 # BORDA_MUTATION_SHORT=1 runs the tests with -short (through GOFLAGS),
 # which skips the few real-time soak tests (each says so in its skip
@@ -100,6 +102,7 @@ for p in "${pkgs[@]}"; do
 	if [ -n "${BORDA_MUTATION_EXCLUDE:-}" ]; then
 		args+=(--exclude-files "$BORDA_MUTATION_EXCLUDE")
 		label="$p\` without \`$BORDA_MUTATION_EXCLUDE"
+		[ -z "${BORDA_MUTATION_PART:-}" ] || label="$p\` part \`$BORDA_MUTATION_PART"
 	fi
 	if nice -n 10 timeout "$max" "$gremlins" "${args[@]}" "./$p" >&2 && [ -s "$json" ]; then
 		r=$(row "$label" "$json")
