@@ -216,3 +216,33 @@ func TestPublishIntoARetiringChannelSendsNothingAndKeepsItsSlot(t *testing.T) {
 		t.Error("the publish kept the channel's lock")
 	}
 }
+
+// A publish whose write fails on a channel that closed before its reason
+// was recorded answers ErrBrokerUnavailable, with its slot given back and
+// nothing pending (never a nil error without a confirmation to wait on).
+func TestPublishOnAClosedChannelBeforeItsReasonIsKnownIsUnavailable(t *testing.T) {
+	t.Parallel()
+	_, ch := servicetest.AMQPChannel(t, servicetest.AMQPURL(t))
+	if err := ch.Confirm(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := &confirmChannel{ch: ch, lock: make(chan struct{}, 1), returns: make(chan amqp.Return, 1), pending: map[string]*waiter{}, done: make(chan struct{})}
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{}
+	w := newWaiter("1", slots)
+	d := newDeadline(context.Background(), 5*time.Second)
+	defer d.stop()
+	got, err := c.publish(d, "x", "k", msgPublishing(), w)
+	if !errors.Is(err, ErrBrokerUnavailable) || got != nil {
+		t.Fatalf("publish on a closed channel = %v, %v; want ErrBrokerUnavailable and no waiter", got, err)
+	}
+	if len(slots) != 0 {
+		t.Error("the failed publish kept its slot")
+	}
+	if len(c.pending) != 0 {
+		t.Error("the failed publish is still pending")
+	}
+}

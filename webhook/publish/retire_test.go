@@ -91,3 +91,27 @@ func TestPublishWaitingForARetiringChannelsLockIsSentToTheReplacement(t *testing
 		t.Errorf("%d in-flight slots still taken", len(p.slots))
 	}
 }
+
+// With every channel retiring and no replacement (a session ending
+// meanwhile), a publish tries maxRetiringTries picks and answers
+// unavailable at once, without sending and without waiting for its
+// deadline; its slot is given back.
+func TestPublishWithEveryChannelRetiringAnswersUnavailableAtOnce(t *testing.T) {
+	t.Parallel()
+	cfg := testOptions(t)
+	cfg.Channels = 2
+	cfg.ConfirmTimeout = 30 * time.Second
+	p := newTestPublisher(t, cfg)
+	p.mu.RLock()
+	for _, c := range p.chans {
+		c.retire()
+	}
+	p.mu.RUnlock()
+	err := p.PublishTo(context.Background(), cfg.Exchange, cfg.RoutingKey, amqp.Publishing{Body: []byte(`{}`)})
+	if !errors.Is(err, ErrBrokerUnavailable) || !errors.Is(err, errChannelRetiring) {
+		t.Errorf("PublishTo with every channel retiring = %v, want ErrBrokerUnavailable wrapping errChannelRetiring", err)
+	}
+	if len(p.slots) != 0 {
+		t.Errorf("%d in-flight slots still taken", len(p.slots))
+	}
+}
