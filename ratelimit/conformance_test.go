@@ -360,10 +360,16 @@ func TestStoreConformance_KeyWithoutTTLNeverLivesForever(t *testing.T) {
 			}
 			ctx := context.Background()
 			stale := ks.RateLimit("burst", "203.0.113.9")
-			if err := rdb.Set(ctx, stale, 7, 0).Err(); err != nil { // the bug's leftover: no TTL
+			// The one key a test writes without a TTL on purpose (the bug's
+			// leftover); its sibling, a TTL longer than the window, needs none.
+			if err := rdb.Set(ctx, stale, 7, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { rdb.Del(ctx, stale) })
+			long := ks.RateLimit("burst", "203.0.113.10")
+			if err := rdb.Set(ctx, long, 7, time.Hour).Err(); err != nil {
+				t.Fatal(err)
+			}
 			opts := seedRules()
 			opts.Timeout = 5 * time.Second // a loaded machine must not fail a decision open: every one writes its keys
 			l, _ := newTestLimiter(t, opts, ks, store)
@@ -374,8 +380,10 @@ func TestStoreConformance_KeyWithoutTTLNeverLivesForever(t *testing.T) {
 					}
 				}
 			}
-			if ttl := rdb.PTTL(ctx, stale).Val(); ttl <= 0 || ttl > 5*time.Second {
-				t.Fatalf("stale key PTTL = %v, want in (0, 5s]", ttl)
+			for _, k := range []string{stale, long} {
+				if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 || ttl > 5*time.Second {
+					t.Fatalf("planted key %s PTTL = %v, want in (0, 5s]", k, ttl)
+				}
 			}
 			// One key per subject and rule, counted without its window: a
 			// run that crosses a minute writes an aligned rule's subject

@@ -245,8 +245,16 @@ func TestSyncRegister_ForgetsMembersDatedAhead(t *testing.T) {
 	for name, s := range map[string]RegisteringSyncer{"go-redis": NewRedisStore(rdb), "rest": restStoreOn(t, rdb)} {
 		key := ks.RateLimitReplicas() + ":" + name
 		now := time.Now()
-		for i, ahead := range []time.Duration{time.Hour, 2 * life, life / 2} {
-			rdb.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(ahead).UnixMilli()), Member: fmt.Sprint("forged", i)})
+		// Forged with a TTL in the same transaction: a run killed before
+		// the registration below must not leave a key that never expires.
+		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			for i, ahead := range []time.Duration{time.Hour, 2 * life, life / 2} {
+				p.ZAdd(ctx, key, redis.Z{Score: float64(now.Add(ahead).UnixMilli()), Member: fmt.Sprint("forged", i)})
+			}
+			p.PExpire(ctx, key, 2*time.Hour)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
 		_, n, err := s.SyncRegister(ctx, nil, nil, Registration{ID: "real", Key: key, TTL: life})
 		if err != nil {

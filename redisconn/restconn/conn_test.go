@@ -95,7 +95,9 @@ func TestCommandsBehaveAsOnRESP(t *testing.T) {
 		t.Fatalf("GET of a missing key: err %v, want redis.Nil", err)
 	}
 	for i := range 25 {
-		if err := r.rest.IncrBy(ctx, fmt.Sprintf("%sc:%02d", r.prefix, i), int64(i)).Err(); err != nil {
+		k := fmt.Sprintf("%sc:%02d", r.prefix, i)
+		r.resp.Set(ctx, k, 0, time.Minute) // INCRBY keeps the TTL: no key outlives a killed run
+		if err := r.rest.IncrBy(ctx, k, int64(i)).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,6 +171,7 @@ func TestAPipelineIsOneRequestAndFailsPerCommand(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	r.resp.Set(ctx, r.prefix+"text", "abc", time.Minute)
+	r.resp.Set(ctx, r.prefix+"n", 0, time.Minute) // INCRBY keeps the TTL: no key outlives a killed run
 	var incr, bad, get *redis.IntCmd
 	var s *redis.StringCmd
 	st := r.measure(func() {
