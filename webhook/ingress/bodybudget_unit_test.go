@@ -13,6 +13,14 @@ func budgetAt(limit, share int64, now *time.Time) *bodyBudget {
 	return &bodyBudget{limit: limit, share: share, now: func() time.Time { return *now }}
 }
 
+// mustReserve charges n bytes to r, failing the test if the budget refuses.
+func mustReserve(t *testing.T, r *budgetReader, n int64) {
+	t.Helper()
+	if err := r.reserve(n); err != nil {
+		t.Fatalf("reserve(%d) for %s: %v", n, r.client, err)
+	}
+}
+
 // TestBudgetAClientMayHoldExactlyItsShare: the share is what one client
 // may hold, so a charge that brings it to exactly the share is taken and
 // one byte more is refused with errBodyShare.
@@ -47,12 +55,8 @@ func TestBudgetReclaimTakesOnlyWhatTheNewBodyNeeds(t *testing.T) {
 	b := budgetAt(400, 400, &now)
 	slow := b.reader(strings.NewReader(""), "slow")
 	faster := b.reader(strings.NewReader(""), "faster")
-	if err := slow.reserve(100); err != nil {
-		t.Fatal(err)
-	}
-	if err := faster.reserve(200); err != nil {
-		t.Fatal(err)
-	}
+	mustReserve(t, slow, 100)
+	mustReserve(t, faster, 200)
 	now = now.Add(2 * reclaimAfter) // both old: 50 and 100 bytes per second
 	fresh := b.reader(strings.NewReader(""), "fresh")
 	// 300 held + 200 > 400: reclaiming the slowest (100) leaves 200 + 200 = 400, exactly the limit.
@@ -83,14 +87,10 @@ func TestBudgetReclaimKeepsTheClientsOtherBodiesCounted(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	b := budgetAt(400, 150, &now)
 	old := b.reader(strings.NewReader(""), "c")
-	if err := old.reserve(100); err != nil {
-		t.Fatal(err)
-	}
+	mustReserve(t, old, 100)
 	now = now.Add(2 * reclaimAfter)
 	other := b.reader(strings.NewReader(""), "c")
-	if err := other.reserve(50); err != nil {
-		t.Fatal(err)
-	}
+	mustReserve(t, other, 50)
 	// Fill the budget from other clients so the next charge must reclaim.
 	for _, client := range []string{"d", "e"} {
 		if err := b.reader(strings.NewReader(""), client).reserve(125); err != nil {
@@ -120,13 +120,9 @@ func TestBudgetAnEmptyBodyIsNeverReclaimed(t *testing.T) {
 	empty := b.reader(strings.NewReader(""), "empty")
 	aborted := false
 	empty.abort = func() { aborted = true }
-	if err := empty.reserve(0); err != nil {
-		t.Fatal(err)
-	}
+	mustReserve(t, empty, 0)
 	full := b.reader(strings.NewReader(""), "full")
-	if err := full.reserve(100); err != nil {
-		t.Fatal(err)
-	}
+	mustReserve(t, full, 100)
 	now = now.Add(2 * reclaimAfter)
 	if err := b.reader(strings.NewReader(""), "new").reserve(50); err != nil {
 		t.Fatalf("reserve after reclaiming the old full body = %v", err)
@@ -145,9 +141,7 @@ func TestBudgetFillingItExactlyReclaimsNothing(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	b := budgetAt(300, 300, &now)
 	old := b.reader(strings.NewReader(""), "old")
-	if err := old.reserve(100); err != nil {
-		t.Fatal(err)
-	}
+	mustReserve(t, old, 100)
 	now = now.Add(2 * reclaimAfter)
 	if err := b.reader(strings.NewReader(""), "new").reserve(200); err != nil {
 		t.Fatalf("a charge that fills the budget exactly = %v", err)

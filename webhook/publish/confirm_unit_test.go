@@ -48,9 +48,7 @@ func TestPublishWaitsForRoomInTheSocketQueueAndNeverGrowsIt(t *testing.T) {
 	t.Parallel()
 	sock := fullSocket(t)
 	c := &confirmChannel{sock: sock, lock: make(chan struct{}, 1), pending: map[string]*waiter{}, done: make(chan struct{})}
-	slots := make(chan struct{}, 1)
-	slots <- struct{}{}
-	w := newWaiter("1", slots)
+	slots, w := heldWaiter()
 	d := newDeadline(context.Background(), 30*time.Millisecond)
 	defer d.stop()
 	_, err := c.publish(d, "x", "k", msgPublishing(), w)
@@ -193,9 +191,7 @@ func TestPublishIntoARetiringChannelSendsNothingAndKeepsItsSlot(t *testing.T) {
 	t.Parallel()
 	c := &confirmChannel{lock: make(chan struct{}, 1), pending: map[string]*waiter{}, done: make(chan struct{})}
 	c.retire()
-	slots := make(chan struct{}, 1)
-	slots <- struct{}{}
-	w := newWaiter("1", slots)
+	slots, w := heldWaiter()
 	d := newDeadline(context.Background(), time.Second)
 	defer d.stop()
 	if _, err := c.publish(d, "x", "k", msgPublishing(), w); !errors.Is(err, errChannelRetiring) {
@@ -230,9 +226,7 @@ func TestPublishOnAClosedChannelBeforeItsReasonIsKnownIsUnavailable(t *testing.T
 		t.Fatal(err)
 	}
 	c := &confirmChannel{ch: ch, lock: make(chan struct{}, 1), returns: make(chan amqp.Return, 1), pending: map[string]*waiter{}, done: make(chan struct{})}
-	slots := make(chan struct{}, 1)
-	slots <- struct{}{}
-	w := newWaiter("1", slots)
+	slots, w := heldWaiter()
 	d := newDeadline(context.Background(), 5*time.Second)
 	defer d.stop()
 	got, err := c.publish(d, "x", "k", msgPublishing(), w)
@@ -245,4 +239,12 @@ func TestPublishOnAClosedChannelBeforeItsReasonIsKnownIsUnavailable(t *testing.T
 	if len(c.pending) != 0 {
 		t.Error("the failed publish is still pending")
 	}
+}
+
+// heldWaiter returns a one-slot in-flight cap and the waiter of a publish
+// holding its only token.
+func heldWaiter() (chan struct{}, *waiter) {
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{}
+	return slots, newWaiter("1", slots)
 }
