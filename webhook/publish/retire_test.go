@@ -72,10 +72,11 @@ func TestPublishWaitingForARetiringChannelsLockIsSentToTheReplacement(t *testing
 	go func() {
 		res <- p.PublishTo(context.Background(), cfg.Exchange, cfg.RoutingKey, amqp.Publishing{Body: []byte(`{}`), DeliveryMode: amqp.Persistent})
 	}()
-	// Let PublishTo reach the old channel's lock. Had it not got there
-	// yet, it picks the replacement: the test cannot fail falsely, only
-	// miss the interleaving.
-	time.Sleep(100 * time.Millisecond)
+	// PublishTo takes its in-flight slot, picks the old channel (the only
+	// one) and waits for its lock. Should the retirement below come
+	// between the slot and the pick, it picks the replacement: the test
+	// cannot fail falsely, only miss the interleaving.
+	waitFor(t, "PublishTo holding its in-flight slot", func() bool { return len(p.slots) == 1 })
 	old.nacked.Store(true)
 	p.nacked(old)
 
