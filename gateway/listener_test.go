@@ -76,6 +76,14 @@ func waitIdle(t *testing.T, l *limitListener, n int) {
 	}
 }
 
+// waitOpen waits until the listener holds exactly n connections.
+func waitOpen(t *testing.T, l *limitListener, n int) {
+	t.Helper()
+	if !eventually(t, 3*time.Second, func() bool { return len(l.sem) == n }) {
+		t.Fatalf("%d connections open, want %d", len(l.sem), n)
+	}
+}
+
 // idleConn opens a connection and completes one keep-alive request on it,
 // leaving it idle.
 func idleConn(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
@@ -151,15 +159,20 @@ func TestOneClientsIdleKeepAlivesCannotFillTheListener(t *testing.T) {
 	t.Parallel()
 	for _, limit := range []int{1, 4, 32} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
-			s, addr := capServer(t, limit, 0)
+			s, addr, lim := capServerListener(t, limit, 0)
 			type held struct {
 				c  net.Conn
 				br *bufio.Reader
 			}
 			var idle []held
-			for range limit {
+			for i := range limit {
 				c, br := idleConn(t, addr)
 				idle = append(idle, held{c, br})
+				// The server marks a connection idle after the client
+				// has read its response: wait for the mark, so that the
+				// first connection is the longest idle and not only the
+				// first opened.
+				waitIdle(t, lim, i+1)
 			}
 			if got := status(t, addr); got != 200 {
 				t.Fatalf("a new client at the cap got %d", got)
@@ -188,6 +201,10 @@ func TestPerIPConnectionCapAnswers503(t *testing.T) {
 				t.Fatalf("with idle connections of its own, a new one got %d", got)
 			}
 			waitCounter(t, s.metrics.connsReclaimed.WithLabelValues("public"), 1)
+			// The served connection (Connection: close) must be gone
+			// before the busy ones: still counted, it would get one of
+			// them refused, and the cap would never be full of busy ones.
+			waitOpen(t, lim, perIP-1)
 			for range perIP {
 				busyConn(t, addr)
 			}
