@@ -46,7 +46,7 @@ func startedReplicas(t *testing.T, n int, rule Rule, ks keyspace.Keyspace, store
 	t.Helper()
 	opts := rulesConfig(rule)
 	opts.Sync = 50 * time.Millisecond
-	opts.Timeout = 200 * time.Millisecond // a loaded machine must not fail a round
+	opts.Timeout = time.Second // a loaded machine must not fail a round or fail a decision open
 	ls := make([]*Limiter, n)
 	for i := range ls {
 		ls[i], _ = newTestLimiterWith(t, opts, ks, store())
