@@ -87,6 +87,102 @@ func TestCountPastCountsTheThresholdsCrossed(t *testing.T) {
 	}
 }
 
+// countPast's edges: a step that starts on a threshold counts it, and one
+// that ends past the last threshold counts up to it and no further.
+func TestCountPastEdges(t *testing.T) {
+	t.Parallel()
+	th := DistributionThresholds
+	last := th[len(th)-1]
+	for _, tc := range []struct {
+		before, after int64
+		want          []int64 // the thresholds counted
+	}{
+		{th[20], th[20] + 3, []int64{th[20]}},
+		{th[20], th[21] + 1, []int64{th[20], th[21]}},
+		{last - 1, 2 * last, []int64{last}},
+		{last, last + 5, []int64{last}},
+		{last + 1, 3 * last, nil},
+		{-7, 2, []int64{0, 1}},
+	} {
+		var d distribution
+		d.countPast(tc.before, tc.after)
+		var got []int64
+		for i, v := range th {
+			if n := d.past[i].Load(); n > 0 {
+				got = append(got, v)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("countPast(%d, %d) counted %v, want %v", tc.before, tc.after, got, tc.want)
+		}
+	}
+}
+
+// observeSync counts, for a fixed-window key merged by a sync exchange,
+// the thresholds between what the store held before this replica's part
+// and what it holds after: the part is what the replica counted since its
+// read (Local − Base, never negative) plus the lease the store granted it.
+func TestObserveSyncCountsWhatTheMergeAdded(t *testing.T) {
+	t.Parallel()
+	const ttl = time.Minute
+	for _, tc := range []struct {
+		name string
+		op   SyncOp
+		got  KeyState
+		want []int64
+	}{
+		{"counted since the read", SyncOp{Base: KeyState{N: 2, TTL: ttl}, Local: KeyState{N: 5}}, KeyState{N: 10, TTL: ttl}, []int64{7, 8, 9}},
+		{"no read yet", SyncOp{Local: KeyState{N: 5}}, KeyState{N: 10, TTL: ttl}, []int64{5, 6, 7, 8, 9}},
+		{"a lease granted", SyncOp{Base: KeyState{N: 2, TTL: ttl}, Local: KeyState{N: 2}}, KeyState{N: 10, TTL: ttl, Leased: 4}, []int64{6, 7, 8, 9}},
+		{"a lease and counts", SyncOp{Base: KeyState{N: 2, TTL: ttl}, Local: KeyState{N: 3}}, KeyState{N: 10, TTL: ttl, Leased: 2}, []int64{7, 8, 9}},
+		{"the view behind its read", SyncOp{Base: KeyState{N: 3, TTL: ttl}, Local: KeyState{N: 1}}, KeyState{N: 10, TTL: ttl}, nil},
+		{"the key gone", SyncOp{Local: KeyState{N: 5}}, KeyState{}, nil},
+		{"a GCRA key", SyncOp{Hit: Hit{Algorithm: GCRA}, Local: KeyState{N: 5}}, KeyState{N: 10, TTL: ttl}, nil},
+	} {
+		d := &distribution{}
+		op := tc.op
+		op.Hit.dist = d
+		if op.Hit.Algorithm == 0 {
+			op.Hit.Algorithm = FixedWindow
+		}
+		observeSync([]SyncOp{op}, []KeyState{tc.got})
+		var got []int64
+		for i, v := range DistributionThresholds {
+			if n := d.past[i].Load(); n > 0 {
+				got = append(got, v)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: counted %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TakeDistribution returns only the thresholds counted since the last
+// take (none with a zero count), and nothing when nothing was counted.
+func TestTakeDistributionReturnsOnlyWhatWasCounted(t *testing.T) {
+	t.Parallel()
+	l, _ := newTestLimiter(t, rulesConfig(burstRule(100, time.Hour)), keyspace.MustNew("olp-dev:ttakedist:"), NewMemoryStore(1000))
+	if got := l.TakeDistribution(); len(got) != 0 {
+		t.Fatalf("before any request: %v, want nothing", got)
+	}
+	for range 3 {
+		l.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.9"})
+	}
+	got := l.TakeDistribution()
+	if len(got) != 3 {
+		t.Fatalf("one subject-window of 3 requests: %v, want thresholds 0, 1 and 2 once each", got)
+	}
+	for _, c := range got {
+		if c.Rule != "burst" || c.At > 2 || c.Past != 1 {
+			t.Errorf("count %+v, want rule burst, threshold 0 to 2, past 1", c)
+		}
+	}
+	if again := l.TakeDistribution(); len(again) != 0 {
+		t.Errorf("a second take returned %v, want nothing", again)
+	}
+}
+
 // distOf sums TakeDistribution by rule and threshold.
 func distOf(ls ...*Limiter) map[string]map[int64]int64 {
 	out := map[string]map[int64]int64{}

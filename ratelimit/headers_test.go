@@ -139,3 +139,51 @@ func TestWriteTooManyRequests_RetryAfterWholeSecondsOnlyOn429(t *testing.T) {
 		})
 	}
 }
+
+// The X-RateLimit-* headers come from the most restrictive counted rule:
+// a blocking one before any that allows (the longest Retry-After among
+// blocking ones), else the fewest remaining (ties: the later reset); an
+// exact tie keeps configuration order. X-RateLimit-Reset is the rule's
+// reset, or its Retry-After (at least 1 s) when it blocks.
+func TestWriteHeaders_MostRestrictiveRule(t *testing.T) {
+	t.Parallel()
+	allow := func(name string, limit, remaining int64, reset time.Duration) Decision {
+		return Decision{Rule: name, Outcome: OutcomeAllow, Limit: limit, Remaining: remaining, Window: time.Minute, ResetAfter: reset}
+	}
+	block := func(name string, limit int64, retry, reset time.Duration) Decision {
+		return Decision{Rule: name, Outcome: OutcomeBlock, Limit: limit, Window: time.Minute, RetryAfter: retry, ResetAfter: reset, Message: "m"}
+	}
+	for _, tc := range []struct {
+		name         string
+		ds           []Decision
+		limit, reset string
+	}{
+		{"fewest remaining first", []Decision{allow("a", 10, 3, 10*time.Second), allow("b", 20, 10, 50*time.Second)}, "10", "10"},
+		{"fewest remaining second", []Decision{allow("a", 20, 10, 50*time.Second), allow("b", 10, 3, 10*time.Second)}, "10", "10"},
+		{"equal remaining: the later reset", []Decision{allow("a", 10, 3, 10*time.Second), allow("b", 20, 3, 50*time.Second)}, "20", "50"},
+		{"an exact tie keeps the first", []Decision{allow("a", 10, 3, 10*time.Second), allow("b", 20, 3, 10*time.Second)}, "10", "10"},
+		{"a block after an allow", []Decision{allow("a", 10, 0, 10*time.Second), block("b", 20, 3*time.Second, 500*time.Millisecond)}, "20", "3"},
+		{"a block before an allow", []Decision{block("a", 20, 3*time.Second, 500*time.Millisecond), allow("b", 10, 0, 10*time.Second)}, "20", "3"},
+		{"two blocks: the longer wait", []Decision{block("a", 20, 3*time.Second, time.Second), block("b", 30, 9*time.Second, time.Second)}, "30", "9"},
+		{"two blocks, equal waits: the first", []Decision{block("a", 20, 3*time.Second, time.Second), block("b", 30, 3*time.Second, time.Second)}, "20", "3"},
+		{"a block with no wait says 1 s", []Decision{block("a", 20, 0, 0)}, "20", "1"},
+	} {
+		h := http.Header{}
+		WriteHeaders(h, Verdict{Decisions: tc.ds})
+		if got, reset := h.Get(HeaderLimit), h.Get(HeaderReset); got != tc.limit || reset != tc.reset {
+			t.Errorf("%s: X-RateLimit-Limit %s, -Reset %s; want %s, %s", tc.name, got, reset, tc.limit, tc.reset)
+		}
+	}
+}
+
+// The 429's Content-Length is its body's length, so a client or proxy
+// that trusts it reads the whole problem and nothing more.
+func TestWriteTooManyRequests_ContentLengthIsTheBodys(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	WriteTooManyRequests(rec, Verdict{Decisions: []Decision{{Rule: "burst", Scope: ScopeIP, Outcome: OutcomeBlock, Limit: 5,
+		Window: 5 * time.Second, RetryAfter: 2 * time.Second, Message: "Muitas requisições em sequência. Tente novamente em 2 segundos."}}})
+	if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
+		t.Errorf("Content-Length %s, body %s bytes", got, want)
+	}
+}
