@@ -100,3 +100,25 @@ func TestSync_StartRegistersBeforeTheFirstRequest(t *testing.T) {
 		t.Errorf("the second replica counted %d replicas when Start returned, want 2", replicas[1])
 	}
 }
+
+// A replica's registration lives ten sync intervals and at least 2 s, so
+// a short interval (50 ms) does not drop a replica from the registry on
+// one slow round (docs/rate-limiting.md, "Quota leasing"); its rounds
+// renew it.
+func TestRegistrationLivesTenSyncIntervalsAndAtLeast2s(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix) // a store that registers (the MemoryStore has no registry)
+	for sync, want := range map[time.Duration]time.Duration{
+		50 * time.Millisecond:  2 * time.Second,
+		300 * time.Millisecond: 3 * time.Second,
+		time.Second:            10 * time.Second,
+	} {
+		opts := rulesConfig(burstRule(10, time.Minute))
+		opts.Sync = sync
+		l, _ := newTestLimiter(t, opts, keyspace.MustNew(prefix), NewRedisStore(rdb))
+		if got := l.sync.reg.TTL; got != want {
+			t.Errorf("sync %v: registration lives %v, want %v", sync, got, want)
+		}
+	}
+}
