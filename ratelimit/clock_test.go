@@ -202,7 +202,13 @@ func TestSkewedReplica_AlignedKeyNamedAfterTheStoresMinute(t *testing.T) {
 	}
 	ctx := context.Background()
 	s := Subject{Route: "portal", IP: "203.0.113.9", User: "u-42"}
-	l.Decide(ctx, s) // learns the store's clock
+	// The first decision counts in the replica's own minute (1021, no
+	// estimate yet); its reset is corrected by what the store said: that
+	// minute ends 110 s after the store's 10:20:10, not 55 s after the
+	// replica's 10:21:05.
+	if first := l.Decide(ctx, s).Decisions[0]; first.ResetAfter != 110*time.Second {
+		t.Errorf("the first decision's ResetAfter = %v, want 110s (its key's end on the store's clock)", first.ResetAfter)
+	}
 	const n = 5
 	var last Decision
 	for range n {

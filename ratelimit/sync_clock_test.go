@@ -97,3 +97,37 @@ func TestSkew_AQueuedCallDoesNotMoveTheEstimateAhead(t *testing.T) {
 		t.Errorf("a sample after the kept one is %v old left the estimate %v ahead, want 20ms", skewHold, got)
 	}
 }
+
+// A sample equal to the kept one renews its hold (the estimate is
+// confirmed, not aged), and a larger one is taken only once the kept one
+// is more than skewHold old: at exactly skewHold it still stands.
+func TestSkew_AnEqualSampleRenewsTheHold(t *testing.T) {
+	own := clock.NewManual(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
+	opts := rulesConfig(burstRule(50, time.Second))
+	opts.Clock = own
+	l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), NewMemoryStore(0))
+	const offset = 3 * time.Second
+	sample := func(way time.Duration) {
+		sent := own.Now()
+		l.learnSkew(sent.Add(way+offset), sent)
+	}
+	ahead := func() time.Duration { return l.storeNow().Sub(own.Now().Add(offset)) }
+	sample(5 * time.Millisecond)
+	own.Advance(6 * time.Second)
+	sample(5 * time.Millisecond) // renews the hold
+	own.Advance(5 * time.Second) // 11 s after the first, 5 s after the renewal
+	sample(30 * time.Millisecond)
+	if got := ahead(); got != 5*time.Millisecond {
+		t.Errorf("a larger sample 5 s after an equal one moved the estimate to %v ahead, want 5ms (the renewed hold)", got)
+	}
+	own.Advance(skewHold - 5*time.Second) // exactly skewHold after the renewal
+	sample(40 * time.Millisecond)
+	if got := ahead(); got != 5*time.Millisecond {
+		t.Errorf("at exactly skewHold a larger sample moved the estimate to %v ahead, want 5ms", got)
+	}
+	own.Advance(time.Millisecond)
+	sample(40 * time.Millisecond)
+	if got := ahead(); got != 40*time.Millisecond {
+		t.Errorf("past skewHold the estimate is %v ahead, want 40ms", got)
+	}
+}
