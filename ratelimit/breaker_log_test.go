@@ -71,3 +71,34 @@ func TestStoreBreakerFlappingIsLoggedOnceThenSummarized(t *testing.T) {
 		t.Errorf("%d breaker lines at warn, want 2 (opened; closed with open_for and probes=9):\n%s", breakerLines, out)
 	}
 }
+
+// A failing store is warned about at most once a second, on the
+// Limiter's clock: the first failure, not the next within the second,
+// again once the second has passed.
+func TestStoreFailureIsWarnedOnceASecond(t *testing.T) {
+	t.Parallel()
+	var logs servicetest.LogBuffer
+	store := &countingStore{Store: NewMemoryStore(1000)}
+	store.fail.Store(true)
+	cfg := rulesConfig(burstRule(10, time.Minute))
+	cfg.BreakerFailures = 100 // the breaker stays closed: every call reaches the store
+	clk := clock.NewManual(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC))
+	cfg.Clock = clk
+	l, err := New(cfg, keyspace.MustNew("olp-dev:twarnonce:"), store, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	warned := func() int { return strings.Count(logs.String(), "rate-limit store failed; failing open") }
+	s := Subject{Route: "portal", IP: "203.0.113.7"}
+	for _, step := range []struct {
+		advance time.Duration
+		want    int
+	}{{0, 1}, {0, 1}, {999 * time.Millisecond, 1}, {time.Millisecond, 2}, {500 * time.Millisecond, 2}} {
+		clk.Advance(step.advance)
+		l.Decide(context.Background(), s)
+		if got := warned(); got != step.want {
+			t.Fatalf("after %v more: %d warnings, want %d:\n%s", step.advance, got, step.want, logs.String())
+		}
+	}
+}

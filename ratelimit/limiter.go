@@ -532,8 +532,10 @@ const syncRoundRetriedMsg = "rate-limit sync round failed; its counts go with th
 // syncRoundsResumed is what the first good round after failed ones logs.
 const syncRoundsResumed = "rate-limit sync rounds reach the store again; counts are shared across replicas"
 
+// logStoreErrorAs warns msg with err at most once a second (on the
+// Limiter's clock): a store outage fails every request open.
 func (l *Limiter) logStoreErrorAs(msg string, err error) {
-	now := time.Now().UnixNano()
+	now := l.now().UnixNano()
 	last := l.lastLog.Load()
 	if now-last < int64(time.Second) || !l.lastLog.CompareAndSwap(last, now) {
 		return
