@@ -112,3 +112,61 @@ func TestRelax_FactorAboveTheCapIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Relax's bounds are inclusive: a factor of exactly 1 or MaxRelaxFactor
+// and a duration of exactly MaxRelax are written; just outside each, and
+// a duration of 0, are refused with ErrBadRelax.
+func TestRelax_BoundsAreInclusive(t *testing.T) {
+	t.Parallel()
+	ks := keyspace.MustNew("olp-dev:relaxbounds:")
+	for _, tc := range []struct {
+		factor float64
+		d      time.Duration
+		ok     bool
+	}{
+		{1, time.Minute, true},
+		{MaxRelaxFactor, time.Minute, true},
+		{2, MaxRelax, true},
+		{2, time.Millisecond, true},
+		{math.Nextafter(1, 0), time.Minute, false},
+		{math.Nextafter(MaxRelaxFactor, 1000), time.Minute, false},
+		{2, MaxRelax + time.Millisecond, false},
+		{2, 0, false},
+		{2, -time.Second, false},
+	} {
+		err := Relax(context.Background(), NewMemoryStore(0), ks, "burst", tc.factor, tc.d)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrBadRelax)) {
+			t.Errorf("Relax factor %v for %v: err = %v, want accepted %v", tc.factor, tc.d, err, tc.ok)
+		}
+	}
+}
+
+// A relax key removed before its TTL (an operator ending an incident's
+// relax early) ends the relax at the next poll: the rule's own limit is
+// back, not the last factor read.
+func TestRelax_RemovedKeyEndsTheRelaxAtTheNextPoll(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	store := NewRedisStore(rdb)
+	ks := keyspace.MustNew(prefix)
+	cfg := rulesConfig(burstRule(2, 5*time.Second))
+	cfg.Timeout = 2 * time.Second // a loaded machine must not fail open
+	l, _ := newTestLimiter(t, cfg, ks, store)
+	ctx := context.Background()
+	if err := Relax(ctx, store, ks, "burst", 3, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	l.pollRelax(ctx)
+	limit := func() int64 { return l.Decide(ctx, Subject{Route: "portal", IP: "203.0.113.80"}).Decisions[0].Limit }
+	if got := limit(); got != 6 {
+		t.Fatalf("relaxed ×3: limit %d, want 6", got)
+	}
+	if err := rdb.Del(ctx, ks.Relax("burst")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l.pollRelax(ctx)
+	if got := limit(); got != 2 {
+		t.Errorf("after the relax key was removed: limit %d, want the rule's own 2", got)
+	}
+}
