@@ -3,9 +3,13 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
@@ -168,5 +172,42 @@ func TestRelax_RemovedKeyEndsTheRelaxAtTheNextPoll(t *testing.T) {
 	l.pollRelax(ctx)
 	if got := limit(); got != 2 {
 		t.Errorf("after the relax key was removed: limit %d, want the rule's own 2", got)
+	}
+}
+
+// A changed relax factor clears the deny cache, so a client refused under
+// the old limit passes at once under the raised one, and is announced
+// ("relax active") once per change, not at every poll.
+func TestRelax_ChangedFactorClearsTheDenyCacheAndIsLoggedOnce(t *testing.T) {
+	t.Parallel()
+	var logs servicetest.LogBuffer
+	store := NewMemoryStore(0)
+	l, err := New(rulesConfig(burstRule(2, time.Minute)), testKS, store, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	relax := func(f float64) {
+		t.Helper()
+		if err := Relax(ctx, store, testKS, "burst", f, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		l.pollRelax(ctx)
+	}
+	s := Subject{Route: "portal", IP: "203.0.113.81"}
+	relax(2) // limit 4
+	for i := 1; i <= 5; i++ {
+		if v := l.Decide(ctx, s); v.Blocked() != (i == 5) {
+			t.Fatalf("relaxed ×2, request %d: %s", i, outcomes(v))
+		}
+	}
+	relax(5) // limit 10: the refusal cached under 4 must not stand
+	if v := l.Decide(ctx, s); v.Blocked() {
+		t.Fatalf("after the relax rose to ×5 the client is still refused: %s", outcomes(v))
+	}
+	l.pollRelax(ctx) // unchanged
+	if n := strings.Count(logs.String(), `msg="relax active"`); n != 2 {
+		t.Errorf(`"relax active" logged %d times for two changes and an unchanged poll, want 2:\n%s`, n, logs.String())
 	}
 }
