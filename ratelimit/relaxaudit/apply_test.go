@@ -103,6 +103,9 @@ func TestApplyWithTheStoreDownRecordsAFailureAndRelaxesNothing(t *testing.T) {
 	if !errors.Is(err, relaxaudit.ErrStore) {
 		t.Fatalf("Apply with the store down = %v, want ErrStore", err)
 	}
+	if strings.Contains(err.Error(), "stays pending") {
+		t.Errorf("the error says the row stays pending, but it was recorded as failed: %v", err)
+	}
 	var outcome, errText string
 	if err := tg.DB.QueryRow(t.Context(), `SELECT outcome, error FROM limit_relaxes WHERE id = $1`, a.AuditID).Scan(&outcome, &errText); err != nil {
 		t.Fatal(err)
