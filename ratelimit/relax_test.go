@@ -211,3 +211,44 @@ func TestRelax_ChangedFactorClearsTheDenyCacheAndIsLoggedOnce(t *testing.T) {
 		t.Errorf(`"relax active" logged %d times for two changes and an unchanged poll, want 2:\n%s`, n, logs.String())
 	}
 }
+
+// The relax key holds the factor as its shortest decimal ("1.25", "3"),
+// which every reader parses back exactly: a fractional factor is not
+// rounded to one digit on its way through the store.
+func TestRelax_FactorIsStoredAsItsShortestDecimal(t *testing.T) {
+	t.Parallel()
+	prefix := servicetest.KeyPrefix(t)
+	rdb := testRedis(t, prefix)
+	store := NewRedisStore(rdb)
+	ks := keyspace.MustNew(prefix)
+	ctx := context.Background()
+	for f, want := range map[float64]string{1.25: "1.25", 3: "3", 2.125: "2.125"} {
+		if err := Relax(ctx, store, ks, "burst", f, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if got := rdb.Get(ctx, ks.Relax("burst")).Val(); got != want {
+			t.Errorf("factor %v stored as %q, want %q", f, got, want)
+		}
+		vals, err := store.ReadRelax(ctx, []string{ks.Relax("burst")})
+		if err != nil || vals[0].Factor != f {
+			t.Errorf("factor %v read back as %+v (%v)", f, vals, err)
+		}
+	}
+}
+
+// decodeRelax keeps only a live relax: a factor with a positive PTTL; a
+// key about to expire (PTTL 0), without a TTL (-1), missing (-2) or not a
+// finite number reads as no relax.
+func TestDecodeRelaxKeepsOnlyALiveFactor(t *testing.T) {
+	t.Parallel()
+	got, err := decodeRelax(6, []any{"2", int64(60000), "2", int64(0), "2", int64(-1), nil, int64(-2), "NaN", int64(1000), "x", int64(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RelaxValue{{Factor: 2, TTL: time.Minute}, {}, {}, {}, {}, {}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("value %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
