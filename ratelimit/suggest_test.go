@@ -42,4 +42,24 @@ func TestDistribution_SuggestAndBlockedShare(t *testing.T) {
 	if last := sh[len(sh)-1]; last.Past != 0 || last.At != 60 {
 		t.Errorf("Shares ends at %+v, want the first threshold nobody passed (60)", last)
 	}
+	for _, s := range sh {
+		if s.BlockedShare != float64(s.Past)/1000 {
+			t.Errorf("Shares at %d: blocked share %v of %d past, want %v", s.At, s.BlockedShare, s.Past, float64(s.Past)/1000)
+		}
+	}
+	if sh[0].At != 1 || sh[0].BlockedShare != 1 {
+		t.Errorf("Shares starts at %+v, want threshold 1 with every subject-window past it", sh[0])
+	}
+	if s, at := d.BlockedShare(1); s != 1 || at != 1 {
+		t.Errorf("BlockedShare(1) = %v at %d, want 1 at 1 (every subject-window went past 1)", s, at)
+	}
+	if s, at := d.BlockedShare(0); s != 0 || at != 0 {
+		t.Errorf("BlockedShare(0) = %v at %d, want 0 at 0 (not a limit)", s, at)
+	}
+	if s, at := (Distribution{}).BlockedShare(5); s != 0 || at != 0 {
+		t.Errorf("BlockedShare on no data = %v at %d, want 0 at 0", s, at)
+	}
+	if got := (Distribution{}).Shares(); got != nil {
+		t.Errorf("Shares on no data = %v, want none", got)
+	}
 }
