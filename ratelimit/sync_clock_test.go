@@ -61,6 +61,24 @@ func TestSync_TheStoreClockIsNeverEstimatedBehindIt(t *testing.T) {
 	}
 }
 
+// skewProbe builds a Limiter on own whose store is 3 s ahead: sample
+// feeds learnSkew a call whose request took way to reach the store, and
+// ahead is how far the Limiter's estimate of the store's clock is ahead
+// of the truth.
+func skewProbe(t *testing.T, own *clock.Manual) (sample func(way time.Duration), ahead func() time.Duration) {
+	t.Helper()
+	opts := rulesConfig(burstRule(50, time.Second))
+	opts.Clock = own
+	l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), NewMemoryStore(0))
+	const offset = 3 * time.Second
+	sample = func(way time.Duration) {
+		sent := own.Now()
+		l.learnSkew(sent.Add(way+offset), sent)
+	}
+	ahead = func() time.Duration { return l.storeNow().Sub(own.Now().Add(offset)) }
+	return sample, ahead
+}
+
 // A call that queued on its way to the store (a busy store, a round held
 // behind another) does not move the estimate of the store's clock ahead
 // by its wait: the least sample of the last skewHold stands (the flight
@@ -69,15 +87,7 @@ func TestSync_TheStoreClockIsNeverEstimatedBehindIt(t *testing.T) {
 // skewHold old, so a store clock stepped forward is followed.
 func TestSkew_AQueuedCallDoesNotMoveTheEstimateAhead(t *testing.T) {
 	own := clock.NewManual(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
-	opts := rulesConfig(burstRule(50, time.Second))
-	opts.Clock = own
-	l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), NewMemoryStore(0))
-	const offset = 3 * time.Second
-	sample := func(way time.Duration) {
-		sent := own.Now()
-		l.learnSkew(sent.Add(way+offset), sent)
-	}
-	ahead := func() time.Duration { return l.storeNow().Sub(own.Now().Add(offset)) }
+	sample, ahead := skewProbe(t, own)
 	sample(2 * time.Millisecond)
 	if got := ahead(); got != 2*time.Millisecond {
 		t.Fatalf("after a 2 ms request way the estimate is %v ahead, want 2ms", got)
@@ -103,15 +113,7 @@ func TestSkew_AQueuedCallDoesNotMoveTheEstimateAhead(t *testing.T) {
 // is more than skewHold old: at exactly skewHold it still stands.
 func TestSkew_AnEqualSampleRenewsTheHold(t *testing.T) {
 	own := clock.NewManual(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC))
-	opts := rulesConfig(burstRule(50, time.Second))
-	opts.Clock = own
-	l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), NewMemoryStore(0))
-	const offset = 3 * time.Second
-	sample := func(way time.Duration) {
-		sent := own.Now()
-		l.learnSkew(sent.Add(way+offset), sent)
-	}
-	ahead := func() time.Duration { return l.storeNow().Sub(own.Now().Add(offset)) }
+	sample, ahead := skewProbe(t, own)
 	sample(5 * time.Millisecond)
 	own.Advance(6 * time.Second)
 	sample(5 * time.Millisecond) // renews the hold
