@@ -334,12 +334,13 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 			return now, nil
 		}
 		if len(ask) > 0 {
-			decided := s.ask(ctx, hits, ask, out)
+			decided, took := s.ask(ctx, hits, ask, out)
 			s.asked(hits, ask, mine)
 			if decided {
 				s.countRefused(hits)
 				return s.view.now(), nil
 			}
+			taken = took
 		}
 	}
 	at, _ := s.view.Hit(context.Background(), hits, out) // the embedded store does not fail
@@ -460,9 +461,15 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 }
 
 // ask exchanges the keys of hits[idx] with the store now, if the view
-// would still pass them. It returns true when it decided every hit
-// (some key's new lease is 0: the request is refused, nothing counted).
-func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bool {
+// would still pass them. It returns decided true when it decided every
+// hit (some key's new lease is 0: the request is refused, nothing
+// counted). Otherwise the hits take their share of the new leases before
+// the requests waiting on this ask are let go (taken, bit j as hitOnce
+// marks it): the asker's own hit is the first of the lease, so the
+// waiting requests cannot spend the whole lease and the asker pass on
+// the view past it (the burst of 40 over two replicas that passed 17 of
+// a GCRA limit of 10, 10 of them on one replica).
+func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) (decided bool, taken uint64) {
 	start := s.view.now()
 	nowMS := float64(start.UnixMilli())
 	sel := make([]Hit, len(idx))
@@ -478,7 +485,7 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 		}
 	}
 	if len(keys) == 0 {
-		return false // the view refuses them anyway
+		return false, 0 // the view refuses them anyway
 	}
 	s.asks.Add(float64(len(keys)))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
@@ -490,7 +497,7 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 	got, at, calls, err := s.exchange(ctx, only, true)
 	s.commands.Add(float64(calls))
 	if err != nil || at.IsZero() {
-		return s.holdToLease(hits, keys, out)
+		return s.holdToLease(hits, keys, out), 0
 	}
 	refused := false
 	s.mu.Lock()
@@ -508,12 +515,18 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) bo
 		}
 	}
 	if !refused {
-		return false
+		for j, h := range hits {
+			if k, ok := s.keys.get(h.Key); ok && j < 64 {
+				k.spent++
+				taken |= 1 << j
+			}
+		}
+		return false, taken
 	}
 	for j, h := range hits {
 		out[j] = spentCount(h, got[h.Key], at)
 	}
-	return true
+	return true, 0
 }
 
 // holdToLease decides the hits of a request whose ask (of keys) failed.

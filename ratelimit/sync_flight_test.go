@@ -105,3 +105,79 @@ func TestSync_AnAskWaitsForTheRoundInFlightOnlyWithinItsDeadline(t *testing.T) {
 		t.Error("refused after a round that could lease the key: the failed ask did not put the key in the next round")
 	}
 }
+
+// A burst of 40 requests over two real replicas passed 17 of a GCRA
+// limit of 10 (10 on one replica; the documented bound is 15): the
+// request that asked decided after the requests waiting on its ask were
+// let go, so they spent the new lease and the asker passed on the view
+// past it, one request beyond the lease at every ask. An ask that leases
+// now gives the asker's hit the lease's first request before anyone else
+// can take it, on every algorithm.
+func TestSync_TheAskersHitIsTheFirstOfItsLease(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindow, GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+			rule := burstRule(10, 3*time.Second)
+			rule.Algorithm = alg
+			opts := rulesConfig(rule)
+			opts.Sync = 50 * time.Millisecond
+			store := newRegisteringMemory()
+			var ls [2]*Limiter
+			for i := range ls {
+				ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+				ls[i].sync.spawn = func(func()) {} // no early exchange: the ask alone reaches the store
+			}
+			registerFleet(t, ls[:])
+			a := ls[0]
+			ip := "203.0.113.141"
+			for range 5 { // the replica's share of 10 among 2
+				if a.Decide(context.Background(), Subject{Route: "portal", IP: ip}).Blocked() {
+					t.Fatal("refused within the replica's share")
+				}
+			}
+			h := Hit{Key: ks.RateLimit("burst", ip), Algorithm: alg, Limit: 10}
+			if alg == FixedWindow {
+				h.TTL = 3 * time.Second
+			} else {
+				h.Period = 3 * time.Second
+			}
+			out := make([]Count, 1)
+			decided, taken := a.sync.ask(context.Background(), []Hit{h}, []int{0}, out)
+			a.sync.mu.Lock()
+			k, ok := a.sync.keys.get(h.Key)
+			var lease, spent int64
+			if ok {
+				lease, spent = k.lease, k.spent
+			}
+			a.sync.mu.Unlock()
+			// The store holds the replica's 5: floor((10 − 5) / 2) = 2.
+			if decided || !ok || lease != 2 {
+				t.Fatalf("ask: decided %v, key known %v, lease %d; want a lease of 2 and the hit left to the view", decided, ok, lease)
+			}
+			if taken&1 == 0 || spent != 1 {
+				t.Errorf("after the ask the asker's hit holds taken=%b with %d of the lease spent; want its share taken (bit 0) and 1 spent, before the waiting requests are let go", taken, spent)
+			}
+
+			// Through Decide: the asking request counts once, and the
+			// lease's second request passes without an ask.
+			ip2 := "203.0.113.142"
+			s2 := Subject{Route: "portal", IP: ip2}
+			for range 5 {
+				a.Decide(context.Background(), s2)
+			}
+			asks := counterOf(t, a.sync.asks)
+			for i, wantAsks := range []float64{asks + 1, asks + 1} {
+				if a.Decide(context.Background(), s2).Blocked() {
+					t.Fatalf("request %d past the share refused; the store leaves 5", i+1)
+				}
+				a.sync.mu.Lock()
+				k, _ := a.sync.keys.get(ks.RateLimit("burst", ip2))
+				lease, spent = k.lease, k.spent
+				a.sync.mu.Unlock()
+				if got := counterOf(t, a.sync.asks); got != wantAsks || lease != 2 || spent != int64(i+1) {
+					t.Errorf("request %d past the share: asks %v (want %v), lease %d (want 2), spent %d (want %d)", i+1, got, wantAsks, lease, spent, i+1)
+				}
+			}
+		})
+	}
+}
