@@ -134,8 +134,10 @@ func startBurstReplicas(t *testing.T, n int) []*process {
 // its replica's first exchange, which a burst within one round trip
 // precedes. Before (A45) each replica gave itself the whole limit (up to
 // N × limit; 13-15 of 10 and 21-25 of 20 measured). The passes are
-// logged per window; a burst never passes fewer than limit − (N − 1)
-// (leasing leaves at most what it cannot split unspent).
+// logged per window; a first burst never passes fewer than limit − (N − 1)
+// (leasing leaves at most what it cannot split unspent); a later burst
+// may pass fewer (asks at once halve what is left; docs/rate-limiting.md's
+// table shows 9 of 10), never more than the bound.
 // TestHostileConcurrentBurstOnOneReplicaPassesExactlyTheLimit is the
 // one-replica case.
 func TestHostileConcurrentBurstOverTwoReplicasPassesTheLimit(t *testing.T) {
