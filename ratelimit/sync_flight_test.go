@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,5 +180,47 @@ func TestSync_TheAskersHitIsTheFirstOfItsLease(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A request that matches more rules than a bit mask holds (65) spends
+// one request of each rule's lease, its 65th rule's included (the first
+// 64 are marked taken before the view decides; the rest are spent once,
+// after it), within its share and on a lease its ask brought.
+func TestSync_EveryRuleOfARequestSpendsOneRequestOfItsLease(t *testing.T) {
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	var rules []Rule
+	for i := range 65 {
+		rules = append(rules, Rule{Name: fmt.Sprintf("r%02d", i), Scope: ScopeIP, Limit: 6, Window: time.Minute, Routes: []string{"*"}})
+	}
+	opts := rulesConfig(rules...)
+	opts.Sync = 50 * time.Millisecond
+	store := newRegisteringMemory()
+	var ls [2]*Limiter
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {}
+	}
+	registerFleet(t, ls[:])
+	a := ls[0]
+	s := Subject{Route: "portal", IP: "203.0.113.143"}
+	// Three requests spend the share, floor(6 / 2); the fourth asks: the
+	// store holds the 3, floor((6 − 3) / 2) = 1 is leased, and the asking
+	// request spends it.
+	for i, want := range []int64{1, 2, 3, 1} {
+		if a.Decide(context.Background(), s).Blocked() {
+			t.Fatalf("request %d refused", i+1)
+		}
+		a.sync.mu.Lock()
+		for _, r := range rules {
+			k, ok := a.sync.keys.get(ks.RateLimit(r.Name, s.IP))
+			switch {
+			case !ok:
+				t.Errorf("request %d, rule %s: the key is not in the table", i+1, r.Name)
+			case k.spent != want:
+				t.Errorf("request %d, rule %s: spent %d of its lease, want %d", i+1, r.Name, k.spent, want)
+			}
+		}
+		a.sync.mu.Unlock()
 	}
 }
