@@ -94,31 +94,11 @@ func TestSyncConformance_StoresMergeAlike(t *testing.T) {
 	for name, mk := range conformanceStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, ks := mk(t)
-			syncer := s.(Syncer)
-			now := time.UnixMilli(1_764_584_450_000) // a whole second
-			pinStoreClock(s, now)
+			f := firstViews(t, mk, "192.0.2.1")
+			syncer, nowMS, idx := f.syncer, f.nowMS, f.idx
+			fixed, gcra, sliding := f.ops[0].Hit, f.ops[1].Hit, f.ops[2].Hit
 			ctx := context.Background()
-			fixed := Hit{Key: ks.RateLimit("burst", "192.0.2.1"), Algorithm: FixedWindow, TTL: 5 * time.Second}
-			gcra := Hit{Key: ks.RateLimit("g", "192.0.2.1"), Algorithm: GCRA, Limit: 10, Period: 10 * time.Second}
-			sliding := Hit{Key: ks.RateLimit("s", "192.0.2.1"), Algorithm: SlidingWindow, Limit: 10, Period: 10 * time.Second}
-			nowMS := float64(now.UnixMilli())
-			idx := float64(now.UnixMilli() / 10_000)
-			// Replica A sends its view on empty keys.
-			a := []SyncOp{
-				{Hit: fixed, Local: KeyState{N: 3, TTL: 4 * time.Second}},
-				{Hit: gcra, Local: KeyState{TAT: nowMS + 3000, TTL: 3 * time.Second}},
-				{Hit: sliding, Local: KeyState{Index: idx, Cur: 3, Prev: 1, TTL: 15 * time.Second}},
-			}
-			got := make([]KeyState, 3)
-			if _, err := syncer.Sync(ctx, a, got); err != nil {
-				t.Fatal(err)
-			}
-			want := []KeyState{
-				{N: 3, TTL: 4 * time.Second},
-				{TAT: nowMS + 3000, TTL: 3 * time.Second},
-				{Index: idx, Cur: 3, Prev: 1, TTL: time.Duration((idx+2)*10_000-nowMS) * time.Millisecond},
-			}
+			got, want := f.got, f.want
 			checkStates(t, "replica A alone", got, want)
 			// Replica B counted 2 more on each from nothing it had read.
 			b := []SyncOp{

@@ -17,31 +17,9 @@ func TestSyncConformance_AGoneViewReadsTheStoredStateUnchanged(t *testing.T) {
 	for name, mk := range conformanceStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s, ks := mk(t)
-			syncer := s.(Syncer)
-			now := time.UnixMilli(1_764_584_450_000) // a whole second
-			pinStoreClock(s, now)
+			f := firstViews(t, mk, "192.0.2.2")
+			syncer, first, stored, want := f.syncer, f.ops, f.got, f.want
 			ctx := context.Background()
-			fixed := Hit{Key: ks.RateLimit("burst", "192.0.2.2"), Algorithm: FixedWindow, TTL: 5 * time.Second}
-			gcra := Hit{Key: ks.RateLimit("g", "192.0.2.2"), Algorithm: GCRA, Limit: 10, Period: 10 * time.Second}
-			sliding := Hit{Key: ks.RateLimit("s", "192.0.2.2"), Algorithm: SlidingWindow, Limit: 10, Period: 10 * time.Second}
-			nowMS := float64(now.UnixMilli())
-			idx := float64(now.UnixMilli() / 10_000)
-			first := []SyncOp{
-				{Hit: fixed, Local: KeyState{N: 3, TTL: 4 * time.Second}},
-				{Hit: gcra, Local: KeyState{TAT: nowMS + 3000, TTL: 3 * time.Second}},
-				{Hit: sliding, Local: KeyState{Index: idx, Cur: 3, Prev: 1, TTL: 15 * time.Second}},
-			}
-			stored := make([]KeyState, 3)
-			if _, err := syncer.Sync(ctx, first, stored); err != nil {
-				t.Fatal(err)
-			}
-			want := []KeyState{
-				{N: 3, TTL: 4 * time.Second},
-				{TAT: nowMS + 3000, TTL: 3 * time.Second},
-				{Index: idx, Cur: 3, Prev: 1, TTL: time.Duration((idx+2)*10_000-nowMS) * time.Millisecond},
-			}
-			checkStates(t, "the first view", stored, want)
 			gone := make([]SyncOp, len(first))
 			for i, op := range first {
 				gone[i] = SyncOp{Hit: op.Hit, Base: stored[i]}
@@ -107,4 +85,41 @@ func TestChunksSplitsWithoutAnEmptyCall(t *testing.T) {
 			t.Errorf("chunks(%d, %d) = %v, want %v", c.n, c.size, got, c.want)
 		}
 	}
+}
+
+// syncStart is a store on which one replica's views of three keys (a
+// fixed window, a GCRA and a sliding window, of ip) went first: the
+// store's clock pinned at a whole second (nowMS, idx the sliding window's
+// index), the ops sent, their answers (got) and what they must be (want).
+type syncStart struct {
+	syncer     Syncer
+	nowMS, idx float64
+	ops        []SyncOp
+	got, want  []KeyState
+}
+
+// firstViews sends one replica's views of ip's three keys to a new store
+// of mk and checks the answers (the store holds the views alone).
+func firstViews(t *testing.T, mk storeUnderTest, ip string) syncStart {
+	t.Helper()
+	s, ks := mk(t)
+	now := time.UnixMilli(1_764_584_450_000) // a whole second
+	pinStoreClock(s, now)
+	f := syncStart{syncer: s.(Syncer), nowMS: float64(now.UnixMilli()), idx: float64(now.UnixMilli() / 10_000)}
+	f.ops = []SyncOp{
+		{Hit: Hit{Key: ks.RateLimit("burst", ip), Algorithm: FixedWindow, TTL: 5 * time.Second}, Local: KeyState{N: 3, TTL: 4 * time.Second}},
+		{Hit: Hit{Key: ks.RateLimit("g", ip), Algorithm: GCRA, Limit: 10, Period: 10 * time.Second}, Local: KeyState{TAT: f.nowMS + 3000, TTL: 3 * time.Second}},
+		{Hit: Hit{Key: ks.RateLimit("s", ip), Algorithm: SlidingWindow, Limit: 10, Period: 10 * time.Second}, Local: KeyState{Index: f.idx, Cur: 3, Prev: 1, TTL: 15 * time.Second}},
+	}
+	f.got = make([]KeyState, len(f.ops))
+	if _, err := f.syncer.Sync(context.Background(), f.ops, f.got); err != nil {
+		t.Fatal(err)
+	}
+	f.want = []KeyState{
+		{N: 3, TTL: 4 * time.Second},
+		{TAT: f.nowMS + 3000, TTL: 3 * time.Second},
+		{Index: f.idx, Cur: 3, Prev: 1, TTL: time.Duration((f.idx+2)*10_000-f.nowMS) * time.Millisecond},
+	}
+	checkStates(t, "one replica's views alone", f.got, f.want)
+	return f
 }
