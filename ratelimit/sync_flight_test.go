@@ -224,3 +224,40 @@ func TestSync_EveryRuleOfARequestSpendsOneRequestOfItsLease(t *testing.T) {
 		a.sync.mu.Unlock()
 	}
 }
+
+// A key whose lease is spent and whose view, merged from the store by a
+// round, already holds the limit is refused by the view without an ask:
+// the store would only say what the view says, at the cost of a round
+// trip on the request path.
+func TestSync_AViewAlreadyFullRefusesWithoutAnAsk(t *testing.T) {
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	opts := rulesConfig(burstRule(10, time.Minute))
+	opts.Sync = 50 * time.Millisecond
+	store := newRegisteringMemory()
+	var ls [2]*Limiter
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {}
+	}
+	registerFleet(t, ls[:])
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.145"}
+	// Each spends its share, 5, and sends it: B first, so that A's round
+	// merges the store's 10 into A's view.
+	for _, l := range []*Limiter{ls[1], ls[0]} {
+		for range 5 {
+			if l.Decide(ctx, s).Blocked() {
+				t.Fatal("refused within the replica's share")
+			}
+		}
+		l.syncRound(ctx)
+	}
+	a := ls[0]
+	asks := counterOf(t, a.sync.asks)
+	if !a.Decide(ctx, s).Blocked() {
+		t.Fatal("the 11th request of a limit of 10 passed")
+	}
+	if got := counterOf(t, a.sync.asks); got != asks {
+		t.Errorf("asks %v → %v: the replica asked the store about a key its view already holds full", asks, got)
+	}
+}

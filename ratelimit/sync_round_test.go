@@ -1,0 +1,50 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
+)
+
+// A round that reaches the store leaves the rounds not failing, whether
+// it sent keys, only registered the replica, or had nothing to send
+// (nothing dirty, nothing parked, its registration not due): a failed ask
+// then holds the replica to its lease instead of taking the store for
+// down (holdToLease reads roundsFailing).
+func TestSync_ARoundThatReachesTheStoreLeavesTheRoundsNotFailing(t *testing.T) {
+	opts := rulesConfig(burstRule(10, time.Minute))
+	opts.Sync = 50 * time.Millisecond
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	store := newRegisteringMemory()
+	var ls [2]*Limiter
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {}
+	}
+	registerFleet(t, ls[:])
+	a := ls[0]
+	ctx := context.Background()
+	check := func(what string) {
+		t.Helper()
+		if a.sync.roundsFailing.Load() {
+			t.Errorf("after %s the rounds are failing", what)
+		}
+	}
+	a.Decide(ctx, Subject{Route: "portal", IP: "203.0.113.144"})
+	if _, _, err := a.sync.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("a round that sent a key")
+	if _, _, err := a.sync.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("a round with nothing to send")
+	a.sync.lastReg.Store(0)
+	if _, calls, err := a.sync.round(ctx); err != nil || calls != 1 {
+		t.Fatalf("the idle registration: %d calls, %v; want 1 call", calls, err)
+	}
+	check("an idle registration")
+}
