@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/keyspace"
 )
@@ -259,5 +260,96 @@ func TestSync_AViewAlreadyFullRefusesWithoutAnAsk(t *testing.T) {
 	}
 	if got := counterOf(t, a.sync.asks); got != asks {
 		t.Errorf("asks %v → %v: the replica asked the store about a key its view already holds full", asks, got)
+	}
+}
+
+// Requests a replica counts while its round is on the wire stay in its
+// view when the answer is merged: a fixed window's view becomes the
+// store's count plus those (3 sent, 2 more while the store held the
+// round: 5), not the store's count alone.
+func TestSync_HitsCountedWhileARoundIsOnTheWireStayInTheView(t *testing.T) {
+	store := &gatedSync{registeringMemory: newRegisteringMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	opts := rulesConfig(burstRule(20, time.Minute))
+	opts.Sync = 50 * time.Millisecond
+	var ls [2]*Limiter
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {}
+	}
+	registerFleet(t, ls[:])
+	a := ls[0]
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.146"}
+	for range 3 {
+		a.Decide(ctx, s)
+	}
+	store.armed.Store(true)
+	roundDone := make(chan struct{})
+	go func() {
+		defer close(roundDone)
+		a.syncRound(ctx)
+	}()
+	<-store.entered // the round, with the 3, is held by the store
+	for range 2 {
+		if a.Decide(ctx, s).Blocked() {
+			t.Fatal("refused within the replica's share")
+		}
+	}
+	close(store.release)
+	<-roundDone
+	h := Hit{Key: ks.RateLimit("burst", s.IP), Algorithm: FixedWindow, TTL: time.Minute, Limit: 20}
+	views := make([]KeyState, 1)
+	a.sync.view.snapshot([]Hit{h}, views)
+	if views[0].N != 5 {
+		t.Errorf("the view counts %d after the round, want 5 (3 the store holds, 2 counted while it was on the wire)", views[0].N)
+	}
+}
+
+// The same for a key whose window ended in the view before the round
+// took its snapshot (the snapshot absent): the requests counted while the
+// round is on the wire open the view's next window, and stay in it.
+func TestSync_HitsCountedWhileARoundIsOnTheWireStayInANewWindow(t *testing.T) {
+	store := &gatedSync{registeringMemory: newRegisteringMemory(), entered: make(chan struct{}, 4), release: make(chan struct{})}
+	var virt atomic.Int64
+	virt.Store(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, virt.Load()).UTC() }
+	store.SetClock(clock.Func(now))
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	opts := rulesConfig(burstRule(20, time.Second))
+	opts.Sync = 50 * time.Millisecond
+	opts.Clock = clock.Func(now)
+	var ls [2]*Limiter
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {}
+	}
+	registerFleet(t, ls[:])
+	a := ls[0]
+	ctx := context.Background()
+	s := Subject{Route: "portal", IP: "203.0.113.147"}
+	for range 3 {
+		a.Decide(ctx, s) // dirty, in a window that ends before the round
+	}
+	virt.Add(int64(1500 * time.Millisecond))
+	store.armed.Store(true)
+	roundDone := make(chan struct{})
+	go func() {
+		defer close(roundDone)
+		a.syncRound(ctx)
+	}()
+	<-store.entered
+	for range 2 {
+		if a.Decide(ctx, s).Blocked() {
+			t.Fatal("refused in a new window")
+		}
+	}
+	close(store.release)
+	<-roundDone
+	h := Hit{Key: ks.RateLimit("burst", s.IP), Algorithm: FixedWindow, TTL: time.Second, Limit: 20}
+	views := make([]KeyState, 1)
+	a.sync.view.snapshot([]Hit{h}, views)
+	if views[0].N != 2 {
+		t.Errorf("the view counts %d after the round, want the 2 counted in the new window while it was on the wire", views[0].N)
 	}
 }
