@@ -378,17 +378,25 @@ func (s *syncer) await(ctx context.Context, wait []chan struct{}) {
 }
 
 // countRefused counts, in the view, the fixed-window hits of a request
-// refused for want of a lease: a fixed window counts every hit, passed or
-// not, as its INCR does with sync: 0 (GCRA and sliding windows count
-// passed hits only). Nothing is spent from the leases. A key whose ask
-// failed (syncKey.wants) is not counted: the store did not say its window
-// was full, and counting refusals into it would spend the budget the
-// other replicas pass (27 of 50 in a window, TestSync_AFailedAskHolds…).
+// refused for want of a lease whose own key refused it (held past its
+// lease until refuseUntil): a fixed window counts its refused hits, as
+// its INCR does with sync: 0 (GCRA and sliding windows count passed hits
+// only). Nothing is spent from the leases. The request's other keys are
+// not counted: it was refused before reaching them, as sync: 0's deny
+// cache refuses before the store, so one client's refusals never fill a
+// window it shares with others (fresh attack pass 20: a route-wide fixed
+// window filled by one IP's refusals refused a client at 5 % of it 23
+// times in 41). A key whose ask failed (syncKey.wants) is not counted
+// either: the store did not say its window was full, and counting
+// refusals into it would spend the budget the other replicas pass (27 of
+// 50 in a window, TestSync_AFailedAskHolds…).
 func (s *syncer) countRefused(hits []Hit) {
 	var fixed []Hit
+	nowM := momentOf(s.view.now())
 	s.mu.Lock()
 	for _, h := range hits {
-		if k, ok := s.keys.get(h.Key); ok && k.wants {
+		k, ok := s.keys.get(h.Key)
+		if !ok || k.wants || !nowM.before(k.refuseUntil) {
 			continue
 		}
 		if h.Algorithm != GCRA && h.Algorithm != SlidingWindow {
