@@ -108,7 +108,7 @@ func (s *RESTStore) SyncRegister(ctx context.Context, ops []SyncOp, out []KeySta
 			r.ID, r.Key, r.TTL = reg.ID, reg.Key, reg.TTL
 		}
 		marker := ""
-		if c[1] >= c[0] {
+		if c[1] > c[0] {
 			marker = exchangeMarker(reg, i, false, "")
 		}
 		keys, args := syncArgs(s.pinnedMS.Load(), ops[c[0]:c[1]], r, marker)

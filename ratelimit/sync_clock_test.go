@@ -133,3 +133,24 @@ func TestSkew_AnEqualSampleRenewsTheHold(t *testing.T) {
 		t.Errorf("past skewHold the estimate is %v ahead, want 40ms", got)
 	}
 }
+
+// A sync call's sending moment is read on the Limiter's own clock, not on
+// the view's (which runs on the store's clock as estimated): the estimate
+// is the store's answer less that moment, so reading it on the estimated
+// clock would count the offset twice. With the store 3 s ahead and
+// learned, the syncer's own clock still reads the Limiter's.
+func TestSync_ACallIsTimedOnTheLimitersOwnClock(t *testing.T) {
+	own := clock.NewManual(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	opts := rulesConfig(burstRule(50, time.Second))
+	opts.Clock = own
+	opts.Sync = 50 * time.Millisecond
+	l, _ := newTestLimiterWith(t, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), NewMemoryStore(0))
+	sent := own.Now()
+	l.learnSkew(sent.Add(3*time.Second), sent)
+	if got := l.sync.view.now().Sub(own.Now()); got != 3*time.Second {
+		t.Fatalf("the view runs %v ahead of the Limiter's clock, want the learned 3s", got)
+	}
+	if got := l.sync.own(); !got.Equal(own.Now()) {
+		t.Errorf("the syncer's own clock reads %v, want the Limiter's %v", got, own.Now())
+	}
+}
