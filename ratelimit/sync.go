@@ -872,7 +872,7 @@ func (s *syncer) prepare(ops []SyncOp, register, ask bool) *chunkCall {
 			// A sliding window's or GCRA's lease: what is left of it goes
 			// with the view (reserve), the view counting its passes as
 			// they come (lease.go).
-			if ok && (k.held || k.fresh) && replicas >= 1 {
+			if ok && (k.held || k.fresh) && replicas > 1 {
 				reserved[i] = max(0, k.lease-k.inFlight)
 				if a == SlidingWindow && k.held && windowRolled(ops[i].Hit, k.base, viewMS) {
 					// The window the lease was reserved in has ended:

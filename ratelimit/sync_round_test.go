@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,4 +48,34 @@ func TestSync_ARoundThatReachesTheStoreLeavesTheRoundsNotFailing(t *testing.T) {
 		t.Fatalf("the idle registration: %d calls, %v; want 1 call", calls, err)
 	}
 	check("an idle registration")
+}
+
+// A round of more keys than one call carries (syncChunk, 256) goes in
+// several calls, only the first of which registers the replica: the
+// others' answers carry no count of replicas, and must not be read as one
+// (a replica that took them for "none registered" would decide alone, on
+// the whole limit, until its next registration).
+func TestSync_ARoundInSeveralCallsKeepsTheReplicaCount(t *testing.T) {
+	opts := rulesConfig(burstRule(10, time.Minute))
+	opts.Sync = 50 * time.Millisecond
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	store := newRegisteringMemory()
+	var ls [2]*Limiter
+	for i := range ls {
+		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
+		ls[i].sync.spawn = func(func()) {}
+	}
+	registerFleet(t, ls[:])
+	a := ls[0]
+	ctx := context.Background()
+	for i := range 3*syncChunk + 1 {
+		a.Decide(ctx, Subject{Route: "portal", IP: fmt.Sprintf("2001:db8:%x::1", i)})
+	}
+	_, calls, err := a.sync.round(ctx)
+	if err != nil || calls < 4 {
+		t.Fatalf("the round: %d calls, %v; want 4 calls at least", calls, err)
+	}
+	if got := a.sync.replicas.Load(); got != 2 {
+		t.Errorf("after a round of 4 calls the replica counts %d replicas, want 2", got)
+	}
 }
