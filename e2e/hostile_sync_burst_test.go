@@ -37,22 +37,8 @@ var burstRules = []struct {
 const burstWindow = 3 * time.Second
 
 func burstConfig(upstream, redisURL, prefix string) string {
-	var b []byte
-	b = fmt.Appendf(b, `environment: development
-listen: "{LISTEN}"
-admin_listen: "{ADMIN}"
-trusted_proxies: ["127.0.0.1/32"]
-client_ip_header: X-Real-IP
-redis:
-  url: %q
-  key_prefix: %q
-amqp:
-  url: "amqp://guest:guest@127.0.0.1:1/"
-telemetry:
-  enabled: false
-routes:
-  - {name: warm, path_prefix: /warm/, upstream: %q}
-`, redisURL, prefix, upstream)
+	b := replicaPreamble(redisURL, prefix)
+	b = fmt.Appendf(b, "  - {name: warm, path_prefix: /warm/, upstream: %q}\n", upstream)
 	for _, r := range burstRules {
 		b = fmt.Appendf(b, "  - {name: %s, path_prefix: /%s/, upstream: %q}\n", r.name, r.name, upstream)
 	}

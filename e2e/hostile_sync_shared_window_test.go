@@ -3,13 +3,10 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/olp-edu/borda/internal/servicetest"
 )
 
 // Fresh attack pass 20 R12 (medium): a route with a route-wide fixed
@@ -21,30 +18,8 @@ import (
 // 0). Here the store is 60 ms away, so every ask fails and every round
 // answers: the client must not be refused.
 func TestHostileFloodingIPCannotFillASharedRouteWindow(t *testing.T) {
-	target, err := url.Parse(servicetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var delay atomic.Int64
-	delay.Store(int64(60 * time.Millisecond))
-	slow := startDelayProxy(t, target.Host, &delay)
-	replicas, _, _ := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
-		u := *target
-		u.Host = slow
-		return fmt.Sprintf(`environment: development
-listen: "{LISTEN}"
-admin_listen: "{ADMIN}"
-trusted_proxies: ["127.0.0.1/32"]
-client_ip_header: X-Real-IP
-redis:
-  url: %q
-  key_prefix: %q
-amqp:
-  url: "amqp://guest:guest@127.0.0.1:1/"
-telemetry:
-  enabled: false
-routes:
-  - {name: shared, path_prefix: /shared/, upstream: %q}
+	replicas := replicasBehindASlowStore(t, 60*time.Millisecond, func(upstream, redisURL, prefix string) string {
+		return string(replicaPreamble(redisURL, prefix)) + fmt.Sprintf(`  - {name: shared, path_prefix: /shared/, upstream: %q}
   - {name: warm, path_prefix: /warm/, upstream: %q}
 rate_limits:
   timeout: 30ms
@@ -53,20 +28,9 @@ rate_limits:
     - {name: route, scope: route, algorithm: fixed_window, limit: 100, window: 2s, routes: [shared]}
     - {name: per_ip, scope: ip, algorithm: gcra, limit: 20, window: 2s, routes: [shared]}
     - {name: warm, scope: ip, algorithm: fixed_window, limit: 50, window: 2s, routes: [warm]}
-`, u.String(), prefix, upstream, upstream)
+`, upstream, upstream)
 	})
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
-	defer client.CloseIdleConnections()
-	get := func(replica int, ip string) int {
-		req, _ := http.NewRequest(http.MethodGet, replicas[replica%len(replicas)].public+"/shared/x", nil)
-		req.Header.Set("X-Real-IP", ip)
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	get := replicaGet(t, replicas, "/shared/x")
 	const dur = 5 * time.Second
 	start := time.Now()
 	var (

@@ -25,17 +25,8 @@ import (
 // window of every flooding IP passes at most the limit + 5, and the client
 // under its limit is refused at most a tenth of its requests.
 func TestHostileSlowStoreFloodsBesideAClientUnderItsLimit(t *testing.T) {
-	target, err := url.Parse(servicetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var delay atomic.Int64
-	delay.Store(int64(60 * time.Millisecond))
-	slow := startDelayProxy(t, target.Host, &delay)
-	replicas, _, _ := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
-		u := *target
-		u.Host = slow
-		return strings.Replace(replicasConfig(upstream, u.String(), prefix), "timeout: 250ms", "timeout: 30ms", 1)
+	replicas := replicasBehindASlowStore(t, 60*time.Millisecond, func(upstream, redisURL, prefix string) string {
+		return strings.Replace(replicasConfig(upstream, redisURL, prefix), "timeout: 250ms", "timeout: 30ms", 1)
 	})
 	for _, run := range []struct {
 		flooders int
@@ -56,18 +47,7 @@ func floodBesideAClient(t *testing.T, replicas []*process, flooders int, net str
 	start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
 	time.Sleep(time.Until(start.Add(1500 * time.Millisecond))) // the floods start mid-window
 	failedBefore := roundFailures(replicas)
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
-	defer client.CloseIdleConnections()
-	get := func(replica int, ip string) int {
-		req, _ := http.NewRequest(http.MethodGet, replicas[replica%len(replicas)].public+"/sliding_window/x", nil)
-		req.Header.Set("X-Real-IP", ip)
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	get := replicaGet(t, replicas, "/sliding_window/x")
 	// A pass counts in a window only when the request was sent and
 	// answered within it: one sent before an edge may be decided after
 	// it, and counting it by either end alone would charge a window with
@@ -120,4 +100,42 @@ func floodBesideAClient(t *testing.T, replicas []*process, flooders int, net str
 	if refusals.Load() > clientSent.Load()/10 {
 		t.Errorf("the client under its limit was refused %d of %d, want at most a tenth", refusals.Load(), clientSent.Load())
 	}
+}
+
+// replicaGet returns a function that sends GET path to replica (modulo
+// the replicas) with X-Real-IP ip over a shared keep-alive client, closed
+// at cleanup, and returns the status (0 on a transport error).
+func replicaGet(t *testing.T, replicas []*process, path string) func(replica int, ip string) int {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	return func(replica int, ip string) int {
+		req, _ := http.NewRequest(http.MethodGet, replicas[replica%len(replicas)].public+path, nil)
+		req.Header.Set("X-Real-IP", ip)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+}
+
+// replicasBehindASlowStore starts replicaCount replicas of config whose
+// store is the test's Redis behind a proxy delaying every exchange by
+// delay (config receives the proxy's URL).
+func replicasBehindASlowStore(t *testing.T, delay time.Duration, config func(upstream, redisURL, prefix string) string) []*process {
+	t.Helper()
+	target, err := url.Parse(servicetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d atomic.Int64
+	d.Store(int64(delay))
+	slow := startDelayProxy(t, target.Host, &d)
+	replicas, _, _ := startSyncReplicas(t, replicaCount, func(upstream, _, prefix string) string {
+		u := *target
+		u.Host = slow
+		return config(upstream, u.String(), prefix)
+	})
+	return replicas
 }

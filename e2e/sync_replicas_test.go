@@ -41,9 +41,12 @@ const (
 	replicaIP      = "203.0.113.50"
 )
 
-func replicasConfig(upstream, redisURL, prefix string) string {
-	var b []byte
-	b = fmt.Appendf(b, `environment: development
+// replicaPreamble is the start of a synchronizing replica's
+// configuration: listeners, the trusted proxy sending X-Real-IP, the
+// store at redisURL under prefix, no broker, no telemetry, and the
+// "routes:" key, whose entries follow.
+func replicaPreamble(redisURL, prefix string) []byte {
+	return fmt.Appendf(nil, `environment: development
 listen: "{LISTEN}"
 admin_listen: "{ADMIN}"
 trusted_proxies: ["127.0.0.1/32"]
@@ -57,6 +60,10 @@ telemetry:
   enabled: false
 routes:
 `, redisURL, prefix)
+}
+
+func replicasConfig(upstream, redisURL, prefix string) string {
+	b := replicaPreamble(redisURL, prefix)
 	for _, alg := range []string{"fixed_window", "sliding_window", "gcra", "warm"} {
 		b = fmt.Appendf(b, "  - {name: %s, path_prefix: /%s/, upstream: %q}\n", alg, alg, upstream)
 	}

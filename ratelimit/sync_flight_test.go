@@ -50,13 +50,8 @@ func TestSync_AnAskWaitsForTheRoundInFlightOnlyWithinItsDeadline(t *testing.T) {
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
 	opts := rulesConfig(burstRule(20, time.Minute))
 	opts.Sync = 50 * time.Millisecond
-	var ls [2]*Limiter
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {} // no early exchange: the round alone holds the store
-	}
+	ls := manualFleet(t, 2, opts, ks, store) // no early exchange: the round alone holds the store
 	ctx := context.Background()
-	registerFleet(t, ls[:])
 	a := ls[0]
 	s := Subject{Route: "portal", IP: "203.0.113.140"}
 	for range 10 { // the replica's share of 20 among 2
@@ -124,12 +119,7 @@ func TestSync_TheAskersHitIsTheFirstOfItsLease(t *testing.T) {
 			opts := rulesConfig(rule)
 			opts.Sync = 50 * time.Millisecond
 			store := newRegisteringMemory()
-			var ls [2]*Limiter
-			for i := range ls {
-				ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-				ls[i].sync.spawn = func(func()) {} // no early exchange: the ask alone reaches the store
-			}
-			registerFleet(t, ls[:])
+			ls := manualFleet(t, 2, opts, ks, store) // no early exchange: the test sends every call
 			a := ls[0]
 			ip := "203.0.113.141"
 			for range 5 { // the replica's share of 10 among 2
@@ -197,12 +187,7 @@ func TestSync_EveryRuleOfARequestSpendsOneRequestOfItsLease(t *testing.T) {
 	opts := rulesConfig(rules...)
 	opts.Sync = 50 * time.Millisecond
 	store := newRegisteringMemory()
-	var ls [2]*Limiter
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {}
-	}
-	registerFleet(t, ls[:])
+	ls := manualFleet(t, 2, opts, ks, store) // no early exchange: the test sends every call
 	a := ls[0]
 	s := Subject{Route: "portal", IP: "203.0.113.143"}
 	// Three requests spend the share, floor(6 / 2); the fourth asks: the
@@ -235,12 +220,7 @@ func TestSync_AViewAlreadyFullRefusesWithoutAnAsk(t *testing.T) {
 	opts := rulesConfig(burstRule(10, time.Minute))
 	opts.Sync = 50 * time.Millisecond
 	store := newRegisteringMemory()
-	var ls [2]*Limiter
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {}
-	}
-	registerFleet(t, ls[:])
+	ls := manualFleet(t, 2, opts, ks, store) // no early exchange: the test sends every call
 	ctx := context.Background()
 	s := Subject{Route: "portal", IP: "203.0.113.145"}
 	// Each spends its share, 5, and sends it: B first, so that A's round
@@ -272,32 +252,20 @@ func TestSync_HitsCountedWhileARoundIsOnTheWireStayInTheView(t *testing.T) {
 	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
 	opts := rulesConfig(burstRule(20, time.Minute))
 	opts.Sync = 50 * time.Millisecond
-	var ls [2]*Limiter
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {}
-	}
-	registerFleet(t, ls[:])
+	ls := manualFleet(t, 2, opts, ks, store) // no early exchange: the test sends every call
 	a := ls[0]
 	ctx := context.Background()
 	s := Subject{Route: "portal", IP: "203.0.113.146"}
 	for range 3 {
 		a.Decide(ctx, s)
 	}
-	store.armed.Store(true)
-	roundDone := make(chan struct{})
-	go func() {
-		defer close(roundDone)
-		a.syncRound(ctx)
-	}()
-	<-store.entered // the round, with the 3, is held by the store
-	for range 2 {
-		if a.Decide(ctx, s).Blocked() {
-			t.Fatal("refused within the replica's share")
+	whileARoundIsHeld(t, a, store, func() { // the round, with the 3, is held by the store
+		for range 2 {
+			if a.Decide(ctx, s).Blocked() {
+				t.Error("refused within the replica's share")
+			}
 		}
-	}
-	close(store.release)
-	<-roundDone
+	})
 	h := Hit{Key: ks.RateLimit("burst", s.IP), Algorithm: FixedWindow, TTL: time.Minute, Limit: 20}
 	views := make([]KeyState, 1)
 	a.sync.view.snapshot([]Hit{h}, views)
@@ -319,12 +287,7 @@ func TestSync_HitsCountedWhileARoundIsOnTheWireStayInANewWindow(t *testing.T) {
 	opts := rulesConfig(burstRule(20, time.Second))
 	opts.Sync = 50 * time.Millisecond
 	opts.Clock = clock.Func(now)
-	var ls [2]*Limiter
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {}
-	}
-	registerFleet(t, ls[:])
+	ls := manualFleet(t, 2, opts, ks, store) // no early exchange: the test sends every call
 	a := ls[0]
 	ctx := context.Background()
 	s := Subject{Route: "portal", IP: "203.0.113.147"}
@@ -332,24 +295,34 @@ func TestSync_HitsCountedWhileARoundIsOnTheWireStayInANewWindow(t *testing.T) {
 		a.Decide(ctx, s) // dirty, in a window that ends before the round
 	}
 	virt.Add(int64(1500 * time.Millisecond))
-	store.armed.Store(true)
-	roundDone := make(chan struct{})
-	go func() {
-		defer close(roundDone)
-		a.syncRound(ctx)
-	}()
-	<-store.entered
-	for range 2 {
-		if a.Decide(ctx, s).Blocked() {
-			t.Fatal("refused in a new window")
+	whileARoundIsHeld(t, a, store, func() {
+		for range 2 {
+			if a.Decide(ctx, s).Blocked() {
+				t.Error("refused in a new window")
+			}
 		}
-	}
-	close(store.release)
-	<-roundDone
+	})
 	h := Hit{Key: ks.RateLimit("burst", s.IP), Algorithm: FixedWindow, TTL: time.Second, Limit: 20}
 	views := make([]KeyState, 1)
 	a.sync.view.snapshot([]Hit{h}, views)
 	if views[0].N != 2 {
 		t.Errorf("the view counts %d after the round, want the 2 counted in the new window while it was on the wire", views[0].N)
 	}
+}
+
+// whileARoundIsHeld starts a round of a and runs during while store holds
+// it (the round has reached the store and waits for its answer), then
+// lets it go and waits for it to end.
+func whileARoundIsHeld(t *testing.T, a *Limiter, store *gatedSync, during func()) {
+	t.Helper()
+	store.armed.Store(true)
+	roundDone := make(chan struct{})
+	go func() {
+		defer close(roundDone)
+		a.syncRound(context.Background())
+	}()
+	<-store.entered
+	during()
+	close(store.release)
+	<-roundDone
 }

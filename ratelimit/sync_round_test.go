@@ -16,16 +16,7 @@ import (
 // then holds the replica to its lease instead of taking the store for
 // down (holdToLease reads roundsFailing).
 func TestSync_ARoundThatReachesTheStoreLeavesTheRoundsNotFailing(t *testing.T) {
-	opts := rulesConfig(burstRule(10, time.Minute))
-	opts.Sync = 50 * time.Millisecond
-	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
-	store := newRegisteringMemory()
-	var ls [2]*Limiter
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {}
-	}
-	registerFleet(t, ls[:])
+	ls := twoReplicasOfTen(t)
 	a := ls[0]
 	ctx := context.Background()
 	check := func(what string) {
@@ -56,16 +47,7 @@ func TestSync_ARoundThatReachesTheStoreLeavesTheRoundsNotFailing(t *testing.T) {
 // (a replica that took them for "none registered" would decide alone, on
 // the whole limit, until its next registration).
 func TestSync_ARoundInSeveralCallsKeepsTheReplicaCount(t *testing.T) {
-	opts := rulesConfig(burstRule(10, time.Minute))
-	opts.Sync = 50 * time.Millisecond
-	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
-	store := newRegisteringMemory()
-	var ls [2]*Limiter
-	for i := range ls {
-		ls[i], _ = newTestLimiterWith(t, opts, ks, store)
-		ls[i].sync.spawn = func(func()) {}
-	}
-	registerFleet(t, ls[:])
+	ls := twoReplicasOfTen(t)
 	a := ls[0]
 	ctx := context.Background()
 	for i := range 3*syncChunk + 1 {
@@ -78,4 +60,12 @@ func TestSync_ARoundInSeveralCallsKeepsTheReplicaCount(t *testing.T) {
 	if got := a.sync.replicas.Load(); got != 2 {
 		t.Errorf("after a round of 4 calls the replica counts %d replicas, want 2", got)
 	}
+}
+
+// twoReplicasOfTen is a manual fleet of two replicas sharing an embedded
+// store, one rule of 10 a minute, sync 50 ms.
+func twoReplicasOfTen(t *testing.T) []*Limiter {
+	opts := rulesConfig(burstRule(10, time.Minute))
+	opts.Sync = 50 * time.Millisecond
+	return manualFleet(t, 2, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), newRegisteringMemory())
 }
