@@ -193,7 +193,7 @@ func windowEnds(rdb *redis.Client, key string, start time.Time, stop <-chan stru
 // windows, read from the key's TTL, which every replica adopts; a pass
 // counted in the window it was answered in); a sliding window too, the
 // key's first window included (clock-aligned; a pass counted in the window
-// it was sent in); GCRA at most 1.1 × (+ 5) what one gateway without sync
+// it was sent and answered in); GCRA at most 1.1 × (+ 5) what one gateway without sync
 // allows, over the whole flood and after the first window. The first
 // window of a key no replica has exchanged yet is held by the early
 // exchange (docs/rate-limiting.md, "Quota leasing"). A machine too loaded
@@ -257,9 +257,10 @@ func checkGCRA(t *testing.T, passed []replicaResult, last time.Duration, slack i
 // next starts at the first hit after one ends, the first at the flood's
 // start), those that ended within the flood, a pass counted when it was
 // answered; a sliding window's are clock-aligned, a pass counted when it
-// was sent; GCRA has none. The scenario is 1 000 requests/s; a
-// machine too loaded to send replicaLeastRate (the flood would no longer
-// test the windows) skips the test, saying so.
+// was sent and answered in the same window; GCRA has none. The issue's
+// scenario is 1 000 requests/s; a machine too loaded to send
+// replicaLeastRate (the flood would no longer test the windows) skips the
+// test, saying so.
 func floodAndWindows(t *testing.T, replicas []*process, rdb *redis.Client, prefix, alg string) (passed []replicaResult, last time.Duration, windows [][2]time.Duration, at func(replicaResult) time.Duration) {
 	t.Helper()
 	start := time.Now().Truncate(replicaWindow).Add(replicaWindow)
@@ -300,6 +301,22 @@ func floodAndWindows(t *testing.T, replicas []*process, rdb *redis.Client, prefi
 	case "sliding_window":
 		for from := time.Duration(0); from+replicaWindow <= last; from += replicaWindow {
 			windows = append(windows, [2]time.Duration{from, from + replicaWindow})
+		}
+		// A pass sent in one window and answered in the next was decided
+		// in either: on a loaded machine an answer can come a few hundred
+		// milliseconds late. It counts in neither, and is logged.
+		straddled := 0
+		for _, r := range passed {
+			if r.sent/replicaWindow != r.answered/replicaWindow {
+				straddled++
+			}
+		}
+		t.Logf("%s: %d passes straddle a window's edge (sent in one, answered in the next), counted in neither", alg, straddled)
+		return passed, last, windows, func(r replicaResult) time.Duration {
+			if r.sent/replicaWindow != r.answered/replicaWindow {
+				return -1
+			}
+			return r.sent
 		}
 	}
 	return passed, last, windows, func(r replicaResult) time.Duration { return r.sent }
