@@ -97,3 +97,44 @@ func concurrentBurst(ls []*Limiter, ip string, k int) (passed int64, failedOpen 
 func allowedOnce(l *Limiter, ip string) bool {
 	return !l.Decide(context.Background(), Subject{Route: "portal", IP: ip}).Blocked()
 }
+
+// Only a limit below the replicas is decided by the store's round trip:
+// at the replicas' count each replica has a share of one, and above it
+// more (the boundary of direct, on two and three replicas).
+func TestSync_DirectTakesOnlyLimitsBelowTheReplicas(t *testing.T) {
+	s := &syncer{}
+	for _, n := range []int64{1, 2, 3} {
+		s.replicas.Store(n)
+		hits := make([]Hit, 5)
+		var want []int
+		for j := range hits {
+			hits[j] = Hit{Key: fmt.Sprint(j), Limit: int64(j)}
+			if n > 1 && int64(j) < n {
+				want = append(want, j)
+			}
+		}
+		if got := s.direct(hits); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%d replicas, limits 0-4: direct %v, want %v", n, got, want)
+		}
+	}
+}
+
+// A request with a rule decided directly (an observed rule of 1, which
+// refuses nothing) beside a leased one is still held to the leased rule:
+// its hits go to the sync view, not dropped with the direct ones.
+func TestSync_ADirectRuleBesideALeasedOneLeavesTheLeasedOneDeciding(t *testing.T) {
+	watch := burstRule(1, time.Minute)
+	watch.Name, watch.Mode = "watch", Observe
+	opts := rulesConfig(watch, burstRule(4, time.Minute))
+	opts.Sync = 50 * time.Millisecond
+	ls := manualFleet(t, 2, opts, keyspace.MustNew(servicetest.KeyPrefix(t)), newRegisteringMemory())
+	passed := 0
+	for range 10 {
+		if !ls[0].Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.146"}).Blocked() {
+			passed++
+		}
+	}
+	if passed < 2 || passed > 4 {
+		t.Errorf("passed %d of 10 beside an observed rule of 1, want 2-4 (the enforced rule of 4 over two replicas)", passed)
+	}
+}

@@ -104,3 +104,25 @@ func TestStopWaitsForTheEarlyExchangesOnTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A share spent whole by the hit that reaches its half (a share of 2:
+// half is 2) starts no early exchange: the next hit asks for a lease,
+// which exchanges the key anyway, so an early one would cost a command
+// for nothing.
+func TestSync_AShareSpentWholeStartsNoEarlyExchange(t *testing.T) {
+	store := newRegisteringMemory()
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	opts := rulesConfig(burstRule(4, time.Minute)) // a share of 2 on each of two replicas
+	opts.Sync = 50 * time.Millisecond
+	ls := manualFleet(t, 2, opts, ks, store)
+	var spawned int
+	ls[0].sync.spawn = func(func()) { spawned++ }
+	for i := range 2 {
+		if ls[0].Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.147"}).Blocked() {
+			t.Fatalf("request %d refused within the share", i+1)
+		}
+	}
+	if spawned != 0 {
+		t.Errorf("a share of 2 spent whole started %d early exchanges, want 0", spawned)
+	}
+}

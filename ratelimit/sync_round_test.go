@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -59,6 +60,57 @@ func TestSync_ARoundInSeveralCallsKeepsTheReplicaCount(t *testing.T) {
 	}
 	if got := a.sync.replicas.Load(); got != 2 {
 		t.Errorf("after a round of 4 calls the replica counts %d replicas, want 2", got)
+	}
+}
+
+// A round's sweep examines syncSweep keys, no more and no fewer: of
+// syncSweep + 10 clean keys whose state expired, it forgets syncSweep,
+// and the next round the rest.
+func TestSync_ASweepForgetsAtMostSyncSweepKeys(t *testing.T) {
+	s := twoReplicasOfTen(t)[0].sync
+	now := s.view.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	before := s.keys.len()
+	for i := range syncSweep + 10 {
+		s.keys.add(fmt.Sprintf("k%d", i))
+	}
+	s.sweep(now)
+	if got := s.keys.len() - before; got != 10 {
+		t.Errorf("after a sweep of %d expired keys %d are left, want 10", syncSweep+10, got)
+	}
+	s.sweep(now)
+	if got := s.keys.len() - before; got != 0 {
+		t.Errorf("after a second sweep %d expired keys are left, want 0", got)
+	}
+}
+
+// A key with a parked call is not sent by a round, and stays dirty for
+// the next one (its counts go once the parked call is resolved); an ask
+// of it sends nothing either and leaves the dirty list as it was.
+func TestSync_ARoundKeepsAParkedKeyDirty(t *testing.T) {
+	s := twoReplicasOfTen(t)[0].sync
+	s.mu.Lock()
+	k := s.keys.add("k")
+	s.markDirty("k", k)
+	s.mu.Unlock()
+	s.fail(&chunkCall{ops: []SyncOp{{Hit: Hit{Key: "k"}}}, marker: "m"})
+	if ops := s.collect(nil); len(ops) != 0 {
+		t.Errorf("a round sent %d ops of a parked key, want 0", len(ops))
+	}
+	s.mu.Lock()
+	dirty := slices.Clone(s.dirty)
+	s.mu.Unlock()
+	if !slices.Equal(dirty, []string{"k"}) {
+		t.Errorf("after a round the dirty keys are %q, want the parked key", dirty)
+	}
+	if ops := s.collect([]string{"k"}); len(ops) != 0 {
+		t.Errorf("an ask sent %d ops of a parked key, want 0", len(ops))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Equal(s.dirty, []string{"k"}) {
+		t.Errorf("after an ask the dirty keys are %q, want the parked key once", s.dirty)
 	}
 }
 
