@@ -62,7 +62,9 @@ import (
 //	               (ended 1: a call sent again counted in a window that is
 //	               over, KeyState.Ended)
 //	GCRA:          tat (%.3f), over, 0, ttl_ms, leased (over 1: the merged
-//	               arrival time passed now + period and was cut back to it)
+//	               arrival time passed now + period and was cut back to it;
+//	               for a reader of the store's answer, the replica reads
+//	               only the arrival time)
 //	sliding:       idx, cur, prev, ttl_ms, leased
 //
 // A fixed window is known by its end (KeyState.End, mergeFixed): a view
@@ -443,7 +445,7 @@ func decodeSync(ops []SyncOp, reply []any, out []KeyState) (time.Time, int64, er
 		}
 		switch op.Hit.Algorithm {
 		case GCRA:
-			out[i] = KeyState{TAT: v[0], Over: v[1] > 0, Leased: int64(v[4]), TTL: ttl}
+			out[i] = KeyState{TAT: v[0], Leased: int64(v[4]), TTL: ttl}
 		case SlidingWindow:
 			out[i] = KeyState{Index: v[0], Cur: v[1], Prev: v[2], Leased: int64(v[4]), TTL: ttl}
 		default:

@@ -26,10 +26,6 @@ type KeyState struct {
 	Leased int64
 	// TAT is a GCRA theoretical arrival time, unix milliseconds.
 	TAT float64
-	// Over is, in a merged GCRA state, that the merge passed now + period
-	// and was cut back to it: the replicas together spent more than the
-	// bucket held.
-	Over bool
 	// Ended is, in the answer to a fixed-window call sent again
 	// (Registration.Resolve, or a marked call that had run), that the
 	// window the first call counted in and reserved its lease in is over:
@@ -175,12 +171,11 @@ func mergeCounts(cur KeyState, op SyncOp, nowMS float64) (KeyState, bool) {
 			other = max(0, cur.TAT-b)
 		}
 		tat := max(local.TAT, nowMS) + other
-		over := tat > nowMS+period
 		tat = min(tat, nowMS+period)
 		if tat <= nowMS {
 			return KeyState{}, true
 		}
-		return KeyState{TAT: tat, Over: over, TTL: time.Duration(max(1, math.Ceil(tat-nowMS))) * time.Millisecond}, true
+		return KeyState{TAT: tat, TTL: time.Duration(max(1, math.Ceil(tat-nowMS))) * time.Millisecond}, true
 	case SlidingWindow:
 		w := float64(op.Hit.Period.Milliseconds())
 		r := local.Index
