@@ -53,3 +53,27 @@ func TestOwnShareRoomHoldsABurstOfTwo(t *testing.T) {
 		t.Error("a limit below the replicas has no own share, yet there was room")
 	}
 }
+
+// A replica alone paces no own share: its passes are the whole limit's,
+// and a second replica joining must not find them counted against the
+// share it then has (a failed ask holds a client to that share,
+// ownShareRoom). With two replicas each pass moves the share's arrival
+// time.
+func TestSync_AReplicaAlonePacesNoOwnShare(t *testing.T) {
+	s := twoReplicasOfTen(t)[0].sync
+	h := Hit{Key: "k", Algorithm: FixedWindow, Limit: 10, TTL: time.Minute}
+	ownTAT := func() moment {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		k, _ := s.keys.get("k")
+		return k.ownTAT
+	}
+	s.count([]Hit{h}, []Count{{N: 1}}, 1, 0)
+	if got := ownTAT(); got != 0 {
+		t.Errorf("a pass made alone moved the own share's arrival time to %v, want it unset", got)
+	}
+	s.count([]Hit{h}, []Count{{N: 2}}, 2, 0)
+	if ownTAT() == 0 {
+		t.Error("a pass made among two replicas left the own share's arrival time unset")
+	}
+}
