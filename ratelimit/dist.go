@@ -161,10 +161,10 @@ func (l *Limiter) TakeDistribution() []DistributionCount {
 }
 
 // observeHits counts the thresholds the hits' counts went past, from the
-// store's replies (one hit each: the count grew by one).
+// store's replies (one hit each: a counted hit grew its count by one).
 func observeHits(hits []Hit, counts []Count) {
 	for j := range hits {
-		if h := &hits[j]; h.dist != nil && h.Algorithm == FixedWindow {
+		if h := &hits[j]; h.dist != nil && h.Algorithm == FixedWindow && counts[j].Counted {
 			h.dist.countPast(counts[j].N-1, counts[j].N)
 		}
 	}

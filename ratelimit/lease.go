@@ -52,12 +52,24 @@ func leaseOf(h Hit, s KeyState, nowMS float64, replicas int64) int64 {
 	return leaseShare(h.Limit, remaining(h, s, nowMS), replicas)
 }
 
-// allowed reports whether c, the view's answer to h, passed the hit.
+// allowed reports whether c, a store's answer to h, found room for the
+// hit in h's key (counted or not: Count.Counted).
 func allowed(h Hit, c Count) bool {
 	if h.Algorithm == GCRA || h.Algorithm == SlidingWindow {
 		return c.Allowed
 	}
-	return c.N <= h.Limit
+	return h.Limit <= 0 || c.N <= h.Limit
+}
+
+// requestRefused reports whether out, a store's answers to one request's
+// hits, refuse the request: a hit not Observe found no room.
+func requestRefused(hits []Hit, out []Count) bool {
+	for i, h := range hits {
+		if !h.Observe && !allowed(h, out[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // spentCount is the refusal of a hit whose replica's share of s (the

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -287,6 +288,9 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 	}
 	for i := range ds {
 		d := &ds[i]
+		if d.Outcome == "" {
+			continue // undecided: hitSplit's direct rules of a request the view refused
+		}
 		r := ruleNamed(rules, d.Rule)
 		r.outcomes[outcomeIndex(d.Outcome)].Inc()
 		if d.Outcome == OutcomeBlock {
@@ -296,7 +300,7 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 			}
 		}
 	}
-	return Verdict{Decisions: ds}
+	return Verdict{Decisions: slices.DeleteFunc(ds, func(d Decision) bool { return d.Outcome == "" })}
 }
 
 // replicaID returns a random id naming this replica in the replica
@@ -391,15 +395,17 @@ func (l *Limiter) fallback(rules []*rule, ds []Decision, hits []Hit, pending []i
 	if !local && l.onError == LocalWhileOpen && !l.failOpen.take(l.now()) {
 		local = true
 	}
-	for j, i := range pending {
-		r := rules[i]
-		if !local {
+	if !local {
+		for _, i := range pending {
 			ds[i].Outcome = OutcomeError
-			continue
 		}
-		var c [1]Count
-		_, _ = l.local.Hit(context.Background(), hits[j:j+1], c[:]) // the embedded store does not fail
-		r.evaluate(&ds[i], c[0], 0)
+		return
+	}
+	// decided together, as the store decides them (Store.Hit)
+	counts := make([]Count, len(hits))
+	_, _ = l.local.Hit(context.Background(), hits, counts) // the embedded store does not fail
+	for j, i := range pending {
+		rules[i].evaluate(&ds[i], counts[j], 0)
 	}
 }
 

@@ -123,7 +123,7 @@ func (r *rule) subject(s Subject) string {
 // names need a time on this side.
 func (r *rule) hit(ks keyspace.Keyspace, subject string, limit int64, storeNow time.Time) (Hit, time.Duration) {
 	if r.algorithm == GCRA || r.algorithm == SlidingWindow {
-		return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: r.algorithm, Limit: limit, Period: r.window}, 0
+		return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: r.algorithm, Limit: limit, Period: r.window, Observe: r.observe}, 0
 	}
 	now := storeNow
 	if r.aligned {
@@ -133,8 +133,9 @@ func (r *rule) hit(ks keyspace.Keyspace, subject string, limit int64, storeNow t
 			Algorithm: FixedWindow,
 			TTL:       r.window + alignedWindowExtra,
 			Limit:     limit,
+			Observe:   r.observe,
 			dist:      r.dist,
 		}, start.Add(r.window).Sub(now)
 	}
-	return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: FixedWindow, TTL: r.window, Limit: limit, dist: r.dist}, 0
+	return Hit{Key: ks.RateLimit(r.name, subject), Algorithm: FixedWindow, TTL: r.window, Limit: limit, Observe: r.observe, dist: r.dist}, 0
 }

@@ -16,21 +16,38 @@ import (
 //
 //	KEYS[i]                 one key per rule
 //	ARGV[1]                 0 (use TIME), or a pinned now in unix ms (tests only)
-//	ARGV[2+3(i-1) .. +2]    "f", ttl_ms, 0          fixed window
-//	                        "g", limit, period_ms   GCRA (burst = limit)
-//	                        "s", limit, window_ms   sliding window
+//	ARGV[2]                 the mode: "d" decide, "p" peek, "r" refused elsewhere
+//	ARGV[3+4(i-1) .. +3]    "f", ttl_ms, limit, enforce      fixed window
+//	                        "g", limit, period_ms, enforce   GCRA (burst = limit)
+//	                        "s", limit, window_ms, enforce   sliding window
+//
+// The request's rules are decided together, in two passes. The first
+// reads every key and decides whether it has room for the hit; the
+// request is refused when an enforced key (enforce "1") has none. The
+// second writes: a passed request counts into every key that had room
+// and into every fixed window (an observed one past its limit keeps
+// counting, for the distribution); a refused request counts into no key
+// that had room, only into the fixed windows already full, whose
+// decisions it cannot change (docs/security.md, "Rate limits": one
+// subject's refusals never spend a budget another shares). Mode "p"
+// writes nothing (a Redis Cluster's first pass, RedisStore.hitPerKey);
+// "r" decides as if another key had refused the request (its second).
+// A fixed window's limit of 0 never refuses (a hit that only counts).
 //
 // It returns 4 integers per key, then the script's now (unix ms):
 //
-//	fixed window:   count after INCR, PTTL after INCR, 0, 0
-//	GCRA, sliding:  allowed (0|1), remaining, retry_after_ms, reset_after_ms
+//	fixed window:   count with the hit, PTTL, counted (0|1), 0
+//	GCRA, sliding:  room (0 none, 1 counted, 2 room but not counted),
+//	                remaining, retry_after_ms, reset_after_ms
 //
-// A fixed-window key gets its TTL in the same script as its first INCR,
-// and a key found without a TTL (written by an older, non-atomic limiter:
-// docs/rate-limiting.md, "Keys") or with one longer than its window (the window was
-// shortened by a reload) gets the window's, so every key has
-// 0 < TTL ≤ window. The GCRA math is
-// redis_rate v10's (itself from rwz/redis-gcra), in milliseconds.
+// A fixed window's count with the hit is the key's value after INCR when
+// counted, its value + 1 otherwise. A fixed-window key gets its TTL in
+// the same script as its first INCR, and a key found without a TTL
+// (written by an older, non-atomic limiter: docs/rate-limiting.md,
+// "Keys") or with one longer than its window (the window was shortened
+// by a reload) gets the window's, so every key has 0 < TTL ≤ window. The
+// GCRA math is redis_rate v10's (itself from rwz/redis-gcra), in
+// milliseconds.
 //
 // The sliding window is the weighted two-window counter (Cloudflare's,
 // Kong's): windows aligned to the store's clock (index floor(now/window)),
@@ -45,30 +62,36 @@ if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local out = {}
+local mode = ARGV[2]
+local write = mode ~= 'p'
+local refused = mode == 'r'
+local st = {}
 for i, key in ipairs(KEYS) do
-  local j = 2 + (i - 1) * 3
-  local a = tonumber(ARGV[j + 1])
-  local b = tonumber(ARGV[j + 2])
-  if ARGV[j] == 'f' then
-    local n = redis.pcall('INCR', key)
-    if type(n) == 'table' and n.err then
+  local j = 3 + (i - 1) * 4
+  local s = {kind = ARGV[j], a = tonumber(ARGV[j + 1]), b = tonumber(ARGV[j + 2])}
+  local a, b = s.a, s.b
+  if s.kind == 'f' then
+    local v = redis.pcall('GET', key)
+    local cur = 0
+    if type(v) == 'string' and string.match(v, '^%d+$') then
+      cur = tonumber(v)
+    elseif v then
       -- the key holds a GCRA arrival time or a sliding window (the
-      -- rule's algorithm changed on a reload): start a fresh window
-      -- instead of failing every request of every rule in this call
-      redis.call('DEL', key)
-      n = redis.call('INCR', key)
+      -- rule's algorithm changed on a reload): a fresh window
+      s.stale = true
     end
-    local ttl = redis.call('PTTL', key)
-    if ttl < 0 or ttl > a then
-      redis.call('PEXPIRE', key, a)
-      ttl = a
+    s.n = cur + 1
+    s.ok = b <= 0 or s.n <= b
+    s.ttl = a
+    if cur > 0 then
+      local ttl = redis.call('PTTL', key)
+      if ttl < 0 or ttl > a then
+        if write then redis.call('PEXPIRE', key, a) end
+        ttl = a
+      end
+      s.ttl = ttl
     end
-    out[#out + 1] = n
-    out[#out + 1] = ttl
-    out[#out + 1] = 0
-    out[#out + 1] = 0
-  elseif ARGV[j] == 's' then
+  elseif s.kind == 's' then
     local idx = math.floor(now / b)
     local cur, prev = 0, 0
     local v = redis.call('GET', key)
@@ -87,14 +110,11 @@ for i, key in ipairs(KEYS) do
     end
     local elapsed = math.max(0, now - idx * b)
     local rate = prev * (b - elapsed) / b + cur
-    if rate + 1 <= a then
-      cur = cur + 1
-      local ttl = math.max(1, (idx + 2) * b - now)
-      redis.call('SET', key, string.format('s%d:%d:%d:%d', b, idx, cur, prev), 'PX', ttl)
-      out[#out + 1] = 1
-      out[#out + 1] = math.floor(a - rate - 1)
-      out[#out + 1] = 0
-      out[#out + 1] = ttl
+    s.idx, s.cur, s.prev = idx, cur, prev
+    s.ok = rate + 1 <= a
+    if s.ok then
+      s.r2 = math.floor(a - rate - 1)
+      s.r4 = math.max(1, (idx + 2) * b - now)
     else
       local retry
       if cur + 1 <= a then
@@ -112,10 +132,8 @@ for i, key in ipairs(KEYS) do
       elseif prev > 0 then
         reset = (idx + 1) * b - now
       end
-      out[#out + 1] = 0
-      out[#out + 1] = 0
-      out[#out + 1] = math.max(1, math.ceil(retry))
-      out[#out + 1] = math.max(0, math.ceil(reset))
+      s.r3 = math.max(1, math.ceil(retry))
+      s.r4 = math.max(0, math.ceil(reset))
     end
   else
     local interval = b / a
@@ -126,25 +144,65 @@ for i, key in ipairs(KEYS) do
       -- hit never sets tat past now + period, so neither refusal nor TTL
       -- may outlast the current one
       tat = now + b
-      redis.call('SET', key, string.format('%.3f', tat), 'PX', b)
+      if write then
+        redis.call('SET', key, string.format('%.3f', tat), 'PX', b)
+      end
     end
     local new_tat = tat + interval
     local diff = now - (new_tat - b)
-    if diff < 0 then
-      out[#out + 1] = 0
-      out[#out + 1] = 0
-      out[#out + 1] = math.ceil(-diff)
-      out[#out + 1] = math.ceil(tat - now)
-    else
+    s.tat = new_tat
+    s.ok = diff >= 0
+    if s.ok then
+      s.r2 = math.floor(diff / interval)
       -- at least 1 ms: a very high limit makes new_tat - now round to 0,
       -- and SET PX 0 is an error that would fail every rule of the call
-      local reset = math.max(1, math.ceil(new_tat - now))
-      redis.call('SET', key, string.format('%.3f', new_tat), 'PX', reset)
-      out[#out + 1] = 1
-      out[#out + 1] = math.floor(diff / interval)
-      out[#out + 1] = 0
-      out[#out + 1] = reset
+      s.r4 = math.max(1, math.ceil(new_tat - now))
+    else
+      s.r3 = math.ceil(-diff)
+      s.r4 = math.ceil(tat - now)
     end
+  end
+  if not s.ok and ARGV[j + 3] == '1' then refused = true end
+  st[i] = s
+end
+local out = {}
+for i, key in ipairs(KEYS) do
+  local s = st[i]
+  if s.kind == 'f' then
+    local counted = 0
+    if write and (not refused or not s.ok) then
+      if s.stale then redis.call('DEL', key) end
+      s.n = redis.call('INCR', key)
+      local ttl = redis.call('PTTL', key)
+      if ttl < 0 or ttl > s.a then
+        redis.call('PEXPIRE', key, s.a)
+        ttl = s.a
+      end
+      s.ttl, counted = ttl, 1
+    end
+    out[#out + 1] = s.n
+    out[#out + 1] = s.ttl
+    out[#out + 1] = counted
+    out[#out + 1] = 0
+  elseif not s.ok then
+    out[#out + 1] = 0
+    out[#out + 1] = 0
+    out[#out + 1] = s.r3
+    out[#out + 1] = s.r4
+  else
+    local room = 2
+    if write and not refused then
+      if s.kind == 's' then
+        redis.call('SET', key, string.format('s%d:%d:%d:%d', s.b, s.idx, s.cur + 1, s.prev), 'PX', s.r4)
+      else
+        redis.call('SET', key, string.format('%.3f', s.tat), 'PX', s.r4)
+      end
+      room = 1
+    end
+    out[#out + 1] = room
+    out[#out + 1] = s.r2
+    out[#out + 1] = 0
+    out[#out + 1] = s.r4
   end
 end
 out[#out + 1] = now
@@ -167,21 +225,42 @@ func sha1Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// hitArgs returns the script's KEYS and ARGV for hits; pinnedMS is 0 (the
-// script reads TIME) except in tests that pin the store's clock.
-func hitArgs(pinnedMS int64, hits []Hit) ([]string, []any) {
+// Hit modes of the hit script (ARGV[2]): decide the request's hits
+// together, peek (decide, write nothing), or count as a request another
+// key refused.
+const (
+	modeDecide  = "d"
+	modePeek    = "p"
+	modeRefused = "r"
+)
+
+// The script's per-hit arguments that are always the same, boxed once:
+// converting a string variable to any allocates on every request.
+var (
+	argFixed, argGCRA, argSliding any = "f", "g", "s"
+	argEnforce, argObserve        any = "1", "0"
+	argModes                          = map[string]any{modeDecide: modeDecide, modePeek: modePeek, modeRefused: modeRefused}
+)
+
+// hitArgs returns the script's KEYS and ARGV for hits in mode; pinnedMS
+// is 0 (the script reads TIME) except in tests that pin the store's clock.
+func hitArgs(pinnedMS int64, mode string, hits []Hit) ([]string, []any) {
 	keys := make([]string, len(hits))
-	args := make([]any, 1, 1+3*len(hits))
-	args[0] = pinnedMS
+	args := make([]any, 2, 2+4*len(hits))
+	args[0], args[1] = pinnedMS, argModes[mode]
 	for i, h := range hits {
 		keys[i] = h.Key
+		enforce := argEnforce
+		if h.Observe {
+			enforce = argObserve
+		}
 		switch h.Algorithm {
 		case GCRA:
-			args = append(args, "g", h.Limit, h.Period.Milliseconds())
+			args = append(args, argGCRA, h.Limit, h.Period.Milliseconds(), enforce)
 		case SlidingWindow:
-			args = append(args, "s", h.Limit, h.Period.Milliseconds())
+			args = append(args, argSliding, h.Limit, h.Period.Milliseconds(), enforce)
 		default:
-			args = append(args, "f", max(h.TTL.Milliseconds(), 1), 0)
+			args = append(args, argFixed, max(h.TTL.Milliseconds(), 1), max(h.Limit, 0), enforce)
 		}
 	}
 	return keys, args
@@ -197,13 +276,14 @@ func decodeHits(hits []Hit, reply []int64, out []Count) (time.Time, error) {
 		r := reply[4*i : 4*i+4]
 		if h.Algorithm == GCRA || h.Algorithm == SlidingWindow {
 			out[i] = Count{
-				Allowed:    r[0] == 1,
+				Allowed:    r[0] >= 1,
+				Counted:    r[0] == 1,
 				Remaining:  r[1],
 				RetryAfter: time.Duration(r[2]) * time.Millisecond,
 				ResetAfter: time.Duration(r[3]) * time.Millisecond,
 			}
 		} else {
-			out[i] = Count{N: r[0], TTL: time.Duration(r[1]) * time.Millisecond}
+			out[i] = Count{N: r[0], TTL: time.Duration(r[1]) * time.Millisecond, Counted: r[2] == 1}
 		}
 	}
 	return time.UnixMilli(reply[len(reply)-1]), nil

@@ -32,11 +32,16 @@ type Hit struct {
 	// TTL is, for FixedWindow, the TTL the key gets on its first hit
 	// (whole milliseconds; ≥ 1ms). A key found without a TTL gets it too.
 	TTL time.Duration
-	// Limit and Period are, for GCRA and SlidingWindow, the requests
-	// allowed per Period (for GCRA the burst is Limit as well); Period is
-	// whole milliseconds, ≥ 1ms.
-	Limit  int64
+	// Limit is the requests allowed per window: per Period for GCRA and
+	// SlidingWindow (for GCRA the burst is Limit as well), per TTL for
+	// FixedWindow, where 0 counts without ever refusing.
+	Limit int64
+	// Period is, for GCRA and SlidingWindow, the window: whole
+	// milliseconds, ≥ 1ms.
 	Period time.Duration
+	// Observe is set for a rule in observe mode: its key's lack of room
+	// does not refuse the request (Store.Hit), the rule would-blocks.
+	Observe bool
 
 	// dist is the rule's distribution counters (dist.go; nil: none).
 	dist *distribution
@@ -44,13 +49,22 @@ type Hit struct {
 
 // Count is a Store's answer for one Hit.
 type Count struct {
-	// N is, for FixedWindow, the key's value after the increment.
+	// N is, for FixedWindow, the key's count with this hit: its value
+	// after the increment when Counted, its value + 1 otherwise. The key
+	// has room for the hit when N ≤ Hit.Limit.
 	N int64
-	// TTL is, for FixedWindow, the key's remaining TTL after the increment.
+	// TTL is, for FixedWindow, the key's remaining TTL (after the
+	// increment when Counted; the window's when the key does not exist).
 	TTL time.Duration
+	// Counted reports whether the hit was counted into its key: the
+	// request passed and the key had room (a fixed window: any count), or
+	// the request was refused and the key is a fixed window already full.
+	Counted bool
 	// Allowed, Remaining, RetryAfter and ResetAfter are the GCRA and
-	// SlidingWindow result: RetryAfter is 0 when Allowed, else the wait
-	// until one more hit passes; ResetAfter is the time until the bucket is
+	// SlidingWindow result: Allowed is whether the key had room for the
+	// hit (counted or not: see Counted), RetryAfter is 0 when Allowed,
+	// else the wait until one more hit passes; Remaining is what is left
+	// with this hit counted; ResetAfter is the time until the bucket is
 	// full again (the sliding rate is back to 0).
 	Allowed    bool
 	Remaining  int64
@@ -69,9 +83,14 @@ type RelaxValue struct {
 // RESTStore (Upstash REST) and MemoryStore (embedded, one instance). The
 // same conformance suite (conformance_test.go) runs against all three.
 type Store interface {
-	// Hit counts one hit on every key of hits in ONE round trip and writes
-	// one Count per Hit into out (len(out) == len(hits)). Every key written
-	// has a TTL set atomically with its first write. Time is the store's
+	// Hit decides one request's hits together in ONE round trip and
+	// writes one Count per Hit into out (len(out) == len(hits)). The
+	// request is refused when a hit not Observe finds no room in its key;
+	// a refused request is counted into no key that had room, only into
+	// the fixed windows already full (where it changes no decision); a
+	// passed request is counted into every key with room and every fixed
+	// window. Every key written has a TTL set atomically with its first
+	// write. Time is the store's
 	// own (Redis TIME inside the script; the MemoryStore's clock), so the
 	// callers' clocks do not matter; it is returned as now, the instant the
 	// hits were decided at (the zero Time when hits is empty).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -112,37 +113,131 @@ func (sh *memoryShard) entry(key string, now time.Time, ttl time.Duration) (*mem
 	return e, false
 }
 
-// Hit implements Store, on the store's clock.
+// Hit implements Store, on the store's clock: the request's hits are
+// decided together (Store.Hit), under the locks of every shard they fall
+// in, taken in shard order.
 func (s *MemoryStore) Hit(_ context.Context, hits []Hit, out []Count) (time.Time, error) {
+	return s.hitMode(hits, out, modeDecide), nil
+}
+
+// peek decides hits as Hit does and writes nothing: what the store would
+// answer (every Count with Counted false).
+func (s *MemoryStore) peek(hits []Hit, out []Count) time.Time {
+	return s.hitMode(hits, out, modePeek)
+}
+
+// hitMode is the hit script on the embedded store, in its modes
+// (modeDecide, modePeek, modeRefused): a first pass decides every hit
+// with nothing written, a second counts what the request's outcome says.
+func (s *MemoryStore) hitMode(hits []Hit, out []Count, mode string) time.Time {
 	if len(hits) == 0 {
-		return time.Time{}, nil
+		return time.Time{}
 	}
 	now := s.now()
-	for i, h := range hits {
-		sh := s.shard(h.Key)
-		sh.mu.Lock()
-		switch h.Algorithm {
-		case GCRA:
-			out[i] = sh.gcra(h, now)
-		case SlidingWindow:
-			out[i] = sh.slidingWindow(h, now)
-		default:
-			ttl := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
-			e, _ := sh.entry(h.Key, now, ttl)
-			if limit := momentOf(now).add(ttl); limit.before(e.expires) {
-				e.expires = limit // as the script: never longer than the window
-			}
-			e.n++
-			out[i] = Count{N: e.n, TTL: e.expires.sub(momentOf(now)).Truncate(time.Millisecond)}
-		}
-		sh.mu.Unlock()
+	var lockedBuf [8]uint8
+	locked := s.lockShards(hits, lockedBuf[:0])
+	defer s.unlockShards(locked)
+	var pendBuf [4]memoryPending
+	pend := pendBuf[:0]
+	if len(hits) > len(pendBuf) {
+		pend = make([]memoryPending, 0, len(hits))
 	}
-	return now, nil
+	refused := mode == modeRefused
+	for i, h := range hits {
+		pend = append(pend, memoryPending{})
+		out[i] = s.shard(h.Key).decide(h, now, &pend[i], mode != modePeek)
+		if !h.Observe && !allowed(h, out[i]) {
+			refused = true
+		}
+	}
+	if mode == modePeek {
+		return now
+	}
+	for i, h := range hits {
+		room := allowed(h, out[i])
+		switch {
+		case h.Algorithm == FixedWindow && (!refused || !room):
+			out[i] = s.shard(h.Key).countFixed(h, now)
+		case h.Algorithm != FixedWindow && room && !refused:
+			s.shard(h.Key).commit(h, now, &pend[i])
+			out[i].Counted = true
+		}
+	}
+	return now
+}
+
+// lockShards locks the shards of hits' keys in ascending order (so two
+// requests never wait on each other), each once, and returns their
+// indexes appended to buf.
+func (s *MemoryStore) lockShards(hits []Hit, buf []uint8) []uint8 {
+	for _, h := range hits {
+		buf = append(buf, uint8(maphash.String(s.seed, h.Key)%memoryShards))
+	}
+	slices.Sort(buf)
+	buf = slices.Compact(buf)
+	for _, i := range buf {
+		s.shards[i].mu.Lock()
+	}
+	return buf
+}
+
+func (s *MemoryStore) unlockShards(locked []uint8) {
+	for _, i := range locked {
+		s.shards[i].mu.Unlock()
+	}
+}
+
+// memoryPending is what a decided GCRA or sliding-window hit writes when
+// it is counted (memoryShard.commit).
+type memoryPending struct {
+	tat, ttl                 float64
+	window, index, cur, prev float64
+}
+
+// decide is the script's first pass for h on the shard (locked): its
+// Count as if counted, the write it would make in p. mend allows the
+// script's repairs (a GCRA arrival time past now + period is capped).
+func (sh *memoryShard) decide(h Hit, now time.Time, p *memoryPending, mend bool) Count {
+	switch h.Algorithm {
+	case GCRA:
+		return sh.gcra(h, now, p, mend)
+	case SlidingWindow:
+		return sh.slidingWindow(h, now, p)
+	}
+	ttl := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
+	if e, ok := sh.keys.Get(h.Key); ok && momentOf(now).before(e.expires) {
+		left := min(e.expires.sub(momentOf(now)).Truncate(time.Millisecond), ttl)
+		return Count{N: e.n + 1, TTL: left}
+	}
+	return Count{N: 1, TTL: ttl}
+}
+
+// countFixed counts h's fixed-window hit (the shard is locked).
+func (sh *memoryShard) countFixed(h Hit, now time.Time) Count {
+	ttl := max(h.TTL.Truncate(time.Millisecond), time.Millisecond)
+	e, _ := sh.entry(h.Key, now, ttl)
+	if limit := momentOf(now).add(ttl); limit.before(e.expires) {
+		e.expires = limit // as the script: never longer than the window
+	}
+	e.n++
+	return Count{N: e.n, TTL: e.expires.sub(momentOf(now)).Truncate(time.Millisecond), Counted: true}
+}
+
+// commit writes a GCRA or sliding-window hit that decide found room for.
+func (sh *memoryShard) commit(h Hit, now time.Time, p *memoryPending) {
+	ttl := time.Duration(p.ttl) * time.Millisecond
+	e, _ := sh.entry(h.Key, now, ttl)
+	if h.Algorithm == GCRA {
+		e.tat = p.tat
+	} else {
+		e.sliding = slidingState{window: p.window, index: p.index, cur: p.cur + 1, prev: p.prev}
+	}
+	e.expires = momentOf(now).add(ttl)
 }
 
 // slidingWindow is the script's sliding-window branch, in unix
 // milliseconds, with the same float64 arithmetic in the same order.
-func (sh *memoryShard) slidingWindow(h Hit, now time.Time) Count {
+func (sh *memoryShard) slidingWindow(h Hit, now time.Time, p *memoryPending) Count {
 	nowMS := float64(now.UnixMilli())
 	w := float64(h.Period.Milliseconds())
 	limit := float64(h.Limit)
@@ -159,11 +254,8 @@ func (sh *memoryShard) slidingWindow(h Hit, now time.Time) Count {
 	elapsed := max(0, nowMS-idx*w)
 	rate := prev*(w-elapsed)/w + cur
 	if rate+1 <= limit {
-		cur++
 		ttl := max(1, (idx+2)*w-nowMS)
-		e, _ := sh.entry(h.Key, now, 0)
-		e.sliding = slidingState{window: w, index: idx, cur: cur, prev: prev}
-		e.expires = momentOf(now).add(time.Duration(ttl) * time.Millisecond)
+		*p = memoryPending{ttl: ttl, window: w, index: idx, cur: cur, prev: prev}
 		return Count{Allowed: true, Remaining: int64(math.Floor(limit - rate - 1)), ResetAfter: time.Duration(ttl) * time.Millisecond}
 	}
 	var retry float64
@@ -189,7 +281,7 @@ func (sh *memoryShard) slidingWindow(h Hit, now time.Time) Count {
 }
 
 // gcra is the script's GCRA branch, in unix milliseconds.
-func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
+func (sh *memoryShard) gcra(h Hit, now time.Time, p *memoryPending, mend bool) Count {
 	nowMS := float64(now.UnixMilli())
 	period := float64(h.Period.Milliseconds())
 	interval := period / float64(h.Limit)
@@ -198,7 +290,9 @@ func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
 		tat = e.tat
 		if tat > nowMS+period { // as the script: capped at now + period
 			tat = nowMS + period
-			e.tat, e.expires = tat, momentOf(now).add(h.Period)
+			if mend {
+				e.tat, e.expires = tat, momentOf(now).add(h.Period)
+			}
 		}
 	}
 	newTAT := tat + interval
@@ -209,10 +303,9 @@ func (sh *memoryShard) gcra(h Hit, now time.Time) Count {
 			ResetAfter: time.Duration(math.Ceil(tat-nowMS)) * time.Millisecond,
 		}
 	}
-	reset := time.Duration(math.Ceil(newTAT-nowMS)) * time.Millisecond
-	e, _ := sh.entry(h.Key, now, reset)
-	e.tat, e.expires = newTAT, momentOf(now).add(reset)
-	return Count{Allowed: true, Remaining: int64(math.Floor(diff / interval)), ResetAfter: reset}
+	reset := math.Max(1, math.Ceil(newTAT-nowMS))
+	*p = memoryPending{tat: newTAT, ttl: reset}
+	return Count{Allowed: true, Remaining: int64(math.Floor(diff / interval)), ResetAfter: time.Duration(reset) * time.Millisecond}
 }
 
 // ReadRelax implements Store.

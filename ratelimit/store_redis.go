@@ -56,7 +56,7 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 	if s.cluster && len(hits) > 1 {
 		return s.hitPerKey(ctx, pinned, hits, out)
 	}
-	keys, args := hitArgs(pinned, hits)
+	keys, args := hitArgs(pinned, modeDecide, hits)
 	reply, err := hitScript.Run(ctx, s.c, keys, args...).Int64Slice()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("running the rate-limit script: %w", err)
@@ -64,21 +64,55 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 	return decodeHits(hits, reply, out)
 }
 
-// hitPerKey runs the script once per key in one pipeline (Redis Cluster).
-// Each node caches scripts on its own, so a pipeline can meet NOSCRIPT on
-// one node after the script already ran (and counted) on another: only
-// the keys that got NOSCRIPT are sent again, as EVAL, so no hit is counted
-// twice. Each node answers with its own clock; the latest is returned.
+// hitPerKey decides a request's hits on a Redis Cluster, where its keys
+// live in different slots and no script sees them all: a first pipeline
+// peeks every key (the script decides, writes nothing), then a second
+// counts, each key alone, what the first pass says of the request: every
+// key when it passed, the full fixed windows only when it was refused
+// (Store.Hit's contract). Two round trips instead of one; a key another
+// request fills between the passes refuses in the second, with the
+// others counted (docs/rate-limiting.md, "Decided together"). Each node
+// caches scripts on its own, so a pipeline can meet NOSCRIPT on one node
+// after the script already ran (and counted) on another: only the keys
+// that got NOSCRIPT are sent again, as EVAL, so no hit is counted twice.
+// Each node answers with its own clock; the latest is returned.
 func (s *RedisStore) hitPerKey(ctx context.Context, pinned int64, hits []Hit, out []Count) (time.Time, error) {
-	cmds := s.evalEach(ctx, hitScript, hitScriptSource, len(hits), func(i int) ([]string, []any) {
-		return hitArgs(pinned, hits[i:i+1])
+	all := make([]int, len(hits))
+	for i := range all {
+		all[i] = i
+	}
+	now, err := s.hitEach(ctx, pinned, modePeek, hits, all, out)
+	if err != nil {
+		return time.Time{}, err
+	}
+	mode, write := modeDecide, all
+	if requestRefused(hits, out) {
+		mode, write = modeRefused, nil
+		for i, h := range hits {
+			if h.Algorithm == FixedWindow && !allowed(h, out[i]) {
+				write = append(write, i)
+			}
+		}
+	}
+	if len(write) == 0 {
+		return now, nil
+	}
+	return s.hitEach(ctx, pinned, mode, hits, write, out)
+}
+
+// hitEach runs the hit script in mode once per key of hits[idx], in one
+// pipeline, into out[idx], and returns the latest clock the nodes said.
+func (s *RedisStore) hitEach(ctx context.Context, pinned int64, mode string, hits []Hit, idx []int, out []Count) (time.Time, error) {
+	cmds := s.evalEach(ctx, hitScript, hitScriptSource, len(idx), func(n int) ([]string, []any) {
+		return hitArgs(pinned, mode, hits[idx[n]:idx[n]+1])
 	})
 	var now time.Time
-	for i, c := range cmds {
+	for n, c := range cmds {
 		reply, err := c.Int64Slice()
 		if err != nil {
 			return time.Time{}, fmt.Errorf("running the rate-limit script per key: %w", err)
 		}
+		i := idx[n]
 		t, err := decodeHits(hits[i:i+1], reply, out[i:i+1])
 		if err != nil {
 			return time.Time{}, err

@@ -154,7 +154,7 @@ func (s *RESTStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Time
 	if len(hits) == 0 {
 		return time.Time{}, nil
 	}
-	keys, args := hitArgs(s.pinnedMS.Load(), hits)
+	keys, args := hitArgs(s.pinnedMS.Load(), modeDecide, hits)
 	arr, err := s.evalSHA(ctx, hitScriptSource, hitScriptSHA, keys, args)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("running the rate-limit script: %w", err)

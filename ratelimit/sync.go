@@ -240,6 +240,10 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed bool) (time.Time, []chan struct{}) {
 	replicas := s.replicas.Load()
 	var taken uint64 // hits that took their share of the lease (bit j)
+	// refusals are the hits refused for want of a lease; when none of
+	// them is enforced, the request goes on without them (observed rules
+	// would-block) and the view decides the others.
+	var refusals []refusal
 	if replicas > 1 {
 		var ask []int
 		now := s.view.now()
@@ -253,7 +257,12 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 				// Waiting for the lease its failed ask wanted, within
 				// its own share: the view decides, no ask meanwhile.
 			case ok && nowM.before(k.refuseUntil):
-				refused = true
+				refused = refused || !h.Observe
+				if k.wants {
+					refusals = append(refusals, refusal{j, leaseRefusal(h)})
+				} else {
+					refusals = append(refusals, refusal{j, spentCount(h, KeyState{TTL: k.refuseUntil.sub(nowM)}, now)})
+				}
 			case ok && k.resEnd != 0 && !nowM.before(k.resUntil) && k.spent < k.lease:
 				// The window the lease was reserved in is over, with some
 				// of it left (a key not flooding: a flood spends its lease
@@ -282,19 +291,18 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 				s.mu.Unlock()
 				return time.Time{}, wait
 			case len(wait) > 0:
-				held := false
+				var held []refusal
 				for _, j := range ask {
 					if k, ok := s.keys.get(hits[j].Key); !ok || !ownShareRoom(hits[j], k, nowM, replicas) {
-						held = true
+						held = append(held, refusal{j, leaseRefusal(hits[j])})
 					}
 				}
-				if held {
-					for j, h := range hits {
-						out[j] = leaseRefusal(h)
-					}
+				if refusesRequest(hits, held) {
 					s.mu.Unlock()
+					s.refuse(hits, out, held)
 					return now, nil
 				}
+				refusals = append(refusals, held...)
 				ask = nil // within its own share: the view decides
 			default:
 				mine = make(chan struct{})
@@ -314,38 +322,103 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 				}
 			}
 		}
-		if refused {
-			for j, h := range hits {
-				st := KeyState{}
-				k, ok := s.keys.get(h.Key)
-				if ok && k.wants {
-					out[j] = leaseRefusal(h)
-					continue
-				}
-				if ok && nowM.before(k.refuseUntil) {
-					st.TTL = k.refuseUntil.sub(nowM)
-				}
-				out[j] = spentCount(h, st, now)
-			}
-		}
 		s.mu.Unlock()
 		if refused {
+			s.refuse(hits, out, refusals)
 			s.countRefused(hits)
 			return now, nil
 		}
 		if len(ask) > 0 {
-			decided, took := s.ask(ctx, hits, ask, out)
+			more, took := s.ask(ctx, hits, ask)
 			s.asked(hits, ask, mine)
-			if decided {
+			refusals = append(refusals, more...)
+			if refusesRequest(hits, refusals) {
+				s.refuse(hits, out, refusals)
 				s.countRefused(hits)
 				return s.view.now(), nil
 			}
 			taken = took
 		}
 	}
-	at, _ := s.view.Hit(context.Background(), hits, out) // the embedded store does not fail
+	at := s.viewHit(hits, out, refusals)
 	s.count(hits, out, replicas, taken)
 	return at, nil
+}
+
+// refusal is a hit refused for want of a lease: j, its index in the
+// request's hits, and its Count.
+type refusal struct {
+	j int
+	c Count
+}
+
+// refusesRequest reports whether refusals refuse their request: one of
+// them is of an enforced rule (an observed one would-blocks only).
+func refusesRequest(hits []Hit, refusals []refusal) bool {
+	for _, r := range refusals {
+		if !hits[r.j].Observe {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse answers a request refused for want of a lease: each refused hit
+// gets its refusal, every other hit the view's answer as it stands, with
+// nothing counted (Store.Hit's contract: a rule that had room is not
+// reported refusing, so the deny cache never keeps its key, and the
+// request counts into none of them).
+func (s *syncer) refuse(hits []Hit, out []Count, refusals []refusal) {
+	s.view.peek(hits, out)
+	for _, r := range refusals {
+		out[r.j] = r.c
+	}
+}
+
+// viewHit decides hits on the view, together, but for the observed hits
+// refusals already refused: their Count is the refusal; the view counts
+// those of a fixed window as the request passed (a passed request counts
+// into every fixed window, an observed one past its limit too: the
+// distribution), the others not (GCRA and sliding windows count what
+// they let pass).
+func (s *syncer) viewHit(hits []Hit, out []Count, refusals []refusal) time.Time {
+	if len(refusals) == 0 {
+		at, _ := s.view.Hit(context.Background(), hits, out) // the embedded store does not fail
+		return at
+	}
+	sub := make([]Hit, 0, len(hits))
+	idx := make([]int, 0, len(hits))
+	for j, h := range hits {
+		switch refused := slices.ContainsFunc(refusals, func(r refusal) bool { return r.j == j }); {
+		case !refused:
+			sub, idx = append(sub, h), append(idx, j)
+		case h.Algorithm == FixedWindow:
+			sub, idx = append(sub, countingOnly(h)), append(idx, j)
+		}
+	}
+	rc := make([]Count, len(sub))
+	at, _ := s.view.Hit(context.Background(), sub, rc)
+	for n, j := range idx {
+		out[j] = rc[n]
+	}
+	for _, r := range refusals {
+		if hits[r.j].Algorithm == FixedWindow {
+			out[r.j].N = max(out[r.j].N, hits[r.j].Limit+1) // refused: spends no lease
+			continue
+		}
+		out[r.j] = r.c
+	}
+	if at.IsZero() {
+		at = s.view.now()
+	}
+	return at
+}
+
+// countingOnly is h as a hit that only counts: a fixed window of limit 0
+// never refuses (Hit.Limit), so the view counts it whatever the others.
+func countingOnly(h Hit) Hit {
+	h.Limit = 0
+	return h
 }
 
 // asked ends the single flight of the keys of hits[ask] that mine holds
@@ -379,17 +452,17 @@ func (s *syncer) await(ctx context.Context, wait []chan struct{}) {
 
 // countRefused counts, in the view, the fixed-window hits of a request
 // refused for want of a lease whose own key refused it (held past its
-// lease until refuseUntil): a fixed window counts its refused hits, as
-// its INCR does with sync: 0 (GCRA and sliding windows count passed hits
-// only). Nothing is spent from the leases. The request's other keys are
-// not counted: it was refused before reaching them, as sync: 0's deny
-// cache refuses before the store, so one client's refusals never fill a
-// window it shares with others (fresh attack pass 20: a route-wide fixed
-// window filled by one IP's refusals refused a client at 5 % of it 23
-// times in 41). A key whose ask failed (syncKey.wants) is not counted
-// either: the store did not say its window was full, and counting
-// refusals into it would spend the budget the other replicas pass (27 of
-// 50 in a window, TestSync_AFailedAskHolds…).
+// lease until refuseUntil): a refused request counts only into the fixed
+// windows that refused it, as a full window counts it with sync: 0
+// (Store.Hit; GCRA and sliding windows count passed hits only). Nothing
+// is spent from the leases. The
+// request's other keys are not counted, so one client's refusals never
+// fill a window it shares with others (fresh attack pass 20: a
+// route-wide fixed window filled by one IP's refusals refused a client
+// at 5 % of it 23 times in 41). A key whose ask failed (syncKey.wants) is
+// not counted either: the store did not say its window was full, and
+// counting refusals into it would spend the budget the other replicas
+// pass (27 of 50 in a window, TestSync_AFailedAskHolds…).
 func (s *syncer) countRefused(hits []Hit) {
 	var fixed []Hit
 	nowM := momentOf(s.view.now())
@@ -408,7 +481,11 @@ func (s *syncer) countRefused(hits []Hit) {
 		return
 	}
 	out := make([]Count, len(fixed))
-	_, _ = s.view.Hit(context.Background(), fixed, out)
+	counting := make([]Hit, len(fixed))
+	for j, h := range fixed {
+		counting[j] = countingOnly(h)
+	}
+	_, _ = s.view.Hit(context.Background(), counting, out)
 	for j := range out {
 		out[j].N = max(out[j].N, fixed[j].Limit+1) // refused: spends no lease
 	}
@@ -438,7 +515,7 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 		}
 		k.hit = s.keys.shape(h)
 		s.markDirty(h.Key, k)
-		passed := allowed(h, out[j])
+		passed := out[j].Counted && allowed(h, out[j])
 		switch took := taken&(1<<j) != 0; {
 		case passed && !took:
 			k.spent++
@@ -469,15 +546,16 @@ func (s *syncer) count(hits []Hit, out []Count, replicas int64, taken uint64) {
 }
 
 // ask exchanges the keys of hits[idx] with the store now, if the view
-// would still pass them. It returns decided true when it decided every
-// hit (some key's new lease is 0: the request is refused, nothing
-// counted). Otherwise the hits take their share of the new leases before
-// the requests waiting on this ask are let go (taken, bit j as hitOnce
-// marks it): the asker's own hit is the first of the lease, so the
-// waiting requests cannot spend the whole lease and the asker pass on
-// the view past it (the burst of 40 over two replicas that passed 17 of
-// a GCRA limit of 10, 10 of them on one replica).
-func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) (decided bool, taken uint64) {
+// would still pass them. It returns the refusals of the keys whose new
+// lease is 0 (refused until one more request could be leased; when one
+// is enforced the request is refused, nothing counted). Otherwise the
+// hits take their share of the new leases before the requests waiting on
+// this ask are let go (taken, bit j as hitOnce marks it): the asker's own
+// hit is the first of the lease, so the waiting requests cannot spend the
+// whole lease and the asker pass on the view past it (the burst of 40
+// over two replicas that passed 17 of a GCRA limit of 10, 10 of them on
+// one replica).
+func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int) (refusals []refusal, taken uint64) {
 	start := s.view.now()
 	nowMS := float64(start.UnixMilli())
 	sel := make([]Hit, len(idx))
@@ -493,7 +571,7 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) (d
 		}
 	}
 	if len(keys) == 0 {
-		return false, 0 // the view refuses them anyway
+		return nil, 0 // the view refuses them anyway
 	}
 	s.asks.Add(float64(len(keys)))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
@@ -505,14 +583,13 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) (d
 	got, at, calls, err := s.exchange(ctx, only, true)
 	s.commands.Add(float64(calls))
 	if err != nil || at.IsZero() {
-		return s.holdToLease(hits, keys, out), 0
+		return s.holdToLease(hits, keys), 0
 	}
-	refused := false
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, h := range sel {
+	for _, j := range idx {
+		h := hits[j]
 		if k, ok := s.keys.get(h.Key); ok && keys[h.Key] && k.lease <= k.spent {
-			refused = true
 			// Refused locally until one more request could be leased
 			// (spentCount's wait): no ask per request meanwhile. From
 			// when the ask was sent, so that a late answer never makes
@@ -520,29 +597,28 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) (d
 			// past the store's window's end: those ask again.
 			c := spentCount(h, got[h.Key], at)
 			k.refuseUntil = momentOf(start).add(max(c.RetryAfter, c.TTL))
+			refusals = append(refusals, refusal{j, c})
 		}
 	}
-	if !refused {
-		for j, h := range hits {
-			if k, ok := s.keys.get(h.Key); ok && j < 64 {
-				k.spent++
-				taken |= 1 << j
-			}
-		}
-		return false, taken
+	if refusesRequest(hits, refusals) {
+		return refusals, 0
 	}
 	for j, h := range hits {
-		out[j] = spentCount(h, got[h.Key], at)
+		if k, ok := s.keys.get(h.Key); ok && j < 64 {
+			k.spent++
+			taken |= 1 << j
+		}
 	}
-	return true, 0
+	return refusals, taken
 }
 
 // holdToLease decides the hits of a request whose ask (of keys) failed.
 // While the rounds reach the store (roundsFailing unset), it is slow, not
 // down, and the replica is held to its lease, or to its own share of the
 // limit (ownShareRoom), whichever is more: a key whose lease is spent and
-// whose own share is spent refuses the request (decided in out, true
-// returned); within its own share the view decides. Either way the key
+// whose own share is spent is refused (returned: its refusal refuses the
+// request unless its rule is observed); within its own share the view
+// decides. Either way the key
 // asks no more for one interval (its hits decided so meanwhile), and the
 // next round asks for its lease (syncKey.wants) under the rounds' longer
 // timeout and ends the wait when it grants one (fresh attack
@@ -550,37 +626,31 @@ func (s *syncer) ask(ctx context.Context, hits []Hit, idx []int, out []Count) (d
 // most asks failed, the view decided on counts a round trip old on every
 // replica, and three replicas passed about 150 of a limit of 50 per
 // window). In an outage (the last round failed too, and every call has
-// failed for outageAfter) it returns false and the view decides: a replica
+// failed for outageAfter) it returns none and the view decides: a replica
 // limits on its own counts rather than refusing every key past its share
 // until the store is back. The first failed asks of an outage are taken
 // for a slow store until then: at most outageAfter (1 s by default), and
 // within its own share a client passes meanwhile.
-func (s *syncer) holdToLease(hits []Hit, keys map[string]bool, out []Count) bool {
+func (s *syncer) holdToLease(hits []Hit, keys map[string]bool) []refusal {
 	now := s.view.now()
 	nowM := momentOf(now)
 	if s.outage(nowM) {
-		return false
+		return nil
 	}
-	refused := false
+	var refusals []refusal
 	replicas := s.replicas.Load()
 	s.mu.Lock()
-	for _, h := range hits {
+	for j, h := range hits {
 		if k, ok := s.keys.get(h.Key); ok && keys[h.Key] && k.lease <= k.spent {
 			k.refuseUntil, k.wants = nowM.add(s.interval), true
 			s.markDirty(h.Key, k)
 			if !ownShareRoom(h, k, nowM, replicas) {
-				refused = true
+				refusals = append(refusals, refusal{j, leaseRefusal(h)})
 			}
 		}
 	}
 	s.mu.Unlock()
-	if !refused {
-		return false
-	}
-	for j, h := range hits {
-		out[j] = leaseRefusal(h)
-	}
-	return true
+	return refusals
 }
 
 // outage reports whether the store is taken for down at now: the last

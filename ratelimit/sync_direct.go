@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -33,26 +34,19 @@ func (s *syncer) direct(hits []Hit) []int {
 	return idx
 }
 
-// hitSplit decides hits[direct] by the store's round trip (hitStore, under
-// the breaker and the deadline; on an error they fall back as every store
-// error does, and are reported failed) and the other hits on the sync
-// view. counts receives every hit's count.
+// hitSplit decides the hits the view decides first, then hits[direct] by
+// the store's round trip (hitStore, under the breaker and the deadline;
+// on an error they fall back as every store error does, and are reported
+// failed). counts receives every hit's count. When the view refuses the
+// request, the direct hits are not sent (errDecidedOnView): a request
+// counts into no key with room (Store.Hit), and their rules are left
+// out of its Verdict, as a deny-cache refusal leaves out the rules it did
+// not ask. The view first: a direct rule's limit is the tightest (one
+// login a minute), and a request refused by another rule must not spend
+// it; a direct hit the store refuses after the view passed the others
+// has counted one request into their view (docs/rate-limiting.md,
+// "Decided together").
 func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hits []Hit, pending []int, counts []Count, direct []int) (time.Time, error) {
-	dh := make([]Hit, len(direct))
-	dp := make([]int, len(direct))
-	for n, j := range direct {
-		dh[n], dp[n] = hits[j], pending[j]
-	}
-	dc := make([]Count, len(dh))
-	at, err := l.hitStore(ctx, dh, dc)
-	if err != nil {
-		l.fallback(rules, ds, dh, dp, breakerRefused(err))
-	} else {
-		observeHits(dh, dc)
-		for n, j := range direct {
-			counts[j] = dc[n]
-		}
-	}
 	if len(direct) < len(hits) {
 		rest, rc, isDirect := make([]Hit, 0, len(hits)-len(direct)), make([]Count, 0, len(hits)-len(direct)), make(map[int]bool, len(direct))
 		for _, j := range direct {
@@ -69,12 +63,35 @@ func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hi
 		for n, j := range restIdx {
 			counts[j] = rc[n]
 		}
+		if requestRefused(rest, rc) {
+			return time.Time{}, errDecidedOnView
+		}
 	}
-	return at, err
+	dh := make([]Hit, len(direct))
+	dp := make([]int, len(direct))
+	for n, j := range direct {
+		dh[n], dp[n] = hits[j], pending[j]
+	}
+	dc := make([]Count, len(dh))
+	at, err := l.hitStore(ctx, dh, dc)
+	if err != nil {
+		l.fallback(rules, ds, dh, dp, breakerRefused(err))
+		return at, err
+	}
+	observeHits(dh, dc)
+	for n, j := range direct {
+		counts[j] = dc[n]
+	}
+	return at, nil
 }
 
+// errDecidedOnView is hitSplit's: the view refused the request, its
+// direct hits were not sent, their rules are left undecided.
+var errDecidedOnView = errors.New("ratelimit: refused on the view")
+
 // keepUnfailed drops from hits, pending and counts the direct hits when
-// err says their round trip failed (fallback decided them already).
+// err says their round trip failed (fallback decided them already) or
+// was not made (errDecidedOnView: they stay undecided).
 func keepUnfailed(hits []Hit, pending []int, counts []Count, direct []int, err error) ([]Hit, []int, []Count) {
 	if err == nil {
 		return hits, pending, counts

@@ -138,3 +138,42 @@ func TestSync_ADirectRuleBesideALeasedOneLeavesTheLeasedOneDeciding(t *testing.T
 		t.Errorf("passed %d of 10 beside an observed rule of 1, want 2-4 (the enforced rule of 4 over two replicas)", passed)
 	}
 }
+
+// A request the view refuses does not spend a rule the store decides
+// (a limit below the replicas): its hit is not sent, and its rule is
+// left out of the Verdict. It was sent first, so every request another
+// rule refused spent the tightest limit of all (two logins a minute),
+// and the client was then refused by it once the other rule let it pass.
+func TestSync_ARequestTheViewRefusesSpendsNoDirectRule(t *testing.T) {
+	opts := rulesConfig(
+		Rule{Name: "per_ip", Scope: ScopeIP, Algorithm: FixedWindow, Limit: 3, Window: time.Minute, Routes: []string{AllRoutes}},
+		Rule{Name: "login", Scope: ScopeIP, Algorithm: FixedWindow, Limit: 2, Window: time.Minute, Routes: []string{AllRoutes}},
+	)
+	opts.Sync = 50 * time.Millisecond
+	ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+	store := newRegisteringMemory()
+	a := manualFleet(t, 3, opts, ks, store)[0]
+	ip := "203.0.113.163"
+	refused := 0
+	for i := range 6 {
+		v := a.Decide(context.Background(), Subject{Route: "portal", IP: ip})
+		if !v.Blocked() {
+			continue
+		}
+		refused++
+		for _, d := range v.Decisions {
+			if d.Rule == "login" {
+				t.Errorf("request %d, refused by per_ip on the view, reports the login rule (%s): it was not asked", i, d.Outcome)
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no request was refused: the test proves nothing")
+	}
+	login := Hit{Key: ks.RateLimit("login", ip), Algorithm: FixedWindow, TTL: time.Minute, Limit: 2}
+	var c [1]Count
+	store.peek([]Hit{login}, c[:])
+	if n := c[0].N - 1; n != 6-int64(refused) {
+		t.Errorf("the login rule's window counts %d after %d requests, %d of them refused by per_ip; want only the %d that passed", n, 6, refused, 6-refused)
+	}
+}

@@ -133,8 +133,8 @@ func TestSync_TheAskersHitIsTheFirstOfItsLease(t *testing.T) {
 			} else {
 				h.Period = 3 * time.Second
 			}
-			out := make([]Count, 1)
-			decided, taken := a.sync.ask(context.Background(), []Hit{h}, []int{0}, out)
+			refusals, taken := a.sync.ask(context.Background(), []Hit{h}, []int{0})
+			decided := refusesRequest([]Hit{h}, refusals)
 			a.sync.mu.Lock()
 			k, ok := a.sync.keys.get(h.Key)
 			var lease, spent int64

@@ -68,11 +68,11 @@ func TestSync_AReplicaAlonePacesNoOwnShare(t *testing.T) {
 		k, _ := s.keys.get("k")
 		return k.ownTAT
 	}
-	s.count([]Hit{h}, []Count{{N: 1}}, 1, 0)
+	s.count([]Hit{h}, []Count{{N: 1, Counted: true}}, 1, 0)
 	if got := ownTAT(); got != 0 {
 		t.Errorf("a pass made alone moved the own share's arrival time to %v, want it unset", got)
 	}
-	s.count([]Hit{h}, []Count{{N: 2}}, 2, 0)
+	s.count([]Hit{h}, []Count{{N: 2, Counted: true}}, 2, 0)
 	if ownTAT() == 0 {
 		t.Error("a pass made among two replicas left the own share's arrival time unset")
 	}

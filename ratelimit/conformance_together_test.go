@@ -1,0 +1,165 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/olp-edu/borda/internal/servicetest"
+)
+
+// A request's rules are decided together (Store.Hit): a refused request
+// counts into no key that had room, only into the fixed windows without
+// room; a passed one counts into every key with room and every fixed
+// window. The first attack passes found the class (a request refused by
+// a per-IP limit still counted into the route-wide fixed window, and one
+// refused by the route window still spent the client's GCRA); this is
+// its invariant, on every store, over generated requests: random rule
+// sets (fixed window, GCRA and sliding window; limits 1 to 4; some
+// observed), random key subsets in random order, the store's clock
+// stepped 0-250 ms between requests. Every store must also answer
+// exactly as the embedded one (a Redis Cluster decides in two passes,
+// RedisStore.hitPerKey).
+func TestStoreConformance_ARefusedRequestSpendsNoRoom(t *testing.T) {
+	const seeds, requests = 4, 150
+	ref := make([][][]Count, seeds) // the embedded store's answers: [seed][request][hit]
+	for seed := range seeds {
+		ref[seed] = runTogether(t, NewMemoryStore(0), "ref", uint64(seed), requests, nil)
+	}
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			for seed := range seeds {
+				s, ks := mk(t)
+				got := runTogether(t, s, ks.RateLimit("together", fmt.Sprint(seed)), uint64(seed), requests, rawOf(t, s))
+				for i := range got {
+					for j := range got[i] {
+						if a, b := comparable(got[i][j]), comparable(ref[seed][i][j]); a != b {
+							t.Fatalf("seed %d request %d hit %d: %+v, the embedded store answered %+v", seed, i, j, a, b)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// comparable drops TTL: Redis runs a fixed window's TTL on its own clock,
+// which the test does not pin.
+func comparable(c Count) Count {
+	c.TTL = 0
+	return c
+}
+
+// togetherKey is one key of the generated rule set.
+type togetherKey struct {
+	alg     Algorithm
+	limit   int64
+	observe bool
+}
+
+// runTogether sends the generated requests of seed to s (keys under
+// prefix), checks the invariant on every answer, and on raw (nil: the
+// embedded store, read through peek) that a refused request left every
+// key with room as it was. It returns every answer.
+func runTogether(t *testing.T, s Store, prefix string, seed uint64, requests int, raw func(key string) string) [][]Count {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 42))
+	keys := make([]togetherKey, 5)
+	for i := range keys {
+		keys[i] = togetherKey{alg: Algorithm(1 + rng.IntN(3)), limit: 1 + rng.Int64N(4), observe: rng.IntN(4) == 0}
+	}
+	if m, ok := s.(*MemoryStore); ok && raw == nil {
+		raw = func(key string) string {
+			for i, k := range keys {
+				if prefix+fmt.Sprint(i) == key {
+					var c [1]Count
+					m.peek([]Hit{hitOf(prefix, i, k)}, c[:])
+					return fmt.Sprintf("%+v", comparable(c[0]))
+				}
+			}
+			return ""
+		}
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	ctx := context.Background()
+	var answers [][]Count
+	for range requests {
+		now = now.Add(time.Duration(rng.IntN(250)) * time.Millisecond)
+		var hits []Hit
+		for _, i := range rng.Perm(len(keys))[:1+rng.IntN(len(keys))] {
+			hits = append(hits, hitOf(prefix, i, keys[i]))
+		}
+		pinStoreClock(s, now) // the embedded store's peek reads at it
+		before := make([]string, len(hits))
+		for j, h := range hits {
+			before[j] = raw(h.Key)
+		}
+		out := make([]Count, len(hits))
+		if err := hitAt(ctx, s, now, hits, out); err != nil {
+			t.Fatal(err)
+		}
+		refused := requestRefused(hits, out)
+		for j, h := range hits {
+			room := allowed(h, out[j])
+			want := room && !refused || h.Algorithm == FixedWindow && !room
+			if h.Algorithm == FixedWindow && !refused {
+				want = true
+			}
+			if out[j].Counted != want {
+				t.Fatalf("seed %d: %s hit (limit %d, observe %v, room %v) of a request refused=%v: counted %v, want %v",
+					seed, algName(h.Algorithm), h.Limit, h.Observe, room, refused, out[j].Counted, want)
+			}
+			if refused && room {
+				if after := raw(h.Key); after != before[j] {
+					t.Fatalf("seed %d: a refused request changed the %s key %s, which had room: %q → %q", seed, algName(h.Algorithm), h.Key, before[j], after)
+				}
+			}
+		}
+		answers = append(answers, out)
+	}
+	return answers
+}
+
+func hitOf(prefix string, i int, k togetherKey) Hit {
+	h := Hit{Key: prefix + fmt.Sprint(i), Algorithm: k.alg, Limit: k.limit, Observe: k.observe}
+	if k.alg == FixedWindow {
+		h.TTL = time.Minute // no fixed window ends within the test: Redis expires on its own clock
+	} else {
+		h.Period = time.Duration(1+i) * 400 * time.Millisecond
+	}
+	return h
+}
+
+func algName(a Algorithm) string {
+	switch a {
+	case GCRA:
+		return "gcra"
+	case SlidingWindow:
+		return "sliding"
+	}
+	return "fixed"
+}
+
+// rawOf returns a reader of a key's raw value in the store s (nil for the
+// embedded store: runTogether reads it through peek). The REST store's
+// Redis is the tests' one, read with a client of its own.
+func rawOf(t *testing.T, s Store) func(string) string {
+	var c redis.StringCmdable
+	switch x := s.(type) {
+	case *RedisStore:
+		c = x.c.(redis.StringCmdable)
+	case *RESTStore:
+		c = newRedis(t, servicetest.RedisURL(t))
+	default:
+		return nil
+	}
+	return func(key string) string {
+		v, _ := c.Get(context.Background(), key).Result()
+		return v
+	}
+}
