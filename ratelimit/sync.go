@@ -224,25 +224,69 @@ func newSyncer(store Syncer, interval, timeout time.Duration, now clock.Clock, m
 // asked by another waits for that ask's answer (within the timeout) and is
 // decided on what it brought, without an ask of its own.
 func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
-	at, wait := s.hitOnce(ctx, hits, out, false)
+	p := s.prepareHit(ctx, hits, out)
+	if p.done {
+		return p.at
+	}
+	return s.commit(hits, out, p)
+}
+
+// prepared is a request's decision up to the view's: done when it is
+// refused already (out holds its answer, at the view's time), else what
+// commit needs to decide it on the view, or abort to give it up.
+type prepared struct {
+	done     bool
+	at       time.Time
+	replicas int64
+	// taken marks the hits that took their share of the lease (bit j).
+	taken uint64
+	// refusals are the hits refused for want of a lease; none of them is
+	// enforced when the request goes on (observed rules would-block) and
+	// the view decides the others.
+	refusals []refusal
+}
+
+// prepareHit is hit's decision up to the view's: the leases, the asks, the
+// wait for another request's ask.
+func (s *syncer) prepareHit(ctx context.Context, hits []Hit, out []Count) prepared {
+	p, wait := s.prepareOnce(ctx, hits, out, false)
 	if wait != nil {
 		s.await(ctx, wait)
-		at, _ = s.hitOnce(ctx, hits, out, true)
+		p, _ = s.prepareOnce(ctx, hits, out, true)
 	}
+	return p
+}
+
+// commit decides a prepared request on the view, counts it there, and
+// returns the view's time.
+func (s *syncer) commit(hits []Hit, out []Count, p prepared) time.Time {
+	at := s.viewHit(hits, out, p.refusals)
+	s.count(hits, out, p.replicas, p.taken)
 	return at
 }
 
-// hitOnce is hit's decision. When a key it must ask for is being asked by
-// another request it returns that ask's channel, deciding nothing, unless
-// followed (it waited for one already): then the request is held as a
-// failed ask holds it (within the replica's own share the view decides;
-// past it, refused to be retried at once).
-func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed bool) (time.Time, []chan struct{}) {
+// abort gives up a prepared request that another part of its decision
+// refused (hitSplit): the shares it took are given back, and out answers
+// its hits as the view stands, counted nowhere.
+func (s *syncer) abort(hits []Hit, out []Count, p prepared) {
+	s.mu.Lock()
+	for j, h := range hits {
+		if k, ok := s.keys.get(h.Key); ok && j < 64 && p.taken&(1<<j) != 0 {
+			k.spent = max(0, k.spent-1)
+		}
+	}
+	s.mu.Unlock()
+	s.refuse(hits, out, p.refusals)
+}
+
+// prepareOnce is prepareHit's decision. When a key it must ask for is being
+// asked by another request it returns that ask's channel, deciding
+// nothing, unless followed (it waited for one already): then the request
+// is held as a failed ask holds it (within the replica's own share the
+// view decides; past it, refused to be retried at once).
+func (s *syncer) prepareOnce(ctx context.Context, hits []Hit, out []Count, followed bool) (prepared, []chan struct{}) {
 	replicas := s.replicas.Load()
 	var taken uint64 // hits that took their share of the lease (bit j)
-	// refusals are the hits refused for want of a lease; when none of
-	// them is enforced, the request goes on without them (observed rules
-	// would-block) and the view decides the others.
 	var refusals []refusal
 	if replicas > 1 {
 		var ask []int
@@ -289,7 +333,7 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 			switch {
 			case len(wait) > 0 && !followed:
 				s.mu.Unlock()
-				return time.Time{}, wait
+				return prepared{}, wait
 			case len(wait) > 0:
 				var held []refusal
 				for _, j := range ask {
@@ -300,7 +344,7 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 				if refusesRequest(hits, held) {
 					s.mu.Unlock()
 					s.refuse(hits, out, held)
-					return now, nil
+					return prepared{done: true, at: now}, nil
 				}
 				refusals = append(refusals, held...)
 				ask = nil // within its own share: the view decides
@@ -314,7 +358,8 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 		if !refused && len(ask) == 0 {
 			// Within their leases: each hit takes its share now, so
 			// concurrent requests cannot all pass on the same one (count
-			// gives back the share of a hit the view refuses).
+			// gives back the share of a hit the view refuses, abort every
+			// share).
 			for j, h := range hits {
 				if k, ok := s.keys.get(h.Key); ok && j < 64 {
 					k.spent++
@@ -326,7 +371,7 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 		if refused {
 			s.refuse(hits, out, refusals)
 			s.countRefused(hits)
-			return now, nil
+			return prepared{done: true, at: now}, nil
 		}
 		if len(ask) > 0 {
 			more, took := s.ask(ctx, hits, ask)
@@ -335,14 +380,12 @@ func (s *syncer) hitOnce(ctx context.Context, hits []Hit, out []Count, followed 
 			if refusesRequest(hits, refusals) {
 				s.refuse(hits, out, refusals)
 				s.countRefused(hits)
-				return s.view.now(), nil
+				return prepared{done: true, at: s.view.now()}, nil
 			}
 			taken = took
 		}
 	}
-	at := s.viewHit(hits, out, refusals)
-	s.count(hits, out, replicas, taken)
-	return at, nil
+	return prepared{replicas: replicas, taken: taken, refusals: refusals}, nil
 }
 
 // refusal is a hit refused for want of a lease: j, its index in the
@@ -422,7 +465,7 @@ func countingOnly(h Hit) Hit {
 }
 
 // asked ends the single flight of the keys of hits[ask] that mine holds
-// (hitOnce): the requests waiting for it decide on what the ask brought.
+// (prepareOnce): the requests waiting for it decide on what the ask brought.
 func (s *syncer) asked(hits []Hit, ask []int, mine chan struct{}) {
 	s.mu.Lock()
 	for _, j := range ask {

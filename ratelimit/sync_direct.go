@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -34,36 +35,42 @@ func (s *syncer) direct(hits []Hit) []int {
 	return idx
 }
 
-// hitSplit decides the hits the view decides first, then hits[direct] by
-// the store's round trip (hitStore, under the breaker and the deadline;
-// on an error they fall back as every store error does, and are reported
-// failed). counts receives every hit's count. When the view refuses the
-// request, the direct hits are not sent (errDecidedOnView): a request
-// counts into no key with room (Store.Hit), and their rules are left
-// out of its Verdict, as a deny-cache refusal leaves out the rules it did
-// not ask. The view first: a direct rule's limit is the tightest (one
-// login a minute), and a request refused by another rule must not spend
-// it; a direct hit the store refuses after the view passed the others
-// has counted one request into their view (docs/rate-limiting.md,
-// "Decided together").
+// hitSplit decides hits[direct] by the store's round trip (hitStore,
+// under the breaker and the deadline; on an error they fall back as every
+// store error does, and are reported failed) and the other hits on the
+// sync view, together (Store.Hit): a request refused by either part
+// counts into no key of the other that had room. The view's part is
+// prepared first (its leases and asks, syncer.prepareHit): when it refuses,
+// the direct hits are not sent (errDecidedOnView: their rules are left
+// out of the Verdict, as a deny-cache refusal leaves out the rules it
+// did not ask). Otherwise the direct hits are sent; when the store (or
+// its fallback) refuses them, the view's part is given up (syncer.abort:
+// its hits answered as the view stands, counted nowhere; fresh attack
+// pass 22 R01: the view counted them first, and one address's refused
+// logins filled a route-wide window of 20 over two replicas, every other
+// client refused for the rest of it); when it passes them, the view
+// decides. counts receives every hit's count.
 func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hits []Hit, pending []int, counts []Count, direct []int) (time.Time, error) {
-	if len(direct) < len(hits) {
-		rest, rc, isDirect := make([]Hit, 0, len(hits)-len(direct)), make([]Count, 0, len(hits)-len(direct)), make(map[int]bool, len(direct))
-		for _, j := range direct {
-			isDirect[j] = true
+	isDirect := make(map[int]bool, len(direct))
+	for _, j := range direct {
+		isDirect[j] = true
+	}
+	rest, rc := make([]Hit, 0, len(hits)-len(direct)), make([]Count, 0, len(hits)-len(direct))
+	var restIdx []int
+	for j, h := range hits {
+		if !isDirect[j] {
+			rest, restIdx = append(rest, h), append(restIdx, j)
+			rc = append(rc, Count{})
 		}
-		var restIdx []int
-		for j, h := range hits {
-			if !isDirect[j] {
-				rest, restIdx = append(rest, h), append(restIdx, j)
-				rc = append(rc, Count{})
-			}
-		}
-		l.sync.hit(ctx, rest, rc)
+	}
+	defer func() {
 		for n, j := range restIdx {
 			counts[j] = rc[n]
 		}
-		if requestRefused(rest, rc) {
+	}()
+	var p prepared
+	if len(rest) > 0 {
+		if p = l.sync.prepareHit(ctx, rest, rc); p.done {
 			return time.Time{}, errDecidedOnView
 		}
 	}
@@ -74,15 +81,25 @@ func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hi
 	}
 	dc := make([]Count, len(dh))
 	at, err := l.hitStore(ctx, dh, dc)
+	refused := false
 	if err != nil {
 		l.fallback(rules, ds, dh, dp, breakerRefused(err))
-		return at, err
+		refused = slices.ContainsFunc(dp, func(i int) bool { return ds[i].Outcome == OutcomeBlock })
+	} else {
+		observeHits(dh, dc)
+		for n, j := range direct {
+			counts[j] = dc[n]
+		}
+		refused = requestRefused(dh, dc)
 	}
-	observeHits(dh, dc)
-	for n, j := range direct {
-		counts[j] = dc[n]
+	switch {
+	case len(rest) == 0:
+	case refused:
+		l.sync.abort(rest, rc, p)
+	default:
+		l.sync.commit(rest, rc, p)
 	}
-	return at, nil
+	return at, err
 }
 
 // errDecidedOnView is hitSplit's: the view refused the request, its

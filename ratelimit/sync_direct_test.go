@@ -177,3 +177,44 @@ func TestSync_ARequestTheViewRefusesSpendsNoDirectRule(t *testing.T) {
 		t.Errorf("the login rule's window counts %d after %d requests, %d of them refused by per_ip; want only the %d that passed", n, 6, refused, 6-refused)
 	}
 }
+
+// Fresh attack pass 22 R01 (medium): a request the store refuses for a
+// rule it decides (a limit below the replicas) counts into none of the
+// view's keys. The view counted them first, so one address's refused
+// logins filled a route-wide window of 20 over two replicas and every
+// other client was refused for the rest of it.
+func TestSync_ARequestADirectRuleRefusesSpendsNoViewRule(t *testing.T) {
+	for _, alg := range []Algorithm{FixedWindow, GCRA, SlidingWindow} {
+		t.Run(algName(alg), func(t *testing.T) {
+			opts := rulesConfig(
+				Rule{Name: "login", Scope: ScopeIP, Algorithm: GCRA, Limit: 1, Window: time.Minute, Routes: []string{AllRoutes}},
+				Rule{Name: "route", Scope: ScopeRoute, Algorithm: alg, Limit: 20, Window: 30 * time.Second, Routes: []string{AllRoutes}},
+			)
+			opts.Sync = 50 * time.Millisecond
+			ks := keyspace.MustNew(servicetest.KeyPrefix(t))
+			a := manualFleet(t, 2, opts, ks, newRegisteringMemory())[0]
+			refused := 0
+			for range 8 {
+				if a.Decide(context.Background(), Subject{Route: "portal", IP: "203.0.113.164"}).Blocked() {
+					refused++
+				}
+			}
+			if refused != 7 {
+				t.Fatalf("the login rule (1 a minute) refused %d of 8, want 7: the test proves nothing", refused)
+			}
+			route := Hit{Key: ks.RateLimit("route", "portal"), Algorithm: alg, TTL: 30 * time.Second, Period: 30 * time.Second, Limit: 20}
+			var c [1]Count
+			a.sync.view.peek([]Hit{route}, c[:])
+			if want := (Count{N: 2, Allowed: true, Remaining: 18}); alg == FixedWindow && c[0].N != want.N || alg != FixedWindow && c[0].Remaining != want.Remaining {
+				t.Errorf("the route window after 1 pass and 7 refusals by login: %+v, want it to hold the pass only", c[0])
+			}
+			a.sync.mu.Lock()
+			k, _ := a.sync.keys.get(route.Key)
+			spent := k.spent
+			a.sync.mu.Unlock()
+			if spent != 1 {
+				t.Errorf("the route's lease has %d spent after 1 pass and 7 refusals by login, want 1", spent)
+			}
+		})
+	}
+}
