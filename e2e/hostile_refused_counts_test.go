@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/olp-edu/borda/internal/servicetest"
 )
 
 // A refused request counts into no rule that had room (docs/security.md,
@@ -140,5 +143,136 @@ rate_limits:
 		if code := get(i, fmt.Sprintf("203.0.113.%d", 200+i)); code != http.StatusOK {
 			t.Errorf("client %d, after one address's %d refused logins, got %d: the route window (20) holds at most %d passes", i, refused.Load(), code, passed.Load()+int64(i))
 		}
+	}
+}
+
+// Fresh attack pass 23 RL-02 (medium): two replicas synchronizing, a
+// per-IP GCRA of 1 per 2 s (below the replicas: the store decides it per
+// request) beside a route-wide fixed and sliding window of 100. One IP
+// floods from 50
+// connections for 10 s: each of its refused requests took a share of the route's
+// lease on its replica's view and asked the store for more, the store
+// kept what it leased, and 110 other clients then passed 66 of the 95
+// the route had left. The other clients must get what the flood left.
+func TestHostileConcurrentRefusedFloodOverTwoReplicasLeavesTheRouteWindow(t *testing.T) {
+	replicas, _, _ := startSyncReplicas(t, 2, func(upstream, redisURL, prefix string) string {
+		return string(replicaPreamble(redisURL, prefix)) + fmt.Sprintf(`  - {name: login, path_prefix: /login/, upstream: %q}
+  - {name: warm, path_prefix: /warm/, upstream: %q}
+rate_limits:
+  timeout: 250ms
+  sync: 50ms
+  rules:
+    - {name: ipg, scope: ip, algorithm: gcra, limit: 1, window: 2s, routes: [login]}
+    - {name: rtfw, scope: route, algorithm: fixed_window, limit: 100, window: 60s, routes: [login]}
+    - {name: rtsw, scope: route, algorithm: sliding_window, limit: 100, window: 60s, routes: [login]}
+    - {name: warm, scope: ip, algorithm: fixed_window, limit: 50, window: 2s, routes: [warm]}
+`, upstream, upstream)
+	})
+	get := replicaGet(t, replicas, "/login/x")
+	start := time.Now()
+	var floodPassed, floodRefused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 50 {
+		wg.Go(func() {
+			for i := w; time.Since(start) < 10*time.Second; i += 50 {
+				switch get(i, "198.51.100.92") {
+				case http.StatusOK:
+					floodPassed.Add(1)
+				case http.StatusTooManyRequests:
+					floodRefused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if floodRefused.Load() < 200 {
+		t.Fatalf("the flood was refused %d times: the test proves nothing", floodRefused.Load())
+	}
+	var clients atomic.Int64
+	for i := range 110 {
+		wg.Go(func() {
+			if get(i, fmt.Sprintf("203.0.%d.%d", 113+i/100, i%100+1)) == http.StatusOK {
+				clients.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if elapsed := time.Since(start); elapsed > 50*time.Second {
+		t.Skipf("the test took %s: the route window (60 s) may have turned over", elapsed)
+	}
+	total := floodPassed.Load() + clients.Load()
+	t.Logf("flood: %d passed, %d refused; 110 clients: %d passed; the route window passed %d of 100", floodPassed.Load(), floodRefused.Load(), clients.Load(), total)
+	// The replicas' documented slack: at most the limit + 5 in a window,
+	// and a lease one replica holds may go unspent (its clients are half
+	// of them): at least 95.
+	if total < 95 || total > 105 {
+		t.Errorf("the route window (100) passed %d: the flood %d, the other clients %d of 110; want 95-105", total, floodPassed.Load(), clients.Load())
+	}
+}
+
+// Fresh attack pass 23 RL-01 (medium): a gateway on a Redis Cluster, a
+// per-IP GCRA (5 per 5 s) beside a route-wide fixed and sliding window
+// (100 per minute). One IP floods from 50 connections for 12 s: the deny cache
+// lets its requests through together each time a token comes back, they
+// all read room in the first pass, and the second pass, which counts
+// each key alone, counted every one of them into the route windows (122
+// for 9 passes); every other client was refused for the rest of the
+// minute. The other clients must pass.
+func TestHostileConcurrentRefusedFloodOnARedisClusterLeavesTheRouteWindow(t *testing.T) {
+	seed := servicetest.StartedRedisCluster(t).URL
+	prefix := servicetest.KeyPrefix(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(up.Close)
+	p := startServe(t, fmt.Sprintf(`environment: development
+listen: "{LISTEN}"
+admin_listen: "{ADMIN}"
+trusted_proxies: ["127.0.0.1/32"]
+client_ip_header: X-Real-IP
+redis:
+  url: %q
+  cluster: true
+  key_prefix: %q
+amqp:
+  url: "amqp://guest:guest@127.0.0.1:1/"
+telemetry:
+  enabled: false
+routes:
+  - {name: login, path_prefix: /login/, upstream: %q}
+rate_limits:
+  timeout: 250ms
+  rules:
+    - {name: ipg, scope: ip, algorithm: gcra, limit: 5, window: 5s, routes: [login]}
+    - {name: rtfw, scope: route, algorithm: fixed_window, limit: 100, window: 60s, routes: [login]}
+    - {name: rtsw, scope: route, algorithm: sliding_window, limit: 100, window: 60s, routes: [login]}
+`, seed, prefix, up.URL))
+	get := replicaGet(t, []*process{p}, "/login/x")
+	start := time.Now()
+	var floodPassed, floodRefused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 50 {
+		wg.Go(func() {
+			for time.Since(start) < 12*time.Second {
+				switch get(w, "198.51.100.93") {
+				case http.StatusOK:
+					floodPassed.Add(1)
+				case http.StatusTooManyRequests:
+					floodRefused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if floodRefused.Load() < 200 {
+		t.Fatalf("the flood was refused %d times: the test proves nothing", floodRefused.Load())
+	}
+	refused := 0
+	for i := range 10 {
+		if get(i, fmt.Sprintf("203.0.113.%d", 220+i)) != http.StatusOK {
+			refused++
+		}
+	}
+	t.Logf("flood: %d passed, %d refused; 10 other clients: %d refused", floodPassed.Load(), floodRefused.Load(), refused)
+	if refused > 0 || floodPassed.Load() > 20 {
+		t.Errorf("after one address's flood (%d passed, %d refused), %d of 10 other clients were refused by route windows of 100", floodPassed.Load(), floodRefused.Load(), refused)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,5 +163,95 @@ func rawOf(t *testing.T, s Store) func(string) string {
 	return func(key string) string {
 		v, _ := c.Get(context.Background(), key).Result()
 		return v
+	}
+}
+
+// Fresh attack pass 23 RL-01 (medium): concurrent requests of one address
+// all read room on its GCRA, and each counted the route-wide windows
+// beside it; on a Redis Cluster, whose second pass counts each key alone,
+// the route was filled by requests the GCRA refused. Every store: 40
+// concurrent requests of one address (a GCRA of 2) beside a route-wide
+// fixed and sliding window; the route windows must hold exactly the
+// requests that passed.
+func TestStoreConformance_ConcurrentRefusedRequestsSpendNoSharedWindow(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			hits := []Hit{
+				{Key: ks.RateLimit("ip", "198.51.100.9"), Algorithm: GCRA, Limit: 2, Period: 10 * time.Second},
+				{Key: ks.RateLimit("route_fixed", "login"), Algorithm: FixedWindow, Limit: 1000, TTL: time.Minute},
+				{Key: ks.RateLimit("route_sliding", "login"), Algorithm: SlidingWindow, Limit: 1000, Period: time.Minute},
+			}
+			var passed atomic.Int64
+			var wg sync.WaitGroup
+			for range 40 {
+				wg.Go(func() {
+					out := make([]Count, len(hits))
+					if err := storeHit(context.Background(), s, hits, out); err != nil {
+						t.Error(err)
+						return
+					}
+					if !requestRefused(hits, out) {
+						passed.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			out := make([]Count, len(hits))
+			if err := storeHit(context.Background(), s, hits[1:], out[1:]); err != nil {
+				t.Fatal(err)
+			}
+			if n := passed.Load(); out[1].N != n+1 || out[2].Remaining != 1000-n-1 {
+				t.Errorf("after %d of 40 concurrent requests passed: the route's fixed window counts %d and its sliding window has %d left; want %d and %d",
+					n, out[1].N-1, out[2].Remaining+1, n, 1000-n)
+			}
+		})
+	}
+}
+
+// A hit taken back (uncount.go) leaves its key as if it had not been
+// counted: three hits then one taken back read as two, on every store and
+// algorithm.
+func TestStoreConformance_AnUncountedHitIsAsIfNotCounted(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			now := time.UnixMilli(1_700_000_000_000)
+			ctx := context.Background()
+			for _, alg := range []Algorithm{FixedWindow, GCRA, SlidingWindow} {
+				mkHit := func(name string) Hit {
+					return Hit{Key: ks.RateLimit(name, algName(alg)), Algorithm: alg, Limit: 10, TTL: time.Minute, Period: time.Minute}
+				}
+				a, b := mkHit("three-back-one"), mkHit("two")
+				out := make([]Count, 1)
+				var at time.Time
+				for range 3 {
+					if err := hitAt(ctx, s, now, []Hit{a}, out); err != nil {
+						t.Fatal(err)
+					}
+					at = now
+				}
+				if err := s.(uncounter).uncount(ctx, []Hit{a}, []time.Time{at}); err != nil {
+					t.Fatal(err)
+				}
+				for range 2 {
+					if err := hitAt(ctx, s, now, []Hit{b}, out); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ca, cb := make([]Count, 1), make([]Count, 1)
+				if err := hitAt(ctx, s, now, []Hit{a}, ca); err != nil {
+					t.Fatal(err)
+				}
+				if err := hitAt(ctx, s, now, []Hit{b}, cb); err != nil {
+					t.Fatal(err)
+				}
+				if x, y := comparable(ca[0]), comparable(cb[0]); x != y {
+					t.Errorf("%s: three hits, one taken back, then one: %+v; two hits then one: %+v", algName(alg), x, y)
+				}
+			}
+		})
 	}
 }

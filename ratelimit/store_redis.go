@@ -27,7 +27,8 @@ var (
 // RESP, Redis Cluster, Ring). One Hit is one EVALSHA (plus one EVAL the first
 // time a server has not cached the script). On a Redis Cluster (or Ring), where one
 // request's keys fall in different slots, each key is its own EVALSHA and
-// they travel in one pipeline (one round trip per node).
+// they travel in one pipeline (one round trip per node), in two passes
+// for a request of several rules (hitPerKey).
 type RedisStore struct {
 	c       redisClient
 	cluster bool
@@ -69,9 +70,10 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 // peeks every key (the script decides, writes nothing), then a second
 // counts, each key alone, what the first pass says of the request: every
 // key when it passed, the full fixed windows only when it was refused
-// (Store.Hit's contract). Two round trips instead of one; a key another
-// request fills between the passes refuses in the second, with the
-// others counted (docs/rate-limiting.md, "Decided together"). Each node
+// (Store.Hit's contract). When a key another request filled between the
+// passes refuses in the second, a third takes back the others' counts
+// (uncount.go): two round trips for a request of several rules, three
+// in that race (docs/rate-limiting.md, "Decided together"). Each node
 // caches scripts on its own, so a pipeline can meet NOSCRIPT on one node
 // after the script already ran (and counted) on another: only the keys
 // that got NOSCRIPT are sent again, as EVAL, so no hit is counted twice.
@@ -81,28 +83,47 @@ func (s *RedisStore) hitPerKey(ctx context.Context, pinned int64, hits []Hit, ou
 	for i := range all {
 		all[i] = i
 	}
-	now, err := s.hitEach(ctx, pinned, modePeek, hits, all, out)
+	ats := make([]time.Time, len(hits))
+	now, err := s.hitEach(ctx, pinned, modePeek, hits, all, out, ats)
 	if err != nil {
 		return time.Time{}, err
 	}
-	mode, write := modeDecide, all
 	if requestRefused(hits, out) {
-		mode, write = modeRefused, nil
+		var write []int
 		for i, h := range hits {
 			if h.Algorithm == FixedWindow && !allowed(h, out[i]) {
 				write = append(write, i)
 			}
 		}
+		if len(write) == 0 {
+			return now, nil
+		}
+		return s.hitEach(ctx, pinned, modeRefused, hits, write, out, ats)
 	}
-	if len(write) == 0 {
-		return now, nil
+	if now, err = s.hitEach(ctx, pinned, modeDecide, hits, all, out, ats); err != nil || !requestRefused(hits, out) {
+		return now, err
 	}
-	return s.hitEach(ctx, pinned, mode, hits, write, out)
+	var back []Hit
+	var backAt []time.Time
+	var backIdx []int
+	for i, h := range hits {
+		if out[i].Counted && allowed(h, out[i]) {
+			back, backAt, backIdx = append(back, h), append(backAt, ats[i]), append(backIdx, i)
+		}
+	}
+	if err := s.uncount(ctx, back, backAt); err != nil {
+		return time.Time{}, err
+	}
+	for _, i := range backIdx {
+		out[i].Counted = false
+	}
+	return now, nil
 }
 
 // hitEach runs the hit script in mode once per key of hits[idx], in one
-// pipeline, into out[idx], and returns the latest clock the nodes said.
-func (s *RedisStore) hitEach(ctx context.Context, pinned int64, mode string, hits []Hit, idx []int, out []Count) (time.Time, error) {
+// pipeline, into out[idx] and ats[idx] (each node's clock), and returns
+// the latest clock the nodes said.
+func (s *RedisStore) hitEach(ctx context.Context, pinned int64, mode string, hits []Hit, idx []int, out []Count, ats []time.Time) (time.Time, error) {
 	cmds := s.evalEach(ctx, hitScript, hitScriptSource, len(idx), func(n int) ([]string, []any) {
 		return hitArgs(pinned, mode, hits[idx[n]:idx[n]+1])
 	})
@@ -117,6 +138,7 @@ func (s *RedisStore) hitEach(ctx context.Context, pinned int64, mode string, hit
 		if err != nil {
 			return time.Time{}, err
 		}
+		ats[i] = t
 		if t.After(now) {
 			now = t
 		}

@@ -233,7 +233,7 @@ func (s *syncer) hit(ctx context.Context, hits []Hit, out []Count) time.Time {
 
 // prepared is a request's decision up to the view's: done when it is
 // refused already (out holds its answer, at the view's time), else what
-// commit needs to decide it on the view, or abort to give it up.
+// commit needs to decide it on the view.
 type prepared struct {
 	done     bool
 	at       time.Time
@@ -265,20 +265,6 @@ func (s *syncer) commit(hits []Hit, out []Count, p prepared) time.Time {
 	return at
 }
 
-// abort gives up a prepared request that another part of its decision
-// refused (hitSplit): the shares it took are given back, and out answers
-// its hits as the view stands, counted nowhere.
-func (s *syncer) abort(hits []Hit, out []Count, p prepared) {
-	s.mu.Lock()
-	for j, h := range hits {
-		if k, ok := s.keys.get(h.Key); ok && j < 64 && p.taken&(1<<j) != 0 {
-			k.spent = max(0, k.spent-1)
-		}
-	}
-	s.mu.Unlock()
-	s.refuse(hits, out, p.refusals)
-}
-
 // prepareOnce is prepareHit's decision. When a key it must ask for is being
 // asked by another request it returns that ask's channel, deciding
 // nothing, unless followed (it waited for one already): then the request
@@ -296,17 +282,14 @@ func (s *syncer) prepareOnce(ctx context.Context, hits []Hit, out []Count, follo
 		s.mu.Lock()
 		for j, h := range hits {
 			k, ok := s.keys.get(h.Key)
+			held, holds := heldRefusal(h, k, ok, now, replicas)
 			switch {
-			case ok && nowM.before(k.refuseUntil) && k.wants && ownShareRoom(h, k, nowM, replicas):
+			case ok && nowM.before(k.refuseUntil) && !holds:
 				// Waiting for the lease its failed ask wanted, within
 				// its own share: the view decides, no ask meanwhile.
-			case ok && nowM.before(k.refuseUntil):
+			case holds:
 				refused = refused || !h.Observe
-				if k.wants {
-					refusals = append(refusals, refusal{j, leaseRefusal(h)})
-				} else {
-					refusals = append(refusals, refusal{j, spentCount(h, KeyState{TTL: k.refuseUntil.sub(nowM)}, now)})
-				}
+				refusals = append(refusals, refusal{j, held})
 			case ok && k.resEnd != 0 && !nowM.before(k.resUntil) && k.spent < k.lease:
 				// The window the lease was reserved in is over, with some
 				// of it left (a key not flooding: a flood spends its lease
@@ -358,8 +341,7 @@ func (s *syncer) prepareOnce(ctx context.Context, hits []Hit, out []Count, follo
 		if !refused && len(ask) == 0 {
 			// Within their leases: each hit takes its share now, so
 			// concurrent requests cannot all pass on the same one (count
-			// gives back the share of a hit the view refuses, abort every
-			// share).
+			// gives back the share of a hit the view refuses).
 			for j, h := range hits {
 				if k, ok := s.keys.get(h.Key); ok && j < 64 {
 					k.spent++
@@ -386,6 +368,43 @@ func (s *syncer) prepareOnce(ctx context.Context, hits []Hit, out []Count, follo
 		}
 	}
 	return prepared{replicas: replicas, taken: taken, refusals: refusals}, nil
+}
+
+// heldRefusal returns the refusal of h when its key k (ok: known) is
+// held refused until refuseUntil: past its lease (the store left this
+// replica none), or its ask failed and its own share is spent (a key
+// whose ask failed, within its own share, is not held: the view decides).
+// s.mu is held.
+func heldRefusal(h Hit, k *syncKey, ok bool, now time.Time, replicas int64) (Count, bool) {
+	nowM := momentOf(now)
+	switch {
+	case !ok || !nowM.before(k.refuseUntil):
+		return Count{}, false
+	case k.wants && ownShareRoom(h, k, nowM, replicas):
+		return Count{}, false
+	case k.wants:
+		return leaseRefusal(h), true
+	}
+	return spentCount(h, KeyState{TTL: k.refuseUntil.sub(nowM)}, now), true
+}
+
+// refusesLocally reports whether the view refuses hits without asking
+// the store: a key held refused (heldRefusal), or the view's own counts.
+// It answers them in out, counted nowhere (hitSplit's first step).
+func (s *syncer) refusesLocally(hits []Hit, out []Count) bool {
+	now := s.view.now()
+	replicas := s.replicas.Load()
+	var refusals []refusal
+	s.mu.Lock()
+	for j, h := range hits {
+		k, ok := s.keys.get(h.Key)
+		if c, holds := heldRefusal(h, k, ok, now, replicas); holds {
+			refusals = append(refusals, refusal{j, c})
+		}
+	}
+	s.mu.Unlock()
+	s.refuse(hits, out, refusals)
+	return refusesRequest(hits, refusals) || requestRefused(hits, out)
 }
 
 // refusal is a hit refused for want of a lease: j, its index in the

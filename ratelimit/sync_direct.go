@@ -39,17 +39,22 @@ func (s *syncer) direct(hits []Hit) []int {
 // under the breaker and the deadline; on an error they fall back as every
 // store error does, and are reported failed) and the other hits on the
 // sync view, together (Store.Hit): a request refused by either part
-// counts into no key of the other that had room. The view's part is
-// prepared first (its leases and asks, syncer.prepareHit): when it refuses,
-// the direct hits are not sent (errDecidedOnView: their rules are left
-// out of the Verdict, as a deny-cache refusal leaves out the rules it
-// did not ask). Otherwise the direct hits are sent; when the store (or
-// its fallback) refuses them, the view's part is given up (syncer.abort:
-// its hits answered as the view stands, counted nowhere; fresh attack
-// pass 22 R01: the view counted them first, and one address's refused
-// logins filled a route-wide window of 20 over two replicas, every other
-// client refused for the rest of it); when it passes them, the view
-// decides. counts receives every hit's count.
+// counts into no key of the other that had room.
+//
+//  1. The view, without asking the store (syncer.refusesLocally): when
+//     it refuses, the direct hits are not sent (errDecidedOnView: their
+//     rules are left out of the Verdict, as a deny-cache refusal leaves
+//     out the rules it did not ask).
+//  2. The direct hits: when the store (or its fallback) refuses them,
+//     the view's hits are answered as the view stands, counted nowhere,
+//     and no lease is asked for (fresh attack pass 22 R01: the view
+//     counted them first, and one address's refused logins filled a
+//     route-wide window of 20 over two replicas; pass 23 RL-02: its
+//     concurrent requests asked for leases the store then kept).
+//  3. The view, with its leases and asks: when it refuses now, the store
+//     takes back the direct hits it counted (uncount.go).
+//
+// counts receives every hit's count.
 func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hits []Hit, pending []int, counts []Count, direct []int) (time.Time, error) {
 	isDirect := make(map[int]bool, len(direct))
 	for _, j := range direct {
@@ -68,11 +73,8 @@ func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hi
 			counts[j] = rc[n]
 		}
 	}()
-	var p prepared
-	if len(rest) > 0 {
-		if p = l.sync.prepareHit(ctx, rest, rc); p.done {
-			return time.Time{}, errDecidedOnView
-		}
+	if len(rest) > 0 && l.sync.refusesLocally(rest, rc) {
+		return time.Time{}, errDecidedOnView
 	}
 	dh := make([]Hit, len(direct))
 	dp := make([]int, len(direct))
@@ -81,25 +83,60 @@ func (l *Limiter) hitSplit(ctx context.Context, rules []*rule, ds []Decision, hi
 	}
 	dc := make([]Count, len(dh))
 	at, err := l.hitStore(ctx, dh, dc)
-	refused := false
 	if err != nil {
 		l.fallback(rules, ds, dh, dp, breakerRefused(err))
-		refused = slices.ContainsFunc(dp, func(i int) bool { return ds[i].Outcome == OutcomeBlock })
-	} else {
+		if slices.ContainsFunc(dp, func(i int) bool { return ds[i].Outcome == OutcomeBlock }) {
+			return at, err
+		}
+	} else if requestRefused(dh, dc) {
 		observeHits(dh, dc)
 		for n, j := range direct {
 			counts[j] = dc[n]
 		}
-		refused = requestRefused(dh, dc)
+		return at, nil
 	}
-	switch {
-	case len(rest) == 0:
-	case refused:
-		l.sync.abort(rest, rc, p)
-	default:
-		l.sync.commit(rest, rc, p)
+	if len(rest) > 0 {
+		if p := l.sync.prepareHit(ctx, rest, rc); !p.done {
+			l.sync.commit(rest, rc, p)
+		}
+		if err == nil && requestRefused(rest, rc) {
+			l.uncountDirect(dh, dc, at)
+		}
+	}
+	if err == nil {
+		observeHits(dh, dc)
+		for n, j := range direct {
+			counts[j] = dc[n]
+		}
 	}
 	return at, err
+}
+
+// uncountDirect takes back, in the store, the direct hits it counted
+// with room for a request the view then refused (hitSplit's third step),
+// within the request's timeout; a failure leaves them counted (logged as
+// a store error).
+func (l *Limiter) uncountDirect(dh []Hit, dc []Count, at time.Time) {
+	u, ok := l.store.(uncounter)
+	if !ok {
+		return
+	}
+	var back []Hit
+	var backAt []time.Time
+	for n, h := range dh {
+		if dc[n].Counted && allowed(h, dc[n]) {
+			back, backAt = append(back, h), append(backAt, at)
+			dc[n].Counted = false
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	if err := u.uncount(ctx, back, backAt); err != nil {
+		l.logStoreError(err)
+	}
 }
 
 // errDecidedOnView is hitSplit's: the view refused the request, its

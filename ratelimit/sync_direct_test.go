@@ -140,10 +140,12 @@ func TestSync_ADirectRuleBesideALeasedOneLeavesTheLeasedOneDeciding(t *testing.T
 }
 
 // A request the view refuses does not spend a rule the store decides
-// (a limit below the replicas): its hit is not sent, and its rule is
-// left out of the Verdict. It was sent first, so every request another
-// rule refused spent the tightest limit of all (two logins a minute),
-// and the client was then refused by it once the other rule let it pass.
+// (a limit below the replicas): its hit is not sent when the view
+// refuses on its own counts, and taken back when the view refuses after
+// asking the store (here: per_ip's share is 1 of 3, its ask leaves it
+// none). It was sent first, so every request another rule refused spent
+// the tightest limit of all (two logins a minute), and the client was
+// then refused by it once the other rule let it pass.
 func TestSync_ARequestTheViewRefusesSpendsNoDirectRule(t *testing.T) {
 	opts := rulesConfig(
 		Rule{Name: "per_ip", Scope: ScopeIP, Algorithm: FixedWindow, Limit: 3, Window: time.Minute, Routes: []string{AllRoutes}},
@@ -162,13 +164,23 @@ func TestSync_ARequestTheViewRefusesSpendsNoDirectRule(t *testing.T) {
 		}
 		refused++
 		for _, d := range v.Decisions {
-			if d.Rule == "login" {
-				t.Errorf("request %d, refused by per_ip on the view, reports the login rule (%s): it was not asked", i, d.Outcome)
+			if d.Rule == "login" && d.Outcome == OutcomeBlock {
+				t.Errorf("request %d, refused by per_ip on the view, reports the login rule refusing: it had room", i)
 			}
 		}
 	}
 	if refused == 0 {
 		t.Fatal("no request was refused: the test proves nothing")
+	}
+	// Held refused by per_ip's spent share, a request costs no store call:
+	// the login rule is not sent.
+	a.deny.purge() // the deny cache would refuse it before the view
+	before := counterOf(t, a.m.rlCommands)
+	if !a.Decide(context.Background(), Subject{Route: "portal", IP: ip}).Blocked() {
+		t.Fatal("a seventh request passed")
+	}
+	if after := counterOf(t, a.m.rlCommands); after != before {
+		t.Errorf("a request the view refuses on its own counts cost %v store calls, want none", after-before)
 	}
 	login := Hit{Key: ks.RateLimit("login", ip), Algorithm: FixedWindow, TTL: time.Minute, Limit: 2}
 	var c [1]Count
