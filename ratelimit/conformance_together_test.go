@@ -255,3 +255,78 @@ func TestStoreConformance_AnUncountedHitIsAsIfNotCounted(t *testing.T) {
 		})
 	}
 }
+
+// Fresh attack pass 24 RL-01 (medium): on a Redis Cluster the second pass
+// counted every key of a request at once, and took back a moment later
+// what a request refused there had counted. Clients arriving in that
+// moment read a route window inflated by a flood's concurrent requests,
+// were refused (and, their refusal counted into a window that looked
+// full, inflated it for good): the route refused everyone at 85-91 of
+// its 100. Every store: bursts of 64 concurrent requests of one address
+// (a GCRA of 2) beside one client at a time, on a route window already
+// at 80; the first client refused must find the window really full.
+func TestStoreConformance_AFloodsRefusedRequestsNeverFillTheWindowForOthers(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			ctx := context.Background()
+			route := Hit{Key: ks.RateLimit("route", "shared"), Algorithm: FixedWindow, Limit: 100, TTL: time.Minute}
+			ipHit := func(ip string) Hit {
+				return Hit{Key: ks.RateLimit("per_ip", ip), Algorithm: GCRA, Limit: 2, Period: time.Second}
+			}
+			var passed atomic.Int64
+			request := func(ip string) bool {
+				hits := []Hit{ipHit(ip), route}
+				out := make([]Count, 2)
+				if err := storeHit(ctx, s, hits, out); err != nil {
+					t.Error(err)
+					return false
+				}
+				if requestRefused(hits, out) {
+					return false
+				}
+				passed.Add(1)
+				return true
+			}
+			for i := range 80 {
+				request(fmt.Sprintf("10.5.0.%d", i))
+			}
+			done := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for burst := range 12 {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					var b sync.WaitGroup
+					for range 64 {
+						b.Go(func() { request(fmt.Sprintf("198.51.105.%d", burst)) })
+					}
+					b.Wait()
+				}
+			})
+			clients := 0
+			for i := range 40 {
+				if !request(fmt.Sprintf("10.6.0.%d", i)) {
+					break
+				}
+				clients++
+			}
+			close(done)
+			wg.Wait()
+			if clients == 40 {
+				t.Skip("the clients were never refused: the window did not fill within the test")
+			}
+			out := make([]Count, 1)
+			if err := storeHit(ctx, s, []Hit{countingOnly(route)}, out); err != nil {
+				t.Fatal(err)
+			}
+			if n := passed.Load(); n < 100 {
+				t.Errorf("a client was refused when the route window (100) had passed %d (the window counts %d): requests a flood's GCRA refused held its room", n, out[0].N-1)
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -66,18 +68,26 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 }
 
 // hitPerKey decides a request's hits on a Redis Cluster, where its keys
-// live in different slots and no script sees them all: a first pipeline
-// peeks every key (the script decides, writes nothing), then a second
-// counts, each key alone, what the first pass says of the request: every
-// key when it passed, the full fixed windows only when it was refused
-// (Store.Hit's contract). When a key another request filled between the
-// passes refuses in the second, a third takes back the others' counts
-// (uncount.go): two round trips for a request of several rules, three
-// in that race (docs/rate-limiting.md, "Decided together"). Each node
-// caches scripts on its own, so a pipeline can meet NOSCRIPT on one node
-// after the script already ran (and counted) on another: only the keys
-// that got NOSCRIPT are sent again, as EVAL, so no hit is counted twice.
-// Each node answers with its own clock; the latest is returned.
+// live in different slots and no script sees them all. A first pipeline
+// peeks every key (the script decides, writes nothing). When that says
+// the request is refused, a second counts the refusal into the full
+// fixed windows only (Store.Hit's contract). Otherwise the request is
+// counted key by key: first the enforced key with the least room left
+// (the one concurrent requests race for: a flooding address's own
+// GCRA), alone, then, if it passed, the others in one pipeline; when a
+// key another request filled since the peek refuses in either step, a
+// last pipeline takes back what was counted into the others
+// (uncount.go). Three round trips for a request of several rules, four
+// in that race (docs/rate-limiting.md, "Decided together"; fresh attack
+// passes 23 RL-01 and 24 RL-01: counting every key at once, a flood's
+// concurrent requests all counted into the route-wide windows before
+// their GCRA refused them, and the counts, taken back a moment later,
+// refused the clients that read them). A failed take-back leaves the
+// counts, as a lost answer to INCR would. Each node caches scripts on
+// its own, so a pipeline can meet NOSCRIPT on one node after the script
+// already ran (and counted) on another: only the keys that got NOSCRIPT
+// are sent again, as EVAL, so no hit is counted twice. Each node answers
+// with its own clock; the latest is returned.
 func (s *RedisStore) hitPerKey(ctx context.Context, pinned int64, hits []Hit, out []Count) (time.Time, error) {
 	all := make([]int, len(hits))
 	for i := range all {
@@ -100,24 +110,57 @@ func (s *RedisStore) hitPerKey(ctx context.Context, pinned int64, hits []Hit, ou
 		}
 		return s.hitEach(ctx, pinned, modeRefused, hits, write, out, ats)
 	}
-	if now, err = s.hitEach(ctx, pinned, modeDecide, hits, all, out, ats); err != nil || !requestRefused(hits, out) {
-		return now, err
-	}
-	var back []Hit
-	var backAt []time.Time
-	var backIdx []int
-	for i, h := range hits {
-		if out[i].Counted && allowed(h, out[i]) {
-			back, backAt, backIdx = append(back, h), append(backAt, ats[i]), append(backIdx, i)
+	first := tightest(hits, out)
+	steps := [][]int{{first}, slices.DeleteFunc(all, func(i int) bool { return i == first })}
+	for n, step := range steps {
+		t, err := s.hitEach(ctx, pinned, modeDecide, hits, step, out, ats)
+		if err != nil {
+			return time.Time{}, err
 		}
-	}
-	if err := s.uncount(ctx, back, backAt); err != nil {
-		return time.Time{}, err
-	}
-	for _, i := range backIdx {
-		out[i].Counted = false
+		now = later(now, t)
+		if !requestRefused(hits, out) {
+			continue
+		}
+		var back []Hit
+		var backAt []time.Time
+		for _, step := range steps[:n+1] {
+			for _, i := range step {
+				if out[i].Counted && allowed(hits[i], out[i]) {
+					back, backAt = append(back, hits[i]), append(backAt, ats[i])
+					out[i].Counted = false
+				}
+			}
+		}
+		_ = s.uncount(ctx, back, backAt) // a failure leaves the counts
+		break
 	}
 	return now, nil
+}
+
+// tightest returns the index of the enforced hit with the least room
+// left in out (a peek's answers), or 0 when every hit is observed.
+func tightest(hits []Hit, out []Count) int {
+	best, room := 0, int64(math.MaxInt64)
+	for i, h := range hits {
+		if h.Observe || h.Algorithm == FixedWindow && h.Limit <= 0 {
+			continue // never refuses
+		}
+		r := out[i].Remaining
+		if h.Algorithm == FixedWindow {
+			r = h.Limit - out[i].N
+		}
+		if r < room {
+			best, room = i, r
+		}
+	}
+	return best
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // hitEach runs the hit script in mode once per key of hits[idx], in one
