@@ -255,7 +255,8 @@ rate_limits:
 // counted each burst's requests into the route window, then took back
 // those the GCRA refused: a client reading the window in between was
 // refused, and the window refused everyone at 85-91 passes. The first
-// client refused must find the window really full: 100 passes.
+// client refused must find the window full but for a moment's count: 95
+// passes at least.
 func TestHostileFloodBurstsOnARedisClusterNeverFillTheWindowForOthers(t *testing.T) {
 	prefix := servicetest.KeyPrefix(t)
 	rules := `    - {name: route, scope: route, algorithm: fixed_window, limit: 100, window: 30s, routes: [shared]}
@@ -306,8 +307,11 @@ func TestHostileFloodBurstsOnARedisClusterNeverFillTheWindowForOthers(t *testing
 	if clients == 40 {
 		t.Fatal("no client was refused: the route window never filled, the test proves nothing")
 	}
-	if n := passed.Load(); n < 100 {
-		t.Errorf("a client was refused after %d clients, when the route window (100) had passed %d: requests the flood's GCRA refused held its room", clients, n)
+	// A count the cluster takes back a moment later may refuse a client
+	// in that moment (docs/rate-limiting.md, "Decided together"); before,
+	// the first client was refused at 85-91.
+	if n := passed.Load(); n < 95 {
+		t.Errorf("a client was refused after %d clients, when the route window (100) had passed %d, want 95 at least: requests the flood's GCRA refused held its room", clients, n)
 	}
 }
 

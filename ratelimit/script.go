@@ -16,7 +16,8 @@ import (
 //
 //	KEYS[i]                 one key per rule
 //	ARGV[1]                 0 (use TIME), or a pinned now in unix ms (tests only)
-//	ARGV[2]                 the mode: "d" decide, "p" peek, "r" refused elsewhere
+//	ARGV[2]                 the mode: "d" decide, "p" peek, "r" refused elsewhere,
+//	                        "c" decide, a refusal counted nowhere
 //	ARGV[3+4(i-1) .. +3]    "f", ttl_ms, limit, enforce      fixed window
 //	                        "g", limit, period_ms, enforce   GCRA (burst = limit)
 //	                        "s", limit, window_ms, enforce   sliding window
@@ -31,7 +32,10 @@ import (
 // decisions it cannot change (docs/security.md, "Rate limits": one
 // subject's refusals never spend a budget another shares). Mode "p"
 // writes nothing (a Redis Cluster's first pass, RedisStore.hitPerKey);
-// "r" decides as if another key had refused the request (its second).
+// "r" decides as if another key had refused the request; "c" decides as
+// "d" but counts a refused request into no key, full windows included
+// (a cluster's counting steps: a window that looks full there may hold a
+// count about to be taken back).
 // A fixed window's limit of 0 never refuses (a hit that only counts).
 //
 // It returns 4 integers per key, then the script's now (unix ms):
@@ -65,6 +69,7 @@ end
 local mode = ARGV[2]
 local write = mode ~= 'p'
 local refused = mode == 'r'
+local countFull = mode ~= 'c'
 local st = {}
 for i, key in ipairs(KEYS) do
   local j = 3 + (i - 1) * 4
@@ -170,7 +175,7 @@ for i, key in ipairs(KEYS) do
   local s = st[i]
   if s.kind == 'f' then
     local counted = 0
-    if write and (not refused or not s.ok) then
+    if write and (not refused or (not s.ok and countFull)) then
       if s.stale then redis.call('DEL', key) end
       s.n = redis.call('INCR', key)
       local ttl = redis.call('PTTL', key)
@@ -232,6 +237,7 @@ const (
 	modeDecide  = "d"
 	modePeek    = "p"
 	modeRefused = "r"
+	modeCounted = "c"
 )
 
 // The script's per-hit arguments that are always the same, boxed once:
@@ -239,7 +245,7 @@ const (
 var (
 	argFixed, argGCRA, argSliding any = "f", "g", "s"
 	argEnforce, argObserve        any = "1", "0"
-	argModes                          = map[string]any{modeDecide: modeDecide, modePeek: modePeek, modeRefused: modeRefused}
+	argModes                          = map[string]any{modeDecide: modeDecide, modePeek: modePeek, modeRefused: modeRefused, modeCounted: modeCounted}
 )
 
 // hitArgs returns the script's KEYS and ARGV for hits in mode; pinnedMS

@@ -87,7 +87,8 @@ type Store interface {
 	// writes one Count per Hit into out (len(out) == len(hits)). The
 	// request is refused when a hit not Observe finds no room in its key;
 	// a refused request is counted into no key that had room, only into
-	// the fixed windows already full (where it changes no decision); a
+	// the fixed windows already full (where it changes no decision; on a
+	// Redis Cluster into no key at all: RedisStore.hitPerKey); a
 	// passed request is counted into every key with room and every fixed
 	// window. Every key written has a TTL set atomically with its first
 	// write. Time is the store's

@@ -59,7 +59,11 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 	if s.cluster && len(hits) > 1 {
 		return s.hitPerKey(ctx, pinned, hits, out)
 	}
-	keys, args := hitArgs(pinned, modeDecide, hits)
+	mode := modeDecide
+	if s.cluster {
+		mode = modeCounted // a cluster counts a refusal nowhere (hitPerKey)
+	}
+	keys, args := hitArgs(pinned, mode, hits)
 	reply, err := hitScript.Run(ctx, s.c, keys, args...).Int64Slice()
 	if err != nil {
 		return time.Time{}, fmt.Errorf("running the rate-limit script: %w", err)
@@ -70,9 +74,13 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 // hitPerKey decides a request's hits on a Redis Cluster, where its keys
 // live in different slots and no script sees them all. A first pipeline
 // peeks every key (the script decides, writes nothing). When that says
-// the request is refused, a second counts the refusal into the full
-// fixed windows only (Store.Hit's contract). Otherwise the request is
-// counted key by key: first the enforced key with the least room left
+// the request is refused, nothing is counted: on a cluster a refused
+// request counts into no key, full windows included, since a window
+// that looks full may hold a count about to be taken back, and a
+// refusal counted there would keep it full for good (fresh attack pass
+// 24 RL-01; Store.Hit's full-window counting is the distribution's,
+// which a cluster forgoes for refused requests). Otherwise the request is
+// counted key by key (mode "c": a key that refuses counts nothing): first the enforced key with the least room left
 // (the one concurrent requests race for: a flooding address's own
 // GCRA), alone, then, if it passed, the others in one pipeline; when a
 // key another request filled since the peek refuses in either step, a
@@ -99,21 +107,12 @@ func (s *RedisStore) hitPerKey(ctx context.Context, pinned int64, hits []Hit, ou
 		return time.Time{}, err
 	}
 	if requestRefused(hits, out) {
-		var write []int
-		for i, h := range hits {
-			if h.Algorithm == FixedWindow && !allowed(h, out[i]) {
-				write = append(write, i)
-			}
-		}
-		if len(write) == 0 {
-			return now, nil
-		}
-		return s.hitEach(ctx, pinned, modeRefused, hits, write, out, ats)
+		return now, nil
 	}
 	first := tightest(hits, out)
 	steps := [][]int{{first}, slices.DeleteFunc(all, func(i int) bool { return i == first })}
 	for n, step := range steps {
-		t, err := s.hitEach(ctx, pinned, modeDecide, hits, step, out, ats)
+		t, err := s.hitEach(ctx, pinned, modeCounted, hits, step, out, ats)
 		if err != nil {
 			return time.Time{}, err
 		}
