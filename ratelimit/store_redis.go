@@ -79,10 +79,11 @@ func (s *RedisStore) Hit(ctx context.Context, hits []Hit, out []Count) (time.Tim
 // that looks full may hold a count about to be taken back, and a
 // refusal counted there would keep it full for good (fresh attack pass
 // 24 RL-01; Store.Hit's full-window counting is the distribution's,
-// which a cluster forgoes for refused requests). Otherwise the request is
-// counted key by key (mode "c": a key that refuses counts nothing): first the enforced key with the least room left
-// (the one concurrent requests race for: a flooding address's own
-// GCRA), alone, then, if it passed, the others in one pipeline; when a
+// which a cluster forgoes for refused requests). Otherwise the request
+// is counted key by key (mode "c": a key that refuses counts nothing):
+// first the enforced key with the least room left (the one concurrent
+// requests race for: a flooding address's own GCRA), alone, then, if it
+// passed, the others in one pipeline; when a
 // key another request filled since the peek refuses in either step, a
 // last pipeline takes back what was counted into the others
 // (uncount.go). Three round trips for a request of several rules, four
