@@ -291,11 +291,7 @@ func floodAndWindows(t *testing.T, replicas []*process, rdb *redis.Client, prefi
 	if rate := float64(len(res)) / last.Seconds(); rate < replicaLeastRate {
 		// CI (BORDA_REQUIRE_SERVICES=1) fails rather than skips: a skip
 		// there would let the bounds go untested unnoticed.
-		skip := t.Skipf
-		if servicetest.Required() {
-			skip = t.Fatalf
-		}
-		skip("machine too loaded: %d requests in %v (%.0f/s), the scenario needs at least %d/s",
+		servicetest.Inconclusive(t, "machine too loaded: %d requests in %v (%.0f/s), the scenario needs at least %d/s",
 			len(res), last.Round(time.Millisecond), rate, replicaLeastRate)
 	}
 	for _, r := range res {

@@ -32,6 +32,18 @@ const (
 // Required reports whether BORDA_REQUIRE_SERVICES=1.
 func Required() bool { return os.Getenv("BORDA_REQUIRE_SERVICES") == "1" }
 
+// Inconclusive ends a test whose scenario did not happen (a loaded
+// machine, a window that turned over): it skips, and fails under
+// BORDA_REQUIRE_SERVICES=1 (CI), where a skip would leave the property
+// untested unnoticed.
+func Inconclusive(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
 // RedisURL returns the test Redis URL, or skips (fails when required).
 func RedisURL(t testing.TB) string {
 	return reachable(t, "Redis", env("BORDA_TEST_REDIS_URL", DefaultRedisURL))
