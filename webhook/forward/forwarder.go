@@ -212,17 +212,7 @@ func New(opts Options) (*Forwarder, error) {
 		return nil, fmt.Errorf("registering forward metrics: %w", err)
 	}
 	log := opts.Logger.With("component", "forward")
-	top := opts.Topology
-	pub, err := publish.New(publish.Options{
-		URL:            opts.AMQPURL,
-		ConnectionName: "borda-forward-publisher",
-		Topology:       &top,
-		Channels:       1,
-		MaxInFlight:    max(2*opts.Prefetch, 64),
-		ConfirmTimeout: opts.PublishTimeout,
-		Logger:         opts.Logger,
-		Registerer:     opts.PublishRegisterer,
-	})
+	pub, err := publish.New(republishOptions(opts))
 	if err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
 	}
@@ -292,6 +282,23 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		f.log.Error("forward session ended; reconnecting", "err", err, "in", wait)
 	})
 	return nil
+}
+
+// republishOptions are the republishing connection's options (New's
+// opts, defaults applied): one channel, its own copy of the topology, and
+// at most max(2 × prefetch, 64) publishes awaiting their confirms.
+func republishOptions(opts Options) publish.Options {
+	top := opts.Topology
+	return publish.Options{
+		URL:            opts.AMQPURL,
+		ConnectionName: "borda-forward-publisher",
+		Topology:       &top,
+		Channels:       1,
+		MaxInFlight:    max(2*opts.Prefetch, 64),
+		ConfirmTimeout: opts.PublishTimeout,
+		Logger:         opts.Logger,
+		Registerer:     opts.PublishRegisterer,
+	}
 }
 
 // session runs one consuming connection: a channel with the prefetch and
