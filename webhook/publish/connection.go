@@ -112,7 +112,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 	p.setUp(conn, chans)
 	p.logger.Info("webhook broker connected", "channels", len(chans), "connection_name", p.connName)
 
-	lastDeclare := time.Now()
+	lastDeclare := p.clock.Now()
 	var lastRetire time.Time
 	tick := time.NewTicker(topologyEvery)
 	defer tick.Stop()
@@ -132,7 +132,7 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 				return true, fmt.Errorf("confirms stalled for %s; recycling the connection", since.Round(time.Millisecond))
 			}
 			if since <= p.confirmTimeout { // a stalled connection would hang the declare
-				lastDeclare = time.Now()
+				lastDeclare = p.clock.Now()
 				p.declareAsync(conn)
 			}
 		case <-ctx.Done():
@@ -151,10 +151,10 @@ func (p *Publisher) session(ctx context.Context) (connected bool, err error) {
 				p.logger.Info("webhook broker unblocked the connection")
 			}
 		case <-p.redeclare:
-			if time.Since(lastDeclare) < redeclareEvery {
+			if p.clock.Now().Sub(lastDeclare) < redeclareEvery {
 				continue
 			}
-			lastDeclare = time.Now()
+			lastDeclare = p.clock.Now()
 			p.declareAsync(conn)
 		case nacked := <-p.retire:
 			// At most one channel per confirm timeout: under a real

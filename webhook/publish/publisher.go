@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/olp-edu/borda/internal/clock"
 	"github.com/olp-edu/borda/internal/startstop"
 	"github.com/olp-edu/borda/webhook/envelope"
 	"github.com/olp-edu/borda/webhook/topology"
@@ -81,7 +82,11 @@ type Publisher struct {
 	blockCh chan struct{} // closed while the broker blocks the connection
 
 	redeclare chan struct{}
-	dead      chan *confirmChannel
+	// clock reads the time of the topology declares, which paces the
+	// redeclares a basic.return asks for (redeclareEvery); the wall
+	// clock, a Manual one in tests.
+	clock clock.Clock
+	dead  chan *confirmChannel
 	// retire receives channels the broker nacked a publish on (S04);
 	// the session replaces them, at most one per confirm timeout.
 	retire chan *confirmChannel
@@ -178,6 +183,7 @@ func New(opts Options) (*Publisher, error) {
 		logger:         opts.Logger.With("component", "webhook-publisher"),
 		slots:          make(chan struct{}, max(opts.MaxInFlight, 1)),
 		redeclare:      make(chan struct{}, 1),
+		clock:          clock.Wall,
 		lastErr:        errors.New("not connected yet"),
 		blockCh:        make(chan struct{}),
 		upCh:           make(chan struct{}),
