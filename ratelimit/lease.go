@@ -26,7 +26,7 @@ func remaining(h Hit, s KeyState, nowMS float64) int64 {
 		}
 		period := float64(h.Period.Milliseconds())
 		interval := period / float64(limit)
-		return int64(math.Floor((nowMS + period - s.TAT) / interval))
+		return int64(math.Floor((nowMS + period - s.TAT + gcraSlack(period, float64(limit))) / interval))
 	case SlidingWindow:
 		if !s.present() {
 			return limit

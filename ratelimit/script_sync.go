@@ -218,7 +218,7 @@ for i = 1, n do
     if l4 > 0 then
       local interval = b / a
       local rem = a
-      if rttl > 0 and r1 > now then rem = math.floor((now + b - r1) / interval) end
+      if rttl > 0 and r1 > now then rem = math.floor((now + b - r1 + math.min(a / 1000, interval / 2)) / interval) end
       local lease = share(a, rem, l4)
       if lease > 0 then
         local tat = now

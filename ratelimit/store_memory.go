@@ -296,7 +296,8 @@ func (sh *memoryShard) gcra(h Hit, now time.Time, p *memoryPending, mend bool) C
 		}
 	}
 	newTAT := tat + interval
-	diff := nowMS - (newTAT - period)
+	// diff is how early, past the rounding (gcraSlack), the hit is.
+	diff := nowMS - (newTAT - period) + gcraSlack(period, float64(h.Limit))
 	if diff < 0 {
 		return Count{
 			RetryAfter: time.Duration(math.Ceil(-diff)) * time.Millisecond,

@@ -1,0 +1,170 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// gcraCase is a GCRA rule of Limit per Period, hit again At after a full
+// burst.
+type gcraCase struct {
+	Limit  int64
+	Period time.Duration
+	At     time.Duration
+}
+
+// gcraCases is every limit from 1 to 64 per second, the limits whose
+// emission interval float64 sums inexactly over a burst (1000/15,
+// 60000/29, …: a burst passed one less than the limit on every store),
+// and random limits per period up to √(500 × period in ms), the range
+// docs/rate-limiting.md ("GCRA arithmetic") gives the exact burst for.
+// Each is hit again at a random moment of its period.
+func gcraCases(seed uint64) []gcraCase {
+	rng := rand.New(rand.NewPCG(seed, 15))
+	at := func(p time.Duration) time.Duration {
+		return time.Duration(1+rng.Int64N(p.Milliseconds())) * time.Millisecond
+	}
+	var cs []gcraCase
+	for l := int64(1); l <= 64; l++ {
+		cs = append(cs, gcraCase{l, time.Second, at(time.Second)})
+	}
+	for _, c := range []struct {
+		l int64
+		p time.Duration
+	}{{15, time.Second}, {29, time.Minute}, {51, time.Minute}, {55, time.Second}, {97, time.Minute}, {600, time.Second}, {49, time.Minute}} {
+		cs = append(cs, gcraCase{c.l, c.p, at(c.p)})
+	}
+	for range 24 {
+		p := []time.Duration{time.Second, time.Minute, time.Hour, time.Duration(1+rng.Int64N(600_000)) * time.Millisecond}[rng.IntN(4)]
+		maxL := int64(1)
+		for (maxL+1)*(maxL+1) <= 500*p.Milliseconds() {
+			maxL++
+		}
+		cs = append(cs, gcraCase{1 + rng.Int64N(min(maxL, 800)), p, at(p)})
+	}
+	return cs
+}
+
+// exactPasses is how many hits of a burst at t after a full burst pass on
+// an exact GCRA of limit per period (ms) whose arrival time may run slack
+// ms past now + period: floor((t + slack) × limit / period), at most
+// limit, in rational arithmetic, apart from the code under test.
+func exactPasses(limit, periodMS, tMS int64, slack *big.Rat) int64 {
+	x := new(big.Rat).Add(big.NewRat(tMS, 1), slack)
+	x.Mul(x, big.NewRat(limit, periodMS))
+	n := new(big.Int).Quo(x.Num(), x.Denom()) // floor: both positive
+	return min(n.Int64(), limit)
+}
+
+// The rounding slack as the docs define it, in rationals: a thousandth
+// of a millisecond per request of the limit, at most half an emission
+// interval.
+func docSlack(limit, periodMS int64) *big.Rat {
+	return minRat(big.NewRat(limit, 1000), big.NewRat(periodMS, 2*limit))
+}
+
+func minRat(a, b *big.Rat) *big.Rat {
+	if a.Cmp(b) <= 0 {
+		return a
+	}
+	return b
+}
+
+// TestStoreConformance_AGCRABurstPassesExactlyItsLimit: a GCRA rule of
+// limit per period passes exactly limit hits in one millisecond from an
+// empty key, each showing limit − k remaining, and refuses the next, on
+// every store; hit again after t it passes what an exact GCRA regains in
+// t, and never more than the rounding slack allows. A limit of 15 a
+// second used to pass 14 in a burst, of 600 a second 599: the arrival
+// time sums period / limit once per hit, which float64 holds inexactly
+// and the script keeps to the thousandth of a millisecond.
+func TestStoreConformance_AGCRABurstPassesExactlyItsLimit(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			ctx := context.Background()
+			// A whole second: the hits of a burst share its millisecond.
+			start := time.UnixMilli(time.Now().Add(time.Hour).Truncate(time.Second).UnixMilli())
+			out := make([]Count, 1)
+			for i, c := range gcraCases(7) {
+				h := []Hit{{Key: ks.RateLimit("gcra", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.Limit, Period: c.Period}}
+				for k := int64(1); k <= c.Limit+1; k++ {
+					if err := hitAt(ctx, s, start, h, out); err != nil {
+						t.Fatal(err)
+					}
+					switch {
+					case k <= c.Limit && (!out[0].Allowed || out[0].Remaining != c.Limit-k):
+						t.Fatalf("%d per %v: hit %d of a burst passed %v with %d remaining; want passed with %d",
+							c.Limit, c.Period, k, out[0].Allowed, out[0].Remaining, c.Limit-k)
+					case k > c.Limit && out[0].Allowed:
+						t.Fatalf("%d per %v: hit %d of a burst passed", c.Limit, c.Period, k)
+					}
+				}
+				periodMS := c.Period.Milliseconds()
+				slack := docSlack(c.Limit, periodMS)
+				lo := exactPasses(c.Limit, periodMS, c.At.Milliseconds(), new(big.Rat))
+				hi := exactPasses(c.Limit, periodMS, c.At.Milliseconds(), slack)
+				n := int64(0)
+				for {
+					if err := hitAt(ctx, s, start.Add(c.At), h, out); err != nil {
+						t.Fatal(err)
+					}
+					if !out[0].Allowed {
+						break
+					}
+					if n++; n > c.Limit {
+						break
+					}
+				}
+				if n < lo || n > hi {
+					t.Errorf("%d per %v: %v after a full burst %d passed; an exact GCRA passes %d, its slack of %s ms allows %d",
+						c.Limit, c.Period, c.At, n, lo, slack.FloatString(4), hi)
+				}
+			}
+		})
+	}
+}
+
+// TestSyncConformance_AGCRALeaseAfterABurstIsWhatTheBurstLeft: an ask
+// for a lease among one replica, after a burst of k of a GCRA's limit in
+// one millisecond, is leased exactly limit − k, on every store (the sync
+// script's remaining, and lease.go's remaining on the state it answers);
+// it read one less for the limits whose emission interval float64 sums
+// inexactly.
+func TestSyncConformance_AGCRALeaseAfterABurstIsWhatTheBurstLeft(t *testing.T) {
+	for name, mk := range conformanceStores() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s, ks := mk(t)
+			ctx := context.Background()
+			start := time.UnixMilli(time.Now().Add(time.Hour).Truncate(time.Second).UnixMilli())
+			out := make([]Count, 1)
+			for i, c := range gcraCases(11) {
+				k := 1 + int64(c.At)%c.Limit // a random share of the limit, from the case's moment
+				h := Hit{Key: ks.RateLimit("lease", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.Limit, Period: c.Period}
+				for range k {
+					if err := hitAt(ctx, s, start, []Hit{h}, out); err != nil {
+						t.Fatal(err)
+					}
+				}
+				pinStoreClock(s, start)
+				got := make([]KeyState, 1)
+				if _, err := s.(Syncer).Sync(ctx, []SyncOp{{Hit: h, LeaseAmong: 1}}, got); err != nil {
+					t.Fatal(err)
+				}
+				if got[0].Leased != c.Limit-k {
+					t.Fatalf("%d per %v after a burst of %d: leased %d, want %d", c.Limit, c.Period, k, got[0].Leased, c.Limit-k)
+				}
+				// The state answered holds the lease: nothing remains.
+				if r := remaining(h, got[0], float64(start.UnixMilli())); r != 0 {
+					t.Fatalf("%d per %v: %d remaining on the state holding the lease, want 0", c.Limit, c.Period, r)
+				}
+			}
+		})
+	}
+}

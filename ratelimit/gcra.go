@@ -1,0 +1,19 @@
+package ratelimit
+
+import "math"
+
+// gcraSlack is how far past now + period, in milliseconds, a GCRA hit's
+// new arrival time may fall and the hit still pass: the rounding of the
+// arithmetic, never a request. Each passed hit moves the arrival time
+// by period / limit, which float64 holds inexactly (1000 / 15) and the
+// stores keep to the thousandth of a millisecond (the script's "%.3f"),
+// so a burst of exactly limit hits in one millisecond ends up to a
+// thousandth per hit past now + period: without the slack, a limit of
+// 15 per second passed 14 in a burst, of 600 passed 599 (every store).
+// It is limit thousandths of a millisecond, at most half an emission
+// interval, so a burst of limit + 1 never passes for it. The hit
+// script's GCRA branch (script.go) and the sync script's lease
+// (script_sync.go) compute the same value in Lua.
+func gcraSlack(period, limit float64) float64 {
+	return math.Min(limit/1000, period/limit/2)
+}
