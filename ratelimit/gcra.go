@@ -11,9 +11,13 @@ import "math"
 // thousandth per hit past now + period: without the slack, a limit of
 // 15 per second passed 14 in a burst, of 600 passed 599 (every store).
 // It is limit thousandths of a millisecond, at most half an emission
-// interval, so a burst of limit + 1 never passes for it. The hit
-// script's GCRA branch (script.go) and the sync script's lease
-// (script_sync.go) compute the same value in Lua.
+// interval, so a burst of limit + 1 never passes for it. A pass may
+// therefore leave the arrival time up to the slack past now + period:
+// the caps of a stored arrival time (a window shortened, replicas'
+// merged counts) are at now + period + slack, never below, or every
+// refusal would cut that debt and a flood pass at up to twice the rate
+// (fresh attack pass 25 R01). The hit script's GCRA branch (script.go)
+// and the sync script (script_sync.go) compute the same value in Lua.
 func gcraSlack(period, limit float64) float64 {
 	return math.Min(limit/1000, period/limit/2)
 }

@@ -142,31 +142,41 @@ for i, key in ipairs(KEYS) do
     end
   else
     local interval = b / a
+    -- the rounding of the arithmetic a pass may leave past now + b
+    -- (gcraSlack: a thousandth of a ms per request, at most half an
+    -- interval)
+    local slack = math.min(a / 1000, interval / 2)
     local tat = tonumber(redis.call('GET', key) or '')
     if tat == nil or tat < now then tat = now end
-    if tat > now + b then
+    if tat > now + b + slack then
       -- set under a longer period (the window was shortened): an allowed
-      -- hit never sets tat past now + period, so neither refusal nor TTL
-      -- may outlast the current one
-      tat = now + b
+      -- hit never sets tat past now + period + slack, so neither refusal
+      -- nor TTL may outlast the current one. A tat a pass left is never
+      -- cut: cut to now + period, each refusal gave the slack back
+      tat = now + b + slack
       if write then
-        redis.call('SET', key, string.format('%.3f', tat), 'PX', b)
+        redis.call('SET', key, string.format('%.3f', tat), 'PX', math.ceil(b + slack))
       end
     end
     local new_tat = tat + interval
-    -- past the rounding of the arithmetic (gcraSlack: a thousandth of a
-    -- ms per request, at most half an interval), how early the hit is
-    local diff = now - (new_tat - b) + math.min(a / 1000, interval / 2)
+    -- past the slack, how early the hit is
+    local diff = now - (new_tat - b) + slack
     s.tat = new_tat
     s.ok = diff >= 0
+    -- The waits are reported within the period (the slack is rounding),
+    -- rounded up past the thousandth of a ms the arrival time is kept to:
+    -- a wait of exactly 100 ms computed through the slack reads 100.0001
+    -- (a float64 near 1.8e12 ms has no finer digits).
     if s.ok then
       s.r2 = math.floor(diff / interval)
-      -- at least 1 ms: a very high limit makes new_tat - now round to 0,
-      -- and SET PX 0 is an error that would fail every rule of the call
-      s.r4 = math.max(1, math.ceil(new_tat - now))
+      -- the key's TTL, at least 1 ms: a very high limit makes new_tat - now
+      -- round to 0, and SET PX 0 is an error that would fail every rule of
+      -- the call
+      s.px = math.max(1, math.ceil(new_tat - now))
+      s.r4 = math.min(s.px, b)
     else
-      s.r3 = math.ceil(-diff)
-      s.r4 = math.ceil(tat - now)
+      s.r3 = math.max(1, math.ceil(-diff - 0.001))
+      s.r4 = math.min(math.ceil(tat - now), b)
     end
   end
   if not s.ok and ARGV[j + 3] == '1' then refused = true end
@@ -202,7 +212,7 @@ for i, key in ipairs(KEYS) do
       if s.kind == 's' then
         redis.call('SET', key, string.format('s%d:%d:%d:%d', s.b, s.idx, s.cur + 1, s.prev), 'PX', s.r4)
       else
-        redis.call('SET', key, string.format('%.3f', s.tat), 'PX', s.r4)
+        redis.call('SET', key, string.format('%.3f', s.tat), 'PX', s.px)
       end
       room = 1
     end

@@ -208,7 +208,10 @@ for i = 1, n do
       local other = 0
       if g ~= nil then other = math.max(0, g - math.max(b1, now)) end
       local tat = math.max(l1, now) + other
-      if tat > now + b then r2, tat = 1, now + b end
+      -- capped at a full bucket: now + b and the slack a pass may leave
+      -- (gcraSlack)
+      local full = now + b + math.min(a / 1000, b / a / 2)
+      if tat > full then r2, tat = 1, full end
       if tat > now then
         rttl = math.max(1, math.ceil(tat - now))
         r1 = tat

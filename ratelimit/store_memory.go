@@ -285,28 +285,33 @@ func (sh *memoryShard) gcra(h Hit, now time.Time, p *memoryPending, mend bool) C
 	nowMS := float64(now.UnixMilli())
 	period := float64(h.Period.Milliseconds())
 	interval := period / float64(h.Limit)
+	slack := gcraSlack(period, float64(h.Limit))
 	tat := nowMS
 	if e, ok := sh.keys.Get(h.Key); ok && momentOf(now).before(e.expires) && e.tat > tat {
 		tat = e.tat
-		if tat > nowMS+period { // as the script: capped at now + period
-			tat = nowMS + period
+		// As the script: capped at now + period + slack, the most a pass
+		// leaves (a tat a pass left is never cut).
+		if tat > nowMS+period+slack {
+			tat = nowMS + period + slack
 			if mend {
-				e.tat, e.expires = tat, momentOf(now).add(h.Period)
+				e.tat, e.expires = tat, momentOf(now).add(time.Duration(math.Ceil(period+slack))*time.Millisecond)
 			}
 		}
 	}
 	newTAT := tat + interval
-	// diff is how early, past the rounding (gcraSlack), the hit is.
-	diff := nowMS - (newTAT - period) + gcraSlack(period, float64(h.Limit))
+	// diff is how early, past the slack, the hit is.
+	diff := nowMS - (newTAT - period) + slack
+	// As the script: the waits are reported within the period, rounded up
+	// past the thousandth of a ms the arrival time is kept to.
 	if diff < 0 {
 		return Count{
-			RetryAfter: time.Duration(math.Ceil(-diff)) * time.Millisecond,
-			ResetAfter: time.Duration(math.Ceil(tat-nowMS)) * time.Millisecond,
+			RetryAfter: time.Duration(math.Max(1, math.Ceil(-diff-0.001))) * time.Millisecond,
+			ResetAfter: time.Duration(math.Min(math.Ceil(tat-nowMS), period)) * time.Millisecond,
 		}
 	}
-	reset := math.Max(1, math.Ceil(newTAT-nowMS))
-	*p = memoryPending{tat: newTAT, ttl: reset}
-	return Count{Allowed: true, Remaining: int64(math.Floor(diff / interval)), ResetAfter: time.Duration(reset) * time.Millisecond}
+	ttl := math.Max(1, math.Ceil(newTAT-nowMS))
+	*p = memoryPending{tat: newTAT, ttl: ttl}
+	return Count{Allowed: true, Remaining: int64(math.Floor(diff / interval)), ResetAfter: time.Duration(math.Min(ttl, period)) * time.Millisecond}
 }
 
 // ReadRelax implements Store.

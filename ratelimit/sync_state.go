@@ -171,7 +171,7 @@ func mergeCounts(cur KeyState, op SyncOp, nowMS float64) (KeyState, bool) {
 			other = max(0, cur.TAT-b)
 		}
 		tat := max(local.TAT, nowMS) + other
-		tat = min(tat, nowMS+period)
+		tat = min(tat, nowMS+period+gcraSlack(period, float64(op.Hit.Limit))) // a full bucket
 		if tat <= nowMS {
 			return KeyState{}, true
 		}
