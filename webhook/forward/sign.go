@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -32,6 +33,9 @@ var (
 	ErrBadTimestamp     = errors.New("forward: timestamp is not unix seconds")
 	ErrStaleTimestamp   = errors.New("forward: timestamp older than 5 minutes or in the future")
 	ErrBadSignature     = errors.New("forward: signature does not match")
+	// ErrNoSecret: Verify or VerifyV2 was given no secret that is not
+	// empty. An empty secret is never used: anyone can sign with it.
+	ErrNoSecret = errors.New("forward: no secret to verify with (an empty secret is never used)")
 )
 
 // Sign returns the signature of body at ts: the bare lower-case hex
@@ -54,9 +58,11 @@ func mac(secret []byte, ts string, body []byte) []byte {
 // values, body the raw request bytes (read before any parsing), now the
 // receiver's clock. It returns nil when the signature matches (constant-time
 // comparison) and the timestamp is within MaxSignatureAge of now; else
-// ErrMissingSignature, ErrBadTimestamp, ErrStaleTimestamp or
-// ErrBadSignature. Several secrets may be passed during a rotation; any one
-// matching is enough.
+// ErrMissingSignature, ErrBadTimestamp, ErrStaleTimestamp,
+// ErrBadSignature or ErrNoSecret. Several secrets may be passed during a
+// rotation; any one matching is enough. An empty secret is skipped (an
+// unset variable of a finished rotation must not let anyone sign), and
+// with no other secret Verify fails with ErrNoSecret.
 //
 //	err := forward.Verify(r.Header.Get("X-Webhook-Timestamp"),
 //		r.Header.Get("X-Webhook-Signature"), body, time.Now(), secret)
@@ -68,7 +74,7 @@ func Verify(timestamp, signature string, body []byte, now time.Time, secrets ...
 		return err
 	}
 	for _, s := range secrets {
-		if hmac.Equal(got, mac(s, timestamp, body)) {
+		if len(s) > 0 && hmac.Equal(got, mac(s, timestamp, body)) {
 			return nil
 		}
 	}
@@ -125,7 +131,7 @@ func VerifyV2(timestamp, signature, idempotencyKey, contentType string, body []b
 		return err
 	}
 	for _, s := range secrets {
-		if hmac.Equal(got, macV2(s, timestamp, idempotencyKey, contentType, body)) {
+		if len(s) > 0 && hmac.Equal(got, macV2(s, timestamp, idempotencyKey, contentType, body)) {
 			return nil
 		}
 	}
@@ -136,7 +142,10 @@ func VerifyV2(timestamp, signature, idempotencyKey, contentType string, body []b
 // there, the timestamp is unix seconds within MaxSignatureAge of now, and
 // the signature is hex. It returns the decoded signature.
 func checkSigned(timestamp, signature string, now time.Time, secrets [][]byte) ([]byte, error) {
-	if timestamp == "" || signature == "" || len(secrets) == 0 {
+	if !slices.ContainsFunc(secrets, func(s []byte) bool { return len(s) > 0 }) {
+		return nil, ErrNoSecret
+	}
+	if timestamp == "" || signature == "" {
 		return nil, ErrMissingSignature
 	}
 	sec, err := strconv.ParseInt(timestamp, 10, 64)

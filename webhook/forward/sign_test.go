@@ -34,7 +34,7 @@ func TestVerify(t *testing.T) {
 		{"upper-case hex is not ours", ts, "ZZ" + sig[2:], body, now, [][]byte{secret}, ErrBadSignature},
 		{"timestamp not a number", "2026-01-01", sig, body, now, [][]byte{secret}, ErrBadTimestamp},
 		{"missing signature", ts, "", body, now, [][]byte{secret}, ErrMissingSignature},
-		{"no secret", ts, sig, body, now, nil, ErrMissingSignature},
+		{"no secret", ts, sig, body, now, nil, ErrNoSecret},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
