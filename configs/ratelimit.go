@@ -71,7 +71,8 @@ type Rule struct {
 	// two-window counter: any interval of d passes at most
 	// limit × (1 + d/window), see docs/rate-limiting.md).
 	Algorithm string `yaml:"algorithm"`
-	// Limit is the number of requests allowed per Window (> 0).
+	// Limit is the number of requests allowed per Window (> 0; for gcra at
+	// most MaxGCRAPerMillisecond per millisecond of Window).
 	Limit int64 `yaml:"limit"`
 	// Window is the period Limit applies to (≥ 1s, whole seconds).
 	Window Duration `yaml:"window"`
@@ -186,7 +187,21 @@ func validateRule(p *problems, f string, r *Rule) {
 	if r.Window.D().Seconds() < 1 || r.Window.D()%1e9 != 0 {
 		p.addf(f+".window", "%s: must be whole seconds, at least 1s", r.Window)
 	}
+	if r.Algorithm == "gcra" && r.Limit > MaxGCRAPerMillisecond*r.Window.D().Milliseconds() {
+		p.addf(f+".limit", "%d per %s: a gcra rule allows at most %d a second (its emission interval, window / limit, "+
+			"at least 0.1 ms: the store keeps the arrival time to the thousandth of a millisecond, so a shorter one is not counted); "+
+			"use sliding_window for a higher rate", r.Limit, r.Window, MaxGCRAPerMillisecond*1000)
+	}
 }
+
+// MaxGCRAPerMillisecond is the most a gcra rule's limit allows per
+// millisecond of its window: 10, an emission interval of 0.1 ms. The
+// stores keep a GCRA arrival time to the thousandth of a millisecond, so
+// an interval below 0.0005 ms rounds away and the rule counts nothing
+// (fresh attack pass 25 R06: a limit of 3 000 000 a second never
+// advanced on Redis), and one of 0.1 ms is counted to within 0.5 %
+// (docs/rate-limiting.md, "GCRA arithmetic").
+const MaxGCRAPerMillisecond = 10
 
 // validateRuleRoutes checks the names between rules and routes: each of a
 // route's rate_limits is a rule (names), each of a rule's routes a route.

@@ -67,3 +67,28 @@ func TestSyncIntervalIsBoundedByTheRulesWindows(t *testing.T) {
 		}
 	}
 }
+
+// A gcra rule allows at most 10 a millisecond of its window (an emission
+// interval of 0.1 ms): past it the error names the limit field and
+// sliding_window (fresh attack pass 25 R06: 3 000 000 a second counted
+// nothing on Redis).
+func TestGCRALimitPastTenPerMillisecondIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		limit, window string
+		ok            bool
+	}{
+		{"10000", "1s", true}, {"10001", "1s", false}, {"600000", "1m", true}, {"600001", "1m", false}, {"3000000", "1s", false},
+	} {
+		_, err := configs.Parse(rulesYAML("    - {name: g, scope: route, algorithm: gcra, limit: "+tc.limit+", window: "+tc.window+", routes: ['*']}\n"), noEnv)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("gcra %s per %s: %v, want accepted", tc.limit, tc.window, err)
+		case !tc.ok && (err == nil || !strings.Contains(err.Error(), "rate_limits.rules[0].limit") || !strings.Contains(err.Error(), "sliding_window")):
+			t.Errorf("gcra %s per %s: err = %v, want refused naming the limit and sliding_window", tc.limit, tc.window, err)
+		}
+	}
+	if _, err := configs.Parse(rulesYAML("    - {name: s, scope: route, algorithm: sliding_window, limit: 3000000, window: 1s, routes: ['*']}\n"), noEnv); err != nil {
+		t.Errorf("a sliding window of 3 000 000 a second: %v, want accepted", err)
+	}
+}
