@@ -283,7 +283,7 @@ func TestHostileOtherGatewaysIdentityHeadersReachTheUpstream(t *testing.T) {
 	p := startServe(t, minimalServe(up.URL, "", ""))
 	sent := []string{"X-Consumer-Username", "X-Consumer-Id", "X-Credential-Identifier", "X-Userinfo", "X-Jwt-Payload",
 		"Tailscale-User-Login", "X-Tailscale-User-Login", "X-Appengine-User-Email", "X-Webauth-Email", "X-Authenticated-Email",
-		"X-Remote-Email", "X-Auth-Email", "X-Token-Subject", "X-User-Id", "X-Client-Verify", "X-Client-S-Dn",
+		"X-Remote-Email", "X-Auth-Email", "X-Token-Subject", "X-User-Id", "X-Usuario-Id", "X_Escola_Id", "X-Client-Verify", "X-Client-S-Dn",
 		"Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Original-Remote-Addr", "X-Original-Proto", "X-Is-Https", "Https",
 		"WL-Proxy-SSL", "WL-Proxy-Client-Cert", "Incap-Client-IP", "X-Sucuri-ClientIP", "Cdn-Src-Ip", "X-Middleware-Subrequest", // A003
 		"X-Goog-Iap-Jwt-Assertion", "X-Jwt-Claim-Sub"}

@@ -46,7 +46,7 @@ var forwardedIdentityFamily = []string{
 	"Fastly-Client-IP", "X-Cluster-Client-Ip", "X-Real-Ip", "X-Client-Ip",
 	// Attack pass A01.
 	"X-Consumer-Username", "X-Credential-Identifier", "X-Jwt-Payload", "X-Tailscale-User-Login",
-	"X-Authenticated-Email", "X-Remote-Email", "X-Auth-Email", "X-Token-Subject", "X-User-Id",
+	"X-Authenticated-Email", "X-Remote-Email", "X-Auth-Email", "X-Token-Subject", "X-User-Id", "X-Usuario-Id", "X_Escola_Id",
 	"X-Client-S-Dn", "Proxy-Client-IP", "WL-Proxy-Client-IP", "X-Original-Remote-Addr", "X-Original-Proto",
 	"X-Is-Https", "Https", "X-Jwt-Claim-Sub",
 	// Fresh attack pass A003 (WebLogic's plugin, WAF and CDN client IPs,

@@ -315,6 +315,11 @@ var clientClaimHeaders = []string{
 	"x-user-id", "x-user-email", "x-user-name", "x-user-groups", "x-user-roles",
 	"x-jwt-payload", "x-token-subject", "x-credential-identifier", "x-credential-username", "x-anonymous-consumer", "x-userinfo",
 	"gap-auth", "x-endpoint-api-userinfo",
+	// The portal's own identity fields under header names (usuario_id,
+	// escola_id, the telemetry's and the limiter's subjects): Borda never
+	// sets them, so a client's is a claim an upstream might believe (fresh
+	// attack pass 25 P16).
+	"x-usuario-id", "x-escola-id",
 	// Sendfile control (Rack::Sendfile, Rails, Django-sendfile, lighttpd,
 	// nginx X-Accel-*): a client's X-Sendfile-Type: X-Accel-Redirect with
 	// an X-Accel-Mapping made Rack answer with a redirect, to a path the
