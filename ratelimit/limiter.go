@@ -221,6 +221,9 @@ func (l *Limiter) Decide(ctx context.Context, s Subject) Verdict {
 		d := &ds[i]
 		d.Rule, d.Scope, d.Window = r.name, r.scope, r.window
 		d.Limit = relax.apply(r.name, r.limit, now)
+		if r.algorithm == GCRA {
+			d.Limit = gcraLimit(d.Limit, r.limit, r.window)
+		}
 		subject := r.subject(s)
 		if subject == "" {
 			d.Outcome = OutcomeSkip

@@ -76,3 +76,12 @@ rate_limits:
 		t.Errorf("api: %+v", r)
 	}
 }
+
+// The config check's bound on a gcra rule and the limiter's bound on a
+// relaxed one are the same number, written once in each package (configs
+// imports no domain package).
+func TestGCRABoundIsTheSameInConfigsAndTheLimiter(t *testing.T) {
+	if configs.MaxGCRAPerMillisecond != ratelimit.MaxGCRAPerMillisecond {
+		t.Errorf("configs.MaxGCRAPerMillisecond %d, ratelimit.MaxGCRAPerMillisecond %d: one bound", configs.MaxGCRAPerMillisecond, ratelimit.MaxGCRAPerMillisecond)
+	}
+}
