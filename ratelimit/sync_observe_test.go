@@ -28,7 +28,7 @@ func TestSync_AnObservedRuleOverItsLeaseRefusesNoRequest(t *testing.T) {
 			ks := keyspace.MustNew(servicetest.KeyPrefix(t))
 			a := manualFleet(t, 2, opts, ks, newRegisteringMemory())[0]
 			ip := "203.0.113.160"
-			would := 0
+			would, allowed := 0, 0
 			for i := range 12 {
 				v := a.Decide(context.Background(), Subject{Route: "portal", IP: ip})
 				if v.Blocked() {
@@ -37,9 +37,19 @@ func TestSync_AnObservedRuleOverItsLeaseRefusesNoRequest(t *testing.T) {
 				if v.WouldBlock() {
 					would++
 				}
+				for _, d := range v.Decisions {
+					if d.Rule == "obs" && d.Outcome == OutcomeAllow {
+						allowed++
+					}
+				}
 			}
 			if would == 0 {
 				t.Fatal("the observed rule never would-blocked: its lease was not spent, the test proves nothing")
+			}
+			// What the observed rule reports is what enforcing it would do:
+			// never more allowed than its limit, the rest would-block.
+			if allowed > 4 || allowed+would != 12 {
+				t.Errorf("the observed rule of 4 allowed %d and would-blocked %d of 12 requests; want at most 4 allowed, the rest would-block", allowed, would)
 			}
 			if _, ok := a.deny.get(ks.RateLimit("burst", ip), time.Now()); ok {
 				t.Error("the enforced rule's key is in the deny cache, yet it never refused")
