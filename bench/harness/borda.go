@@ -78,15 +78,17 @@ func (s BordaSpec) WriteConfig(dir, name string) (string, error) {
 	}
 	fmt.Fprintf(&b, "telemetry:\n  enabled: %t\n  flush_every: 1s\n", !s.NoTelemetry)
 	// Limits are never reached (they measure the cost of deciding). The
-	// GCRA one stays at 100 000/s: at millions per second its emission
-	// interval falls under the float precision of a millisecond timestamp.
+	// GCRA one is at the config's bound, 10 a millisecond of its window
+	// (an emission interval of 0.1 ms: docs/rate-limiting.md, "GCRA
+	// arithmetic"), over a window long enough that no run spends its
+	// burst of 10 000 000.
 	rules := []struct {
 		name, yaml string
 		limit      int
 	}{
 		{"bench_ip", "{name: bench_ip, scope: ip, algorithm: fixed_window, limit: %d, window: 5s, mode: enforce}", 1_000_000_000},
 		{"bench_route", "{name: bench_route, scope: route, algorithm: fixed_window, limit: %d, window: 60s, mode: enforce}", 1_000_000_000},
-		{"bench_gcra", "{name: bench_gcra, scope: ip, algorithm: gcra, limit: %d, window: 1s, mode: enforce}", 100_000},
+		{"bench_gcra", "{name: bench_gcra, scope: ip, algorithm: gcra, limit: %d, window: 1000s, mode: enforce}", 10_000_000},
 	}
 	var names []string
 	if s.Rules > 0 {
