@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/olp-edu/borda/internal/servicetest"
+	"github.com/olp-edu/borda/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -92,51 +93,45 @@ func minRat(a, b *big.Rat) *big.Rat {
 // time sums period / limit once per hit, which float64 holds inexactly
 // and the script keeps to the thousandth of a millisecond.
 func TestStoreConformance_AGCRABurstPassesExactlyItsLimit(t *testing.T) {
-	for name, mk := range conformanceStores() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s, ks := mk(t)
-			ctx := context.Background()
-			// A whole second: the hits of a burst share its millisecond.
-			start := time.UnixMilli(time.Now().Add(time.Hour).Truncate(time.Second).UnixMilli())
-			out := make([]Count, 1)
-			for i, c := range gcraCases(7, name == "memory") {
-				h := []Hit{{Key: ks.RateLimit("gcra", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.Limit, Period: c.Period}}
-				for k := int64(1); k <= c.Limit+1; k++ {
-					if err := hitAt(ctx, s, start, h, out); err != nil {
-						t.Fatal(err)
-					}
-					switch {
-					case k <= c.Limit && (!out[0].Allowed || out[0].Remaining != c.Limit-k):
-						t.Fatalf("%d per %v: hit %d of a burst passed %v with %d remaining; want passed with %d",
-							c.Limit, c.Period, k, out[0].Allowed, out[0].Remaining, c.Limit-k)
-					case k > c.Limit && out[0].Allowed:
-						t.Fatalf("%d per %v: hit %d of a burst passed", c.Limit, c.Period, k)
-					}
+	onEveryStoreAtASecond(t, func(t *testing.T, name string, s Store, ks keyspace.Keyspace, start time.Time) {
+		ctx := context.Background()
+		out := make([]Count, 1)
+		for i, c := range gcraCases(7, name == "memory") {
+			h := []Hit{{Key: ks.RateLimit("gcra", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.Limit, Period: c.Period}}
+			for k := int64(1); k <= c.Limit+1; k++ {
+				if err := hitAt(ctx, s, start, h, out); err != nil {
+					t.Fatal(err)
 				}
-				periodMS := c.Period.Milliseconds()
-				slack := docSlack(c.Limit, periodMS)
-				lo := exactPasses(c.Limit, periodMS, c.At.Milliseconds(), new(big.Rat))
-				hi := exactPasses(c.Limit, periodMS, c.At.Milliseconds(), slack)
-				n := int64(0)
-				for {
-					if err := hitAt(ctx, s, start.Add(c.At), h, out); err != nil {
-						t.Fatal(err)
-					}
-					if !out[0].Allowed {
-						break
-					}
-					if n++; n > c.Limit {
-						break
-					}
-				}
-				if n < lo || n > hi {
-					t.Errorf("%d per %v: %v after a full burst %d passed; an exact GCRA passes %d, its slack of %s ms allows %d",
-						c.Limit, c.Period, c.At, n, lo, slack.FloatString(4), hi)
+				switch {
+				case k <= c.Limit && (!out[0].Allowed || out[0].Remaining != c.Limit-k):
+					t.Fatalf("%d per %v: hit %d of a burst passed %v with %d remaining; want passed with %d",
+						c.Limit, c.Period, k, out[0].Allowed, out[0].Remaining, c.Limit-k)
+				case k > c.Limit && out[0].Allowed:
+					t.Fatalf("%d per %v: hit %d of a burst passed", c.Limit, c.Period, k)
 				}
 			}
-		})
-	}
+			periodMS := c.Period.Milliseconds()
+			slack := docSlack(c.Limit, periodMS)
+			lo := exactPasses(c.Limit, periodMS, c.At.Milliseconds(), new(big.Rat))
+			hi := exactPasses(c.Limit, periodMS, c.At.Milliseconds(), slack)
+			n := int64(0)
+			for {
+				if err := hitAt(ctx, s, start.Add(c.At), h, out); err != nil {
+					t.Fatal(err)
+				}
+				if !out[0].Allowed {
+					break
+				}
+				if n++; n > c.Limit {
+					break
+				}
+			}
+			if n < lo || n > hi {
+				t.Errorf("%d per %v: %v after a full burst %d passed; an exact GCRA passes %d, its slack of %s ms allows %d",
+					c.Limit, c.Period, c.At, n, lo, slack.FloatString(4), hi)
+			}
+		}
+	})
 }
 
 // TestSyncConformance_AGCRALeaseAfterABurstIsWhatTheBurstLeft: an ask
@@ -146,36 +141,31 @@ func TestStoreConformance_AGCRABurstPassesExactlyItsLimit(t *testing.T) {
 // it read one less for the limits whose emission interval float64 sums
 // inexactly.
 func TestSyncConformance_AGCRALeaseAfterABurstIsWhatTheBurstLeft(t *testing.T) {
-	for name, mk := range conformanceStores() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s, ks := mk(t)
-			ctx := context.Background()
-			start := time.UnixMilli(time.Now().Add(time.Hour).Truncate(time.Second).UnixMilli())
-			out := make([]Count, 1)
-			for i, c := range gcraCases(11, name == "memory") {
-				k := 1 + int64(c.At)%c.Limit // a random share of the limit, from the case's moment
-				h := Hit{Key: ks.RateLimit("lease", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.Limit, Period: c.Period}
-				for range k {
-					if err := hitAt(ctx, s, start, []Hit{h}, out); err != nil {
-						t.Fatal(err)
-					}
-				}
-				pinStoreClock(s, start)
-				got := make([]KeyState, 1)
-				if _, err := s.(Syncer).Sync(ctx, []SyncOp{{Hit: h, LeaseAmong: 1}}, got); err != nil {
+	onEveryStoreAtASecond(t, func(t *testing.T, name string, s Store, ks keyspace.Keyspace, start time.Time) {
+		ctx := context.Background()
+		out := make([]Count, 1)
+		for i, c := range gcraCases(11, name == "memory") {
+			k := 1 + int64(c.At)%c.Limit // a random share of the limit, from the case's moment
+			h := Hit{Key: ks.RateLimit("lease", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.Limit, Period: c.Period}
+			for range k {
+				if err := hitAt(ctx, s, start, []Hit{h}, out); err != nil {
 					t.Fatal(err)
 				}
-				if got[0].Leased != c.Limit-k {
-					t.Fatalf("%d per %v after a burst of %d: leased %d, want %d", c.Limit, c.Period, k, got[0].Leased, c.Limit-k)
-				}
-				// The state answered holds the lease: nothing remains.
-				if r := remaining(h, got[0], float64(start.UnixMilli())); r != 0 {
-					t.Fatalf("%d per %v: %d remaining on the state holding the lease, want 0", c.Limit, c.Period, r)
-				}
 			}
-		})
-	}
+			pinStoreClock(s, start)
+			got := make([]KeyState, 1)
+			if _, err := s.(Syncer).Sync(ctx, []SyncOp{{Hit: h, LeaseAmong: 1}}, got); err != nil {
+				t.Fatal(err)
+			}
+			if got[0].Leased != c.Limit-k {
+				t.Fatalf("%d per %v after a burst of %d: leased %d, want %d", c.Limit, c.Period, k, got[0].Leased, c.Limit-k)
+			}
+			// The state answered holds the lease: nothing remains.
+			if r := remaining(h, got[0], float64(start.UnixMilli())); r != 0 {
+				t.Fatalf("%d per %v: %d remaining on the state holding the lease, want 0", c.Limit, c.Period, r)
+			}
+		}
+	})
 }
 
 // exactGCRA is a GCRA of limit per period (ms) in rational arithmetic,
@@ -215,64 +205,59 @@ func (g *exactGCRA) hit(nowMS int64) bool {
 // empty live one emission interval each (2 ms at 600 a second), which a
 // loaded machine outlasts between two hits pinned to one millisecond.
 func TestStoreConformance_AGCRAFloodPassesItsRate(t *testing.T) {
-	for name, mk := range conformanceStores() {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s, ks := mk(t)
-			ctx := context.Background()
-			start := time.UnixMilli(time.Now().Add(time.Hour).Truncate(time.Second).UnixMilli())
-			var rdb redis.UniversalClient
-			switch name {
-			case "memory":
-			case "go-redis-cluster":
-				rdb = testRedisCluster(t, ks.Prefix())
-			default:
-				rdb = newRedis(t, servicetest.RedisURL(t))
-			}
-			cases := []struct {
-				limit  int64
-				period time.Duration
-				perMS  int
-			}{{600, time.Second, 2}, {707, time.Second, 2}, {15, time.Second, 3}, {97, 2 * time.Second, 2}, {5000, time.Minute, 2}}
-			out := make([]Count, 1)
-			for i, c := range cases {
-				h := []Hit{{Key: ks.RateLimit("flood", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.limit, Period: c.period}}
-				exact := newExactGCRA(c.limit, c.period.Milliseconds())
-				exact.tat = big.NewRat(start.UnixMilli()+c.period.Milliseconds(), 1)
-				if rdb == nil {
-					for range c.limit {
-						if err := hitAt(ctx, s, start, h, out); err != nil || !out[0].Allowed {
-							t.Fatalf("filling the bucket: %+v, %v", out[0], err)
-						}
+	onEveryStoreAtASecond(t, func(t *testing.T, name string, s Store, ks keyspace.Keyspace, start time.Time) {
+		ctx := context.Background()
+		var rdb redis.UniversalClient
+		switch name {
+		case "memory":
+		case "go-redis-cluster":
+			rdb = testRedisCluster(t, ks.Prefix())
+		default:
+			rdb = newRedis(t, servicetest.RedisURL(t))
+		}
+		cases := []struct {
+			limit  int64
+			period time.Duration
+			perMS  int
+		}{{600, time.Second, 2}, {707, time.Second, 2}, {15, time.Second, 3}, {97, 2 * time.Second, 2}, {5000, time.Minute, 2}}
+		out := make([]Count, 1)
+		for i, c := range cases {
+			h := []Hit{{Key: ks.RateLimit("flood", fmt.Sprintf("c%d", i)), Algorithm: GCRA, Limit: c.limit, Period: c.period}}
+			exact := newExactGCRA(c.limit, c.period.Milliseconds())
+			exact.tat = big.NewRat(start.UnixMilli()+c.period.Milliseconds(), 1)
+			if rdb == nil {
+				for range c.limit {
+					if err := hitAt(ctx, s, start, h, out); err != nil || !out[0].Allowed {
+						t.Fatalf("filling the bucket: %+v, %v", out[0], err)
 					}
-				} else {
-					full := strconv.FormatInt(start.UnixMilli()+c.period.Milliseconds(), 10) + ".000"
-					if err := rdb.Set(ctx, h[0].Key, full, c.period+time.Minute).Err(); err != nil {
+				}
+			} else {
+				full := strconv.FormatInt(start.UnixMilli()+c.period.Milliseconds(), 10) + ".000"
+				if err := rdb.Set(ctx, h[0].Key, full, c.period+time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			span := min(3*c.period.Milliseconds(), 3000)
+			got, want := 0, 0
+			for ms := int64(1); ms <= span; ms++ {
+				at := start.Add(time.Duration(ms) * time.Millisecond)
+				for range c.perMS {
+					if err := hitAt(ctx, s, at, h, out); err != nil {
 						t.Fatal(err)
 					}
-				}
-				span := min(3*c.period.Milliseconds(), 3000)
-				got, want := 0, 0
-				for ms := int64(1); ms <= span; ms++ {
-					at := start.Add(time.Duration(ms) * time.Millisecond)
-					for range c.perMS {
-						if err := hitAt(ctx, s, at, h, out); err != nil {
-							t.Fatal(err)
-						}
-						if out[0].Allowed {
-							got++
-						}
-						if exact.hit(at.UnixMilli()) {
-							want++
-						}
+					if out[0].Allowed {
+						got++
+					}
+					if exact.hit(at.UnixMilli()) {
+						want++
 					}
 				}
-				if got > want+2 || got < want-2 {
-					t.Errorf("%d per %v, %d hits a millisecond for %d ms on a full bucket: %d passed, an exact GCRA passes %d", c.limit, c.period, c.perMS, span, got, want)
-				}
 			}
-		})
-	}
+			if got > want+2 || got < want-2 {
+				t.Errorf("%d per %v, %d hits a millisecond for %d ms on a full bucket: %d passed, an exact GCRA passes %d", c.limit, c.period, c.perMS, span, got, want)
+			}
+		}
+	})
 }
 
 // TestSyncConformance_AFullBucketIsNotCutByAMerge: a replica's view whose
@@ -282,29 +267,38 @@ func TestStoreConformance_AGCRAFloodPassesItsRate(t *testing.T) {
 // (the cap of fresh attack pass 25 R01, in the sync merge). A view past
 // the slack is still capped at the full bucket.
 func TestSyncConformance_AFullBucketIsNotCutByAMerge(t *testing.T) {
+	onEveryStoreAtASecond(t, func(t *testing.T, _ string, s Store, ks keyspace.Keyspace, now time.Time) {
+		pinStoreClock(s, now)
+		nowMS := float64(now.UnixMilli())
+		h := Hit{Key: ks.RateLimit("full", "a"), Algorithm: GCRA, Limit: 600, Period: time.Second} // slack 0.6 ms
+		for _, tc := range []struct{ view, want float64 }{
+			{nowMS + 1000.25, nowMS + 1000.25},
+			{nowMS + 1000.6, nowMS + 1000.6},
+			{nowMS + 1400, nowMS + 1000.6},
+		} {
+			h.Key += "x"
+			got := make([]KeyState, 1)
+			op := SyncOp{Hit: h, Local: KeyState{TAT: tc.view, TTL: 2 * time.Second}}
+			if _, err := s.(Syncer).Sync(context.Background(), []SyncOp{op}, got); err != nil {
+				t.Fatal(err)
+			}
+			if got[0].TAT != tc.want {
+				t.Errorf("a view at now + %.3f ms merged to now + %.3f, want now + %.3f", tc.view-nowMS, got[0].TAT-nowMS, tc.want-nowMS)
+			}
+		}
+	})
+}
+
+// onEveryStoreAtASecond runs f on every store, each in a parallel
+// subtest, from a whole second an hour ahead (start): the hits of a
+// burst pinned there share its millisecond, and no key of the test is
+// at that moment yet.
+func onEveryStoreAtASecond(t *testing.T, f func(t *testing.T, name string, s Store, ks keyspace.Keyspace, start time.Time)) {
 	for name, mk := range conformanceStores() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s, ks := mk(t)
-			now := time.UnixMilli(time.Now().Add(time.Hour).Truncate(time.Second).UnixMilli())
-			pinStoreClock(s, now)
-			nowMS := float64(now.UnixMilli())
-			h := Hit{Key: ks.RateLimit("full", "a"), Algorithm: GCRA, Limit: 600, Period: time.Second} // slack 0.6 ms
-			for _, tc := range []struct{ view, want float64 }{
-				{nowMS + 1000.25, nowMS + 1000.25},
-				{nowMS + 1000.6, nowMS + 1000.6},
-				{nowMS + 1400, nowMS + 1000.6},
-			} {
-				h.Key += "x"
-				got := make([]KeyState, 1)
-				op := SyncOp{Hit: h, Local: KeyState{TAT: tc.view, TTL: 2 * time.Second}}
-				if _, err := s.(Syncer).Sync(context.Background(), []SyncOp{op}, got); err != nil {
-					t.Fatal(err)
-				}
-				if got[0].TAT != tc.want {
-					t.Errorf("a view at now + %.3f ms merged to now + %.3f, want now + %.3f", tc.view-nowMS, got[0].TAT-nowMS, tc.want-nowMS)
-				}
-			}
+			f(t, name, s, ks, time.UnixMilli(time.Now().Add(time.Hour).Truncate(time.Second).UnixMilli()))
 		})
 	}
 }
