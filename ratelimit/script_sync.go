@@ -94,6 +94,11 @@ local function at(idx, i, c, p)
   if idx == i - 1 then return p end
   return 0
 end
+-- slack is a GCRA's rounding slack of limit per period (ms): what a
+-- pass may leave past now + period (gcraSlack in gcra.go)
+local function slack(limit, period)
+  return math.min(limit / 1000, period / limit / 2)
+end
 local function share(limit, rem, among)
   if rem <= 0 then return 0 end
   if limit < among then return 1 end
@@ -209,8 +214,7 @@ for i = 1, n do
       if g ~= nil then other = math.max(0, g - math.max(b1, now)) end
       local tat = math.max(l1, now) + other
       -- capped at a full bucket: now + b and the slack a pass may leave
-      -- (gcraSlack)
-      local full = now + b + math.min(a / 1000, b / a / 2)
+      local full = now + b + slack(a, b)
       if tat > full then r2, tat = 1, full end
       if tat > now then
         rttl = math.max(1, math.ceil(tat - now))
@@ -221,7 +225,7 @@ for i = 1, n do
     if l4 > 0 then
       local interval = b / a
       local rem = a
-      if rttl > 0 and r1 > now then rem = math.floor((now + b - r1 + math.min(a / 1000, interval / 2)) / interval) end
+      if rttl > 0 and r1 > now then rem = math.floor((now + b - r1 + slack(a, b)) / interval) end
       local lease = share(a, rem, l4)
       if lease > 0 then
         local tat = now
