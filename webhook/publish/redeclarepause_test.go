@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/olp-edu/borda/internal/clock"
+	"github.com/olp-edu/borda/internal/servicetest"
 	"github.com/olp-edu/borda/webhook/internal/brokertest"
 )
 
@@ -74,12 +75,19 @@ func TestPublisher_AReturnRedeclaresAtMostOncePerPause(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if time.Now().After(firstTick) {
+		servicetest.Inconclusive(t, "the queue came back after the session's first periodic redeclare (%s): the return's redeclare is not shown", topologyEvery)
+	}
 
 	idle()
 	remove()
 	ret()
 	ret()
-	if exists() && time.Now().Before(firstTick) {
+	idle()
+	if time.Now().After(firstTick) {
+		servicetest.Inconclusive(t, "the session's first periodic redeclare (%s) came before the returns within the pause were checked", topologyEvery)
+	}
+	if exists() {
 		t.Errorf("returns within %s of the last declare redeclared the topology", redeclareEvery)
 	}
 	clk.Advance(redeclareEvery)
